@@ -1,0 +1,1 @@
+"""One module per analysis. Each takes IR graphs / outputs and returns plain data with its evidence kind."""

@@ -1,0 +1,84 @@
+"""Per-output drift of a target against the reference, with the metrics Polygraphy reports.
+
+`min_atol` is the smallest absolute tolerance that passes with rtol = 0 (the max absolute error); `min_rtol` the
+smallest relative tolerance that passes with atol = 0 (the max of |target - ref| / |ref|). Where the reference is
+exactly 0 and the target is not, no rtol passes alone: `min_rtol` is null and `rtol_needs_atol` is true.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+METRICS = ("max_abs", "mean_abs", "rel_l2", "cosine", "snr_db", "min_atol", "min_rtol")
+
+
+def drift_metrics(reference: np.ndarray, target: np.ndarray) -> dict:
+    ref = np.asarray(reference)
+    out = np.asarray(target)
+    if ref.shape != out.shape:
+        return {"error": f"shape mismatch: reference {list(ref.shape)}, target {list(out.shape)}",
+                "shape": list(out.shape), "reference_shape": list(ref.shape)}
+    r = ref.astype(np.float64).ravel()
+    t = out.astype(np.float64).ravel()
+    finite = np.isfinite(t).all()
+    diff = np.abs(t - r)
+    ref_norm = float(np.linalg.norm(r))
+    err_norm = float(np.linalg.norm(t - r))
+    t_norm = float(np.linalg.norm(t))
+    if ref_norm == 0 and t_norm == 0:
+        cosine = 1.0
+    elif ref_norm == 0 or t_norm == 0:
+        cosine = 0.0
+    else:
+        cosine = float(np.dot(r, t) / (ref_norm * t_norm))
+    if err_norm == 0:
+        snr = None  # identical: infinite SNR, written as null with exact=true
+    elif ref_norm == 0:
+        snr = float("-inf")
+    else:
+        snr = float(20 * np.log10(ref_norm / err_norm))
+    nonzero = np.abs(r) > 0
+    zero_ref_mismatch = bool(np.any(diff[~nonzero] > 0))
+    min_rtol = float(np.max(diff[nonzero] / np.abs(r[nonzero]))) if nonzero.any() else 0.0
+    m = {
+        "shape": list(out.shape),
+        "dtype": str(out.dtype),
+        "max_abs": float(diff.max()) if diff.size else 0.0,
+        "mean_abs": float(diff.mean()) if diff.size else 0.0,
+        "rel_l2": float(err_norm / ref_norm) if ref_norm else (0.0 if err_norm == 0 else None),
+        "cosine": cosine,
+        "snr_db": snr if snr != float("-inf") else None,
+        "exact": bool(err_norm == 0),
+        "min_atol": float(diff.max()) if diff.size else 0.0,
+        "min_rtol": None if zero_ref_mismatch else min_rtol,
+        "rtol_needs_atol": zero_ref_mismatch,
+        "finite": bool(finite),
+    }
+    return _clean(m)
+
+
+def passes(metrics: dict, atol: float, rtol: float, reference: np.ndarray | None = None,
+           target: np.ndarray | None = None) -> bool:
+    """np.isclose semantics when the arrays are at hand; otherwise the conservative bound from the metrics."""
+    if "error" in metrics:
+        return False
+    if reference is not None and target is not None:
+        return bool(np.allclose(target, reference, atol=atol, rtol=rtol))
+    return metrics["max_abs"] <= atol or (metrics["min_rtol"] is not None and metrics["min_rtol"] <= rtol)
+
+
+def worst(outputs: dict[str, dict]) -> dict | None:
+    """The output with the largest relative L2 error (errors first)."""
+    items = list(outputs.items())
+    if not items:
+        return None
+    errored = [(k, v) for k, v in items if "error" in v]
+    if errored:
+        return {"output": errored[0][0], "error": errored[0][1]["error"]}
+    k, v = max(items, key=lambda kv: (kv[1].get("rel_l2") or 0.0))
+    return {"output": k, "rel_l2": v.get("rel_l2"), "max_abs": v.get("max_abs"), "snr_db": v.get("snr_db"),
+            "cosine": v.get("cosine")}
+
+
+def _clean(d: dict) -> dict:
+    """NaN is not JSON: write it as null."""
+    return {k: (None if isinstance(v, float) and (np.isnan(v) or np.isinf(v)) else v) for k, v in d.items()}

@@ -1,0 +1,90 @@
+"""The one façade the CLI and the dashboard call: analyze(source, targets, ...) -> Report (a plain dict)."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from typing import Callable
+
+from . import inputs as inputs_mod
+from .capture import capture
+from .errors import XcInputError
+from .report.build import build_report, host_info
+from .report.schema import validate_report
+from .sources import load_source
+from .sources.spec import ShapeOverrides, Source
+from .targets import ERROR, execute_target, make_target, target_ids
+
+Progress = Callable[[dict], None]
+
+
+def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_npz: str | None = None,
+            shapes: ShapeOverrides | None = None, out_dir: str | None = None,
+            target_options: dict[str, dict] | None = None, progress: Progress | None = None) -> dict:
+    """Load, capture, compile for every target, compare, and return the Report.
+
+    Bad input raises XcInputError (one line). A target that fails is an `error` entry in the report; the others
+    still complete. With `out_dir`, writes report.json and artifacts/<target>/ there.
+    """
+    emit = progress or (lambda event: None)
+    targets = list(targets) if targets else target_ids()
+    target_options = target_options or {}
+    user_arrays = inputs_mod.read_npz(inputs_npz) if inputs_npz else None
+    if user_arrays is not None:
+        shapes = {**inputs_mod.npz_shapes(user_arrays), **(shapes or {})}
+    emit({"stage": "load", "status": "running"})
+    src = load_source(source, shapes) if isinstance(source, str) else source
+    if user_arrays is not None:
+        feeds = inputs_mod.check_npz(user_arrays, src.inputs)
+        inputs_info = {"origin": "npz", "file": os.path.basename(inputs_npz)}
+    else:
+        feeds = inputs_mod.random_inputs(src.inputs)
+        inputs_info = {"origin": "seeded-random", "seed": inputs_mod.SEED,
+                       "distribution": "float: standard normal; int: uniform in each input's [low, high)"}
+    emit({"stage": "load", "status": "done", "source": src.name})
+
+    tmp = None
+    if out_dir is None:
+        tmp = out_dir = tempfile.mkdtemp(prefix="xc-")
+    try:
+        artifacts = os.path.join(out_dir, "artifacts")
+        os.makedirs(artifacts, exist_ok=True)
+        emit({"stage": "capture", "status": "running"})
+        t0 = time.perf_counter()
+        captured = capture(src, os.path.join(artifacts, "capture"), feeds)
+        emit({"stage": "capture", "status": "done", "seconds": time.perf_counter() - t0})
+
+        reference_id = "torch" if src.module is not None else "onnx-reference"
+        planned = [reference_id] + [t for t in targets if t != reference_id]
+        results = []
+        reference = None
+        for i, tid in enumerate(planned):
+            emit({"stage": "target", "target": tid, "status": "running", "index": i, "total": len(planned)})
+            target = make_target(tid, **target_options.get(tid, {}))
+            result = execute_target(target, captured, feeds, os.path.join(artifacts, tid))
+            emit({"stage": "target", "target": tid, "status": result.status, "error": result.error,
+                  "index": i + 1, "total": len(planned)})
+            if tid == reference_id:
+                reference = result
+            else:
+                results.append(result)
+        report = build_report(src, captured, inputs_info, reference, results, host_info())
+        report["artifacts_dir"] = None if tmp else os.path.abspath(artifacts)
+        validate_report(report)
+        if not tmp:
+            with open(os.path.join(out_dir, "report.json"), "w") as f:
+                json.dump(report, f, indent=1)
+        emit({"stage": "report", "status": "done"})
+        return report
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def failed_targets(report: dict) -> list[str]:
+    return [t for t, b in report["targets"].items() if b["status"] == ERROR]
+
+
+__all__ = ["analyze", "failed_targets", "XcInputError"]

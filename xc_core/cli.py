@@ -1,0 +1,110 @@
+"""`python -m xc_core ...`: the same analysis as the dashboard, for CI and pull-request review.
+
+Exit codes: 0 success; 2 bad input or usage (one line on stderr, no traceback).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from .errors import XcInputError
+
+EXIT_OK, EXIT_USAGE = 0, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse prints usage + message and exits 2; keep it to one line
+        print(f"xc: {message} (see python -m xc_core {self.prog.split()[-1]} --help)", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="xc", description="Compile one model for several runtimes and compare what each did.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    a = sub.add_parser("analyze", help="compile SOURCE for each target and write report.json")
+    a.add_argument("source", help="a model file (.pt2, .pt, .onnx) or sample:NAME")
+    a.add_argument("--targets", default="all", help="comma-separated target ids, or all (default)")
+    a.add_argument("--inputs", metavar="FILE.npz", help="input arrays by input name (default: seeded random)")
+    a.add_argument("--shape", action="append", metavar="NAME=DxD[:dtype]",
+                   help="input shape override, repeatable (required for TorchScript without --inputs)")
+    a.add_argument("--out", required=True, metavar="DIR", help="writes DIR/report.json and DIR/artifacts/")
+    a.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    sub.add_parser("targets", help="list targets and whether each is available on this host")
+    sub.add_parser("samples", help="list bundled sample models")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "targets":
+            return _targets()
+        if args.command == "samples":
+            return _samples()
+        return _analyze(args)
+    except XcInputError as e:
+        print(f"xc: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _targets() -> int:
+    from .targets import REGISTRY, target_ids
+    for tid in target_ids():
+        cls = REGISTRY[tid]
+        ok, why = cls.available()
+        print(f"{tid:16} {'available' if ok else 'unavailable: ' + why:40} {cls.description}")
+    return EXIT_OK
+
+
+def _samples() -> int:
+    from .sources.samples import DEFAULT_SAMPLE, SAMPLES
+    for name, s in SAMPLES.items():
+        ins = ", ".join(f"{i.name} {i.dtype}{list(i.shape)}" for i in s.inputs)
+        print(f"sample:{name:18} {s.description} (inputs: {ins}){' [default]' if name == DEFAULT_SAMPLE else ''}")
+    return EXIT_OK
+
+
+def _analyze(args) -> int:
+    from .api import analyze
+    from .inputs import parse_shape_flags
+    from .targets import parse_target_list
+    targets = parse_target_list(args.targets)
+    shapes = parse_shape_flags(args.shape)
+    if args.inputs and not os.path.isfile(args.inputs):
+        raise XcInputError(f"--inputs {args.inputs}: no such file (accepted: an .npz written by numpy.savez)")
+    try:
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as e:
+        raise XcInputError(f"--out {args.out}: cannot create the directory ({e.strerror})") from None
+
+    def progress(ev):
+        if args.quiet:
+            return
+        if ev["stage"] == "target" and ev["status"] != "running":
+            msg = ev["status"] + (f" — {ev['error']}" if ev.get("error") else "")
+            print(f"  {ev['target']:16} {msg}", file=sys.stderr)
+        elif ev["stage"] == "capture" and ev["status"] == "running":
+            print("  capturing (torch.export / ONNX)…", file=sys.stderr)
+
+    report = analyze(args.source, targets, inputs_npz=args.inputs, shapes=shapes, out_dir=args.out,
+                     progress=progress)
+    if not args.quiet:
+        print(summary_table(report))
+        print(f"wrote {os.path.join(args.out, 'report.json')}")
+    return EXIT_OK
+
+
+def summary_table(report: dict) -> str:
+    from .views import overview_rows
+    rows = overview_rows(report)
+    cols = ["target", "status", "ops", "fused groups", "precision", "worst drift (rel L2)", "evidence"]
+    lines = [" | ".join(cols)]
+    for r in rows:
+        lines.append(" | ".join(str(r[c]) for c in cols))
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""Turn capture + target results into the Report dict. Every block of figures carries its evidence kind."""
+from __future__ import annotations
+
+import datetime
+import platform
+
+from .. import __version__
+from .. import evidence as ev
+from ..analysis.drift import drift_metrics, worst
+from ..analysis.fusion import fusion_groups, pattern_counts
+from ..analysis.op_counts import op_counts, other_counts
+from ..analysis.precision import precision_mix
+from ..targets import OK, REGISTRY
+
+SCHEMA_VERSION = "1.0"
+
+
+def build_report(source, captured, inputs_info: dict, reference, results: list, host: dict) -> dict:
+    report = {
+        "schema_version": SCHEMA_VERSION,
+        "xc_version": __version__,
+        "created_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "host": host,
+        "source": source.to_dict(),
+        "inputs": inputs_info,
+        "capture": None,
+        "reference": None,
+        "targets": {},
+    }
+    if captured is not None:
+        before = captured.before
+        report["capture"] = {
+            "before_stage": "exported-program" if source.is_pytorch else "onnx",
+            "op_count_before": len(before.compute_nodes()),
+            "op_types_before": op_counts(before),
+            "onnx_node_count": len(captured.onnx_graph.compute_nodes()),
+            "timings": {k: round(v, 4) for k, v in captured.timings.items()},
+            "graph": _graph_block(before, ev.REPORTED),
+            "notes": captured.notes,
+            "evidence": ev.REPORTED,
+        }
+    if reference is not None:
+        report["reference"] = {
+            "id": reference.target, "status": reference.status, "error": reference.error,
+            "outputs": {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in reference.outputs.items()},
+            "evidence": ev.MEASURED, "timings": reference.timings,
+        }
+    for r in results:
+        report["targets"][r.target] = target_block(r, captured, reference)
+    return report
+
+
+def target_block(r, captured, reference) -> dict:
+    tid = r.target.split("[", 1)[0]
+    cls = REGISTRY.get(tid)
+    block = {
+        "id": tid,
+        "identity": r.target,
+        "label": getattr(cls, "label", tid),
+        "description": getattr(cls, "description", ""),
+        "status": r.status,
+        "error": r.error,
+        "error_stage": r.error_stage,
+        "evidence": dict(r.evidence),
+        "op_count_before": None,
+        "op_count_after": None,
+        "op_counts": None,
+        "fusions": None,
+        "precision": None,
+        "graph": None,
+        "drift": None,
+        "info": {k: v for k, v in r.info.items() if k != "traceback" and not k.startswith("_")},
+        "notes": list(r.notes),
+        "timings": dict(r.timings),
+        "artifacts": list(r.artifacts),
+    }
+    if r.status == "error" and "traceback" in r.info:
+        block["traceback"] = r.info["traceback"]
+    if r.graph is not None and captured is not None:
+        g = r.graph
+        before = captured.before
+        fusion_ev = r.evidence.get("fusion", r.evidence.get("assignment", ev.REPORTED))
+        block["op_count_before"] = len(before.compute_nodes())
+        block["op_count_after"] = len(g.compute_nodes())
+        block["op_counts"] = {"before": op_counts(before), "after": op_counts(g), "other_after": other_counts(g),
+                              "evidence": fusion_ev}
+        groups = fusion_groups(g, input_graph_for(r, captured))
+        block["fusions"] = {"groups": groups, "patterns": pattern_counts(groups), "count": len(groups),
+                            "evidence": fusion_ev}
+        block["precision"] = {"mix": precision_mix(g), "evidence": r.evidence.get("precision", ev.REPORTED)}
+        block["graph"] = _graph_block(g, r.evidence.get("assignment", ev.REPORTED))
+        block["stages"] = [_graph_block(s, fusion_ev) for s in r.stages]
+    if r.status == OK and reference is not None and reference.status == OK and r.outputs:
+        outs = {}
+        for name, ref in reference.outputs.items():
+            if name in r.outputs:
+                outs[name] = drift_metrics(ref, r.outputs[name])
+            else:
+                outs[name] = {"error": f"the target produced no output '{name}' (it has {sorted(r.outputs)})"}
+        block["drift"] = {"reference": reference.target, "outputs": outs, "worst": worst(outs),
+                          "evidence": r.evidence.get("numerics", ev.MEASURED),
+                          "assumption": r.info.get("numerics_assumption")}
+    return block
+
+
+def input_graph_for(r, captured):
+    """The graph a target's compiler was given: what `fused_from` ids refer to."""
+    return r.info.get("_input_graph") or captured.onnx_graph
+
+
+def _graph_block(g, evidence: str) -> dict:
+    d = g.to_dict()
+    d["evidence"] = evidence
+    return d
+
+
+def host_info() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+    versions = {}
+    # Installed distribution versions, read without importing (coremltools prints warnings on import).
+    for dist in ("torch", "onnx", "onnxruntime", "openvino", "coremltools", "numpy"):
+        try:
+            versions[dist] = version(dist)
+        except PackageNotFoundError:
+            versions[dist] = None
+    return {"platform": platform.platform(), "machine": platform.machine(), "python": platform.python_version(),
+            "versions": versions}

@@ -1,0 +1,59 @@
+"""Load a source safely: a bundled sample, a PyTorch file (.pt2 / TorchScript .pt / state_dict) or ONNX.
+
+Every failure is an `XcInputError` with one line that names the problem and what is accepted. Nothing here unpickles
+arbitrary objects: `.pt` files go through TorchScript's loader or `torch.load(weights_only=True)`, whose unpickler
+only rebuilds tensors and plain containers and refuses every other global before it is called.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import zipfile
+
+from ..errors import XcInputError
+from .spec import InputSpec, ShapeOverrides, Source
+
+ACCEPTED = ("accepted: sample:NAME, a PyTorch ExportedProgram .pt2 (torch.export.save), a TorchScript .pt "
+            "(torch.jit.save), a state_dict .pt of a bundled sample's architecture, or an ONNX .onnx")
+
+
+def sha256_file(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def load_source(spec: str, shapes: ShapeOverrides | None = None) -> Source:
+    """`spec` is `sample:NAME` or a file path. `shapes` overrides input shapes (needed for TorchScript)."""
+    if spec.startswith("sample:"):
+        from .pytorch import load_sample
+        return load_sample(spec.split(":", 1)[1])
+    if not os.path.exists(spec):
+        raise XcInputError(f"{spec}: no such file ({ACCEPTED})")
+    if os.path.isdir(spec):
+        raise XcInputError(f"{spec}: is a directory ({ACCEPTED})")
+    ext = os.path.splitext(spec)[1].lower()
+    if os.path.getsize(spec) == 0:
+        raise XcInputError(f"{os.path.basename(spec)}: the file is empty ({ACCEPTED})")
+    if ext == ".onnx":
+        from .onnx_file import load_onnx
+        return load_onnx(spec, shapes)
+    if ext == ".pt2":
+        from .pytorch import load_exported_program
+        return load_exported_program(spec, shapes)
+    if ext in (".pt", ".pth", ".bin"):
+        from .pytorch import load_torch_file
+        return load_torch_file(spec, shapes)
+    raise XcInputError(f"{os.path.basename(spec)}: unsupported file type '{ext or 'none'}' ({ACCEPTED})")
+
+
+def is_zip(path: str) -> bool:
+    try:
+        return zipfile.is_zipfile(path)
+    except OSError:
+        return False
+
+
+__all__ = ["load_source", "Source", "InputSpec", "ACCEPTED", "sha256_file"]

@@ -1,0 +1,78 @@
+"""ONNX sources: parsed, checked with onnx.checker, inputs resolved (symbolic dims get documented defaults)."""
+from __future__ import annotations
+
+import os
+
+from ..errors import XcInputError
+from .spec import InputSpec, ShapeOverrides, Source
+
+# Symbolic or unknown dims get these defaults unless the user passes --shape or an .npz: batch-like dims are 1,
+# every other dim is 16 (small enough to stay fast, large enough for convs and attention). The chosen values are
+# written into the report next to each input.
+DEFAULT_BATCH = 1
+DEFAULT_DIM = 16
+# Integer inputs of unknown meaning (token ids, indices) are drawn from [0, DEFAULT_INT_HIGH).
+DEFAULT_INT_HIGH = 16
+
+ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 9: "bool",
+               10: "float16", 11: "float64", 16: "bfloat16"}
+
+
+def load_onnx(path: str, shapes: "ShapeOverrides | None" = None) -> Source:
+    import onnx
+    name = os.path.basename(path)
+    try:
+        model = onnx.load(path, load_external_data=False)
+    except Exception as e:  # protobuf raises DecodeError / RuntimeWarning subclasses
+        raise XcInputError(f"{name}: not a valid ONNX protobuf ({type(e).__name__}); "
+                           "accepted: an ONNX model file saved by onnx.save or torch.onnx.export") from None
+    try:
+        onnx.checker.check_model(model)
+    except Exception as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise XcInputError(f"{name}: onnx.checker rejected the model: {first}") from None
+    if not model.graph.node:
+        raise XcInputError(f"{name}: the ONNX graph has no nodes")
+    from . import sha256_file
+    return Source(kind="onnx", name=name, sha256=sha256_file(path), inputs=onnx_input_specs(model, shapes),
+                  onnx_model=model, path=path)
+
+
+def onnx_input_specs(model, shapes: "ShapeOverrides | None" = None) -> list[InputSpec]:
+    shapes = shapes or {}
+    initializers = {i.name for i in model.graph.initializer}
+    specs = []
+    for vi in model.graph.input:
+        if vi.name in initializers:
+            continue
+        tt = vi.type.tensor_type
+        dtype = ONNX_DTYPES.get(tt.elem_type)
+        if dtype is None:
+            raise XcInputError(f"input '{vi.name}' has an unsupported type (elem_type {tt.elem_type}); "
+                               "accepted: float, integer and bool tensors")
+        picked = []
+        shape = []
+        for i, d in enumerate(tt.shape.dim):
+            if d.HasField("dim_value") and d.dim_value > 0:
+                shape.append(int(d.dim_value))
+            else:
+                label = d.dim_param or "?"
+                value = DEFAULT_BATCH if i == 0 else DEFAULT_DIM
+                picked.append(f"{label}={value}")
+                shape.append(value)
+        note = ""
+        if vi.name in shapes:
+            shape, dtype = list(shapes[vi.name][0]), shapes[vi.name][1] or dtype
+            note = "shape given by the user"
+        elif picked:
+            note = "symbolic dims set to defaults: " + ", ".join(picked)
+        low = high = None
+        if dtype.startswith("int") or dtype == "uint8":
+            low, high = 0, DEFAULT_INT_HIGH
+            note = (note + "; " if note else "") + f"integer values drawn from [0, {DEFAULT_INT_HIGH})"
+        specs.append(InputSpec(vi.name, shape, dtype, low, high, note))
+    unknown = set(shapes) - {s.name for s in specs}
+    if unknown:
+        raise XcInputError(f"--shape names unknown input(s) {sorted(unknown)}; the model's inputs are "
+                           f"{[s.name for s in specs]}")
+    return specs

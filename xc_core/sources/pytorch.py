@@ -1,0 +1,175 @@
+"""PyTorch sources: bundled samples, ExportedProgram .pt2, TorchScript .pt, and state_dicts of a sample's
+architecture. A pickled whole nn.Module is refused: loading it would run code named by the file."""
+from __future__ import annotations
+
+import os
+import zipfile
+
+from ..errors import XcInputError
+from .onnx_file import DEFAULT_BATCH, DEFAULT_DIM, DEFAULT_INT_HIGH
+from .spec import InputSpec, ShapeOverrides, Source
+
+TORCH_DTYPES = {"torch.float32": "float32", "torch.float16": "float16", "torch.bfloat16": "bfloat16",
+                "torch.float64": "float64", "torch.int64": "int64", "torch.int32": "int32", "torch.int8": "int8",
+                "torch.uint8": "uint8", "torch.bool": "bool"}
+
+PICKLED_MODULE = ("{name}: this is a pickled Python object (torch.save of a whole nn.Module or other classes); "
+                  "xc never unpickles arbitrary objects because that runs code from the file — save it with "
+                  "torch.export.save (.pt2), torch.jit.save (.pt) or torch.onnx.export (.onnx), or save a "
+                  "state_dict of a bundled sample's architecture")
+
+
+def load_sample(name: str) -> Source:
+    from .samples import SAMPLES
+    import hashlib
+    if name not in SAMPLES:
+        raise XcInputError(f"unknown sample '{name}'; accepted: {', '.join('sample:' + n for n in SAMPLES)}")
+    sample = SAMPLES[name]
+    model = sample.model()
+    # A sample's identity is its name plus its weights: hash the state_dict bytes so the cache key changes
+    # whenever the definition does.
+    h = hashlib.sha256(name.encode())
+    for k, v in model.state_dict().items():
+        h.update(k.encode())
+        h.update(v.detach().contiguous().numpy().tobytes())
+    return Source(kind="sample", name=name, sha256=h.hexdigest(), inputs=list(sample.inputs), module=model)
+
+
+def load_exported_program(path: str, shapes: ShapeOverrides | None = None) -> Source:
+    import torch
+    name = os.path.basename(path)
+    if not zipfile.is_zipfile(path):
+        raise XcInputError(f"{name}: not a torch.export archive (a .pt2 is a zip written by torch.export.save)")
+    try:
+        ep = torch.export.load(path)
+    except Exception as e:
+        raise XcInputError(f"{name}: torch.export.load failed ({type(e).__name__}: {_first_line(e)}); the file "
+                           "may be truncated or written by another torch version") from None
+    from . import sha256_file
+    return Source(kind="exported-program", name=name, sha256=sha256_file(path),
+                  inputs=exported_program_inputs(ep, shapes), module=ep.module(), exported_program=ep, path=path)
+
+
+def load_torch_file(path: str, shapes: ShapeOverrides | None = None) -> Source:
+    name = os.path.basename(path)
+    if not zipfile.is_zipfile(path):
+        # Legacy (non-zip) torch.save files are bare pickles. torch.load(weights_only=True) could read tensors
+        # from them, but a bare pickle from an upload is exactly what we refuse to feed to any unpickler.
+        raise XcInputError(PICKLED_MODULE.format(name=name).replace("this is a pickled Python object",
+                                                                     "this is not a zip archive but a bare pickle"))
+    with zipfile.ZipFile(path) as z:
+        names = z.namelist()
+    if any(n.endswith("/constants.pkl") for n in names) and any("/code/" in n for n in names):
+        return _load_torchscript(path, shapes)
+    return _load_state_dict(path, shapes)
+
+
+def _load_torchscript(path: str, shapes: ShapeOverrides | None) -> Source:
+    import torch
+    name = os.path.basename(path)
+    try:
+        module = torch.jit.load(path, map_location="cpu").eval()
+    except Exception as e:
+        raise XcInputError(f"{name}: torch.jit.load failed ({type(e).__name__}: {_first_line(e)})") from None
+    args = [a for a in module.forward.schema.arguments[1:]]  # [0] is self
+    shapes = shapes or {}
+    specs = []
+    for a in args:
+        if str(a.type) != "Tensor":
+            raise XcInputError(f"{name}: forward takes '{a.name}: {a.type}', not a tensor; TorchScript modules "
+                               "whose forward takes Python values cannot be re-exported — export the model to "
+                               ".pt2 or .onnx with that value fixed")
+        if a.name not in shapes:
+            raise XcInputError(f"{name}: TorchScript does not record input shapes; pass --shape "
+                               f"{a.name}=1x3x224x224[:dtype] or --inputs FILE.npz (inputs: "
+                               f"{', '.join(x.name for x in args)})")
+        shape, dtype = shapes[a.name]
+        dtype = dtype or "float32"
+        low, high = (0, DEFAULT_INT_HIGH) if dtype.startswith("int") else (None, None)
+        specs.append(InputSpec(a.name, list(shape), dtype, low, high, "shape given by the user"))
+    from . import sha256_file
+    return Source(kind="torchscript", name=name, sha256=sha256_file(path), inputs=specs, module=module,
+                  path=path, notes=["TorchScript has no nn.Module hierarchy after conversion: module paths are "
+                                    "unavailable for this source"])
+
+
+def _load_state_dict(path: str, shapes: ShapeOverrides | None) -> Source:
+    import pickle
+    import torch
+    from .samples import SAMPLES
+    name = os.path.basename(path)
+    try:
+        # weights_only=True: the unpickler only rebuilds tensors and plain containers; any other global (a class
+        # of an nn.Module, os.system, ...) is refused before it is looked up, so nothing in the file runs.
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise XcInputError(PICKLED_MODULE.format(name=name)) from None
+    except Exception as e:
+        raise XcInputError(f"{name}: torch.load failed ({type(e).__name__}: {_first_line(e)}); the file may be "
+                           "truncated") from None
+    if not isinstance(obj, dict) or not obj or not all(isinstance(v, torch.Tensor) for v in obj.values()):
+        raise XcInputError(f"{name}: a .pt that is not TorchScript must be a state_dict (a dict of tensors) of a "
+                           f"bundled sample's architecture ({', '.join(SAMPLES)})")
+    for sample_name, sample in SAMPLES.items():
+        model = sample.model()
+        expected = model.state_dict()
+        if set(expected) == set(obj) and all(expected[k].shape == obj[k].shape for k in obj):
+            model.load_state_dict(obj)
+            from . import sha256_file
+            return Source(kind="state-dict", name=name, sha256=sha256_file(path), inputs=list(sample.inputs),
+                          module=model.eval(), path=path,
+                          notes=[f"state_dict loaded into the architecture of sample '{sample_name}'"])
+    raise XcInputError(f"{name}: this state_dict matches no known architecture (keys and shapes of "
+                       f"{', '.join(SAMPLES)}); export the model to .pt2 or .onnx instead")
+
+
+def exported_program_inputs(ep, shapes: ShapeOverrides | None = None) -> list[InputSpec]:
+    """Input specs from the placeholders' fake tensors; symbolic dims get defaults, int inputs that index an
+    embedding get the embedding's row count as their upper bound."""
+    import torch
+    shapes = shapes or {}
+    sig = ep.graph_signature
+    user_inputs = set(sig.user_inputs)
+    embedding_rows = _embedding_bounds(ep)
+    specs = []
+    for node in ep.graph.nodes:
+        if node.op != "placeholder" or node.name not in user_inputs:
+            continue
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            raise XcInputError(f"input '{node.name}' is not a tensor; xc accepts models whose inputs are tensors")
+        dtype = TORCH_DTYPES.get(str(val.dtype), str(val.dtype).replace("torch.", ""))
+        shape, picked = [], []
+        for i, d in enumerate(val.shape):
+            if isinstance(d, int):
+                shape.append(d)
+            else:
+                v = DEFAULT_BATCH if i == 0 else DEFAULT_DIM
+                picked.append(f"{d}={v}")
+                shape.append(v)
+        note = "symbolic dims set to defaults: " + ", ".join(picked) if picked else ""
+        if node.name in shapes:
+            shape, dtype = list(shapes[node.name][0]), shapes[node.name][1] or dtype
+            note = "shape given by the user"
+        low = high = None
+        if dtype.startswith("int"):
+            low, high = 0, embedding_rows.get(node.name, DEFAULT_INT_HIGH)
+            note = (note + "; " if note else "") + f"integer values drawn from [0, {high})"
+        specs.append(InputSpec(node.name, shape, dtype, low, high, note))
+    return specs
+
+
+def _embedding_bounds(ep) -> dict[str, int]:
+    import torch
+    out = {}
+    for node in ep.graph.nodes:
+        if node.op == "call_function" and node.target in (torch.ops.aten.embedding.default,):
+            weight, idx = node.args[0], node.args[1]
+            if getattr(idx, "op", None) == "placeholder" and isinstance(weight.meta.get("val"), torch.Tensor):
+                out[idx.name] = int(weight.meta["val"].shape[0])
+    return out
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0][:200] if text else type(e).__name__

@@ -1,0 +1,45 @@
+"""What a loaded source is: the model in the forms the pipeline needs, and the inputs it takes."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+# User overrides of input shapes: name -> (shape, dtype or None to keep the model's dtype).
+ShapeOverrides = dict[str, tuple[list[int], str | None]]
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One model input. `low`/`high` bound integer inputs (token ids must stay inside the vocabulary)."""
+    name: str
+    shape: list[int]
+    dtype: str
+    low: float | None = None
+    high: float | None = None
+    note: str = ""  # how the shape was chosen (e.g. which symbolic dims got which default)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype,
+                "low": self.low, "high": self.high, "note": self.note}
+
+
+@dataclass
+class Source:
+    kind: str                 # sample | exported-program | torchscript | state-dict | onnx | coreml
+    name: str
+    sha256: str
+    inputs: list[InputSpec]
+    module: Any = None        # eager torch callable (reference); None for compiled artifacts
+    exported_program: Any = None   # torch.export.ExportedProgram when the source is PyTorch
+    onnx_model: Any = None    # onnx.ModelProto when the source is ONNX
+    path: str | None = None   # the file on disk, when there is one
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def is_pytorch(self) -> bool:
+        return self.kind in ("sample", "exported-program", "torchscript", "state-dict")
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "name": self.name, "sha256": self.sha256,
+                "inputs": [i.to_dict() for i in self.inputs], "notes": list(self.notes)}

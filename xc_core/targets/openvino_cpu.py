@@ -1,0 +1,237 @@
+"""`openvino-cpu`: OpenVINO's CPU plugin. The runtime model (what really executes) is read back: each executed
+layer lists the original layers fused into it (`originalLayersNames`), its kernel (`layerType`, `primitiveType`)
+and its precision (`runtimePrecision`). On bf16-capable CPUs the plugin runs bf16 by itself; the report says so.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .. import evidence as ev
+from ..ir import CAST, COMPUTE, CONSTANT, IO, LAYOUT, Graph, Node, TensorInfo, precision_of_dtype
+from .base import Target, register
+
+LAYER_KINDS = {"Input": IO, "Parameter": IO, "Output": IO, "Result": IO, "Const": CONSTANT, "Constant": CONSTANT,
+               "Reorder": LAYOUT, "Convert": CAST}
+
+
+@register
+class OpenVinoCpu(Target):
+    id = "openvino-cpu"
+    label = "OpenVINO · CPU plugin"
+    description = "OpenVINO CPU plugin compile; runtime model read back (fused layers, runtime precision)"
+    evidence = {"assignment": ev.REPORTED, "precision": ev.REPORTED, "numerics": ev.MEASURED,
+                "fusion": ev.REPORTED}
+
+    @classmethod
+    def available(cls):
+        try:
+            import openvino  # noqa: F401
+        except ImportError:
+            return False, "openvino is not installed"
+        return True, ""
+
+    def _compile(self, captured, workdir, result):
+        import openvino as ov
+        core = ov.Core()
+        model = core.read_model(captured.onnx_path)
+        config = {}
+        if "inference_precision" in self.options:
+            config["INFERENCE_PRECISION_HINT"] = self.options["inference_precision"]
+        compiled = core.compile_model(model, "CPU", config)
+        os.makedirs(workdir, exist_ok=True)
+        runtime_xml = os.path.join(workdir, "runtime_model.xml")
+        ov.serialize(compiled.get_runtime_model(), runtime_xml)
+        result.artifacts += [runtime_xml, runtime_xml[:-4] + ".bin"]
+        result.info["openvino_version"] = ov.get_version()
+        result.info["inference_precision"] = str(compiled.get_property("INFERENCE_PRECISION_HINT"))
+        caps = core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+        result.info["cpu_capabilities"] = list(caps)
+        if "BF16" in caps and "inference_precision" not in self.options:
+            result.notes.append("this CPU supports bf16: the plugin may run bf16 kernels without being asked")
+        return {"core": core, "model": model, "compiled": compiled}
+
+    def _inspect(self, compiled, captured, result) -> Graph:
+        friendly_to_onnx = _friendly_name_map(compiled["model"], captured)
+        onnx_nodes = captured.onnx_graph.by_id()
+        runtime = compiled["compiled"].get_runtime_model()
+        g = Graph(name=captured.source.name, stage="runtime")
+        unmapped_names = set()
+        for op in runtime.get_ordered_ops():
+            rt = op.get_rt_info()
+            info = {k: rt[k].astype(str) for k in rt.keys()}
+            layer_type = info.get("layerType", op.get_type_name())
+            originals = [s for s in info.get("originalLayersNames", "").split(",") if s]
+            absorbed = []
+            for name in originals:
+                onnx_name = friendly_to_onnx.get(name) or _prefix_match(name, onnx_nodes)
+                if onnx_name and onnx_name not in absorbed:
+                    absorbed.append(onnx_name)
+                elif not onnx_name:
+                    unmapped_names.add(name)
+            kind = LAYER_KINDS.get(layer_type, COMPUTE)
+            src = [onnx_nodes[a] for a in absorbed]
+            dynamic_src = [s for s in src if s.kind == COMPUTE]
+            inputs = []
+            for inp in op.inputs():
+                prod = inp.get_source_output()
+                inputs.append(TensorInfo(f"{prod.get_node().get_friendly_name()}:{prod.get_index()}",
+                                         _shape(prod.get_partial_shape()), prod.get_element_type().get_type_name()))
+            outputs = [TensorInfo(f"{op.get_friendly_name()}:{o.get_index()}", _shape(o.get_partial_shape()),
+                                  o.get_element_type().get_type_name()) for o in op.outputs()]
+            paths = [s.module_path for s in dynamic_src if s.module_path is not None]
+            from .onnx_regions import _common_path, _unique
+            node = Node(id=op.get_friendly_name(), op_type=layer_type, domain="openvino", kind=kind,
+                        inputs=inputs, outputs=outputs,
+                        attributes={"primitiveType": info.get("primitiveType"), "execOrder": info.get("execOrder"),
+                                    "originalLayersNames": originals},
+                        backend="cpu", kernel=info.get("primitiveType"),
+                        precision=precision_of_dtype(info.get("runtimePrecision", "").lower() or None),
+                        source_ops=_unique(s for a in dynamic_src for s in a.source_ops),
+                        module_path=_common_path(paths) if paths else None,
+                        source_location=next((s.source_location for s in dynamic_src if s.source_location), None),
+                        fused_from=[s.id for s in dynamic_src])
+            if kind == COMPUTE and not dynamic_src and src:
+                # Only constant ONNX nodes behind it: OpenVINO kept a constant-subgraph computation at run time.
+                node.source_ops = _unique(s for a in src for s in a.source_ops)
+            g.nodes.append(node)
+        _fill_gaps(g, captured.onnx_graph)
+        g.inputs = [TensorInfo(p.get_friendly_name(), _shape(p.get_partial_shape()),
+                               p.get_element_type().get_type_name()) for p in runtime.get_parameters()]
+        g.outputs = [TensorInfo(r.get_friendly_name(), _shape(r.get_output_partial_shape(0)),
+                                r.get_element_type().get_type_name()) for r in runtime.get_results()]
+        result.info["unmapped_original_layers"] = sorted(unmapped_names)[:200]
+        carried = {a for n in g.nodes for a in n.fused_from}
+        result.info["constant_folded"] = [n.id for n in captured.onnx_graph.nodes
+                                          if n.kind == COMPUTE and n.id not in carried]
+        return g
+
+    def _run(self, compiled, inputs, captured, result):
+        cm = compiled["compiled"]
+        feeds = {}
+        for port in cm.inputs:
+            names = port.get_names()
+            name = next((n for n in names if n in inputs), None)
+            if name is None:
+                raise KeyError(f"no value for model input {sorted(names)}")
+            feeds[port] = np.ascontiguousarray(inputs[name])
+        values = cm(feeds)
+        out = {}
+        for i, port in enumerate(cm.outputs):
+            # OpenVINO can report outputs under other tensor names than the ONNX graph: match by name, else by
+            # position (OpenVINO keeps the ONNX output order).
+            names = port.get_names()
+            name = next((n for n in captured.output_names if n in names), None)
+            if name is None and i < len(captured.output_names):
+                name = captured.output_names[i]
+            out[name or f"output_{i}"] = np.asarray(values[port])
+        return out
+
+
+# Layers OpenVINO creates under a new name, and the ONNX ops they can stand for: an unnamed MVN layer takes the
+# LayerNormalization before a MatMul, not the MatMul (which the FullyConnected after it runs).
+RENAMED_LAYER_OPS = {
+    "MVN": {"LayerNormalization", "InstanceNormalization", "GroupNormalization", "ReduceMean", "Sub", "Pow",
+            "Sqrt", "Div", "Mul", "Add"},
+    "Deconvolution": {"ConvTranspose", "Add"},
+}
+
+
+def _fill_gaps(g: Graph, onnx_graph: Graph) -> None:
+    """OpenVINO's transformations rename some ops they rewrite (a Conv whose weights absorbed a BatchNorm becomes
+    "Multiply_123"; LayerNorm becomes "MVN_45"), so `originalLayersNames` misses them. Recover them from structure:
+    ONNX nodes no layer names sit between the ONNX nodes of neighbouring layers; they belong to the unmapped layer
+    that consumes into a mapped one, else to the layer right after them."""
+    from .onnx_regions import _input_dependent, _unique
+    by_id = g.by_id()
+    # Layers fed only by constants compute a constant subgraph (e.g. weight reshapes) at load time.
+    for n in g.nodes:
+        producers = [by_id.get(t.name.rsplit(":", 1)[0]) for t in n.inputs]
+        if n.kind == COMPUTE and producers and all(p is not None and p.kind == CONSTANT for p in producers):
+            # A weight transpose named after its MatMul ("node_MatMul_3/transpose_b") computes no part of the
+            # MatMul itself: the layer that runs the MatMul claims it below.
+            n.kind, n.fused_from, n.source_ops = CONSTANT, [], []
+    onnx_index = onnx_graph.by_id()
+    onnx_producer = {t.name: x for x in onnx_graph.nodes for t in x.outputs}
+    dynamic = _input_dependent(onnx_graph)
+    claimed = {a for n in g.nodes for a in n.fused_from}
+    consumers: dict[str, list[Node]] = {}
+    for n in g.nodes:
+        for t in n.inputs:
+            consumers.setdefault(t.name.rsplit(":", 1)[0], []).append(n)
+
+    def unclaimed_feeding(onnx_ids, allowed: set[str] | None = None) -> list[Node]:
+        found, seen, stack = [], set(), [t.name for i in onnx_ids for t in onnx_index[i].inputs]
+        while stack:
+            x = onnx_producer.get(stack.pop())
+            if x is None or x.id in claimed or x.id in seen or x.id not in dynamic or x.kind != COMPUTE:
+                continue
+            seen.add(x.id)
+            if allowed is not None and x.op_type not in allowed:
+                stack.extend(t.name for t in x.inputs)  # look past it, leave it to the layer that runs it
+                continue
+            claimed.add(x.id)
+            found.append(x)
+            stack.extend(t.name for t in x.inputs)
+        return found
+
+    def mapped_consumers(n: Node, depth: int = 0) -> list[Node]:
+        out = []
+        for c in consumers.get(n.id, []):
+            if c.fused_from:
+                out.append(c)
+            elif c.kind == LAYOUT and depth < 3:
+                out += mapped_consumers(c, depth + 1)
+        return out
+
+    for n in g.nodes:
+        if n.kind == COMPUTE and not n.fused_from:
+            for c in mapped_consumers(n):
+                n.fused_from += [x.id for x in unclaimed_feeding(c.fused_from, RENAMED_LAYER_OPS.get(n.op_type))]
+    for n in g.nodes:
+        if n.kind == COMPUTE and n.fused_from:
+            n.fused_from += [x.id for x in unclaimed_feeding(list(n.fused_from))]
+    for n in g.nodes:
+        if n.fused_from:
+            src = [onnx_index[i] for i in n.fused_from]
+            n.source_ops = _unique(s for x in src for s in x.source_ops)
+            n.fused_from = sorted(n.fused_from, key=list(onnx_index).index)
+            paths = [x.module_path for x in src if x.module_path is not None]
+            from .onnx_regions import _common_path
+            n.module_path = _common_path(paths) if paths else n.module_path
+            n.source_location = n.source_location or next((x.source_location for x in src if x.source_location),
+                                                          None)
+
+
+def _friendly_name_map(model, captured) -> dict[str, str]:
+    """OpenVINO op friendly name (as read from ONNX) -> ONNX node name, by exact name or by output tensor."""
+    onnx_nodes = captured.onnx_graph.by_id()
+    producer = {t.name: n.id for n in captured.onnx_graph.nodes for t in n.outputs}
+    out = {}
+    for op in model.get_ordered_ops():
+        fname = op.get_friendly_name()
+        if fname in onnx_nodes:
+            out[fname] = fname
+            continue
+        for o in op.outputs():
+            hit = next((producer[t] for t in o.get_names() if t in producer), None)
+            if hit:
+                out[fname] = hit
+                break
+    return out
+
+
+def _prefix_match(name: str, onnx_nodes: dict) -> str | None:
+    """OpenVINO names the ops it splits a node into "<node>/WithoutBiases", "<node>/sink_port_0", ..."""
+    while "/" in name:
+        name = name.rsplit("/", 1)[0]
+        if name in onnx_nodes:
+            return name
+    return None
+
+
+def _shape(ps) -> list | None:
+    if ps.rank.is_dynamic:
+        return None
+    return [d.get_length() if d.is_static else "?" for d in ps]

@@ -26,6 +26,15 @@ def load_onnx(path: str, shapes: "ShapeOverrides | None" = None) -> Source:
     except Exception as e:  # protobuf raises DecodeError / RuntimeWarning subclasses
         raise XcInputError(f"{name}: not a valid ONNX protobuf ({type(e).__name__}); "
                            "accepted: an ONNX model file saved by onnx.save or torch.onnx.export") from None
+    if _uses_external_data(model):
+        # Weights beside the file (model.onnx.data). onnx refuses locations outside the model's folder.
+        try:
+            from onnx.external_data_helper import load_external_data_for_model
+            load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
+        except Exception as e:
+            raise XcInputError(f"{name}: the model keeps its weights in external data that could not be read "
+                               f"({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}); put the "
+                               "data file beside the model, or save the model as one file") from None
     try:
         onnx.checker.check_model(model)
     except Exception as e:
@@ -76,3 +85,8 @@ def onnx_input_specs(model, shapes: "ShapeOverrides | None" = None) -> list[Inpu
         raise XcInputError(f"--shape names unknown input(s) {sorted(unknown)}; the model's inputs are "
                            f"{[s.name for s in specs]}")
     return specs
+
+
+def _uses_external_data(model) -> bool:
+    from onnx import TensorProto
+    return any(t.data_location == TensorProto.EXTERNAL for t in model.graph.initializer)

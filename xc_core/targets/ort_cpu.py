@@ -39,6 +39,7 @@ class OrtTarget(Target):
         graph = onnx_ir_graph(onnx.load(compiled["optimized"]), "optimized")
         original = self.input_graph(compiled, captured)
         result.info.update(map_optimized_graph(graph, original))
+        _fill_tensor_types(graph, original)
         for n in graph.nodes:
             n.attributes.pop("_metadata", None)
             n.precision = onnx_node_precision(n)
@@ -56,10 +57,14 @@ class OrtTarget(Target):
             p = providers.get(n.id)
             if p:
                 n.kernel, n.backend = p, PROVIDER_BACKEND.get(p, p)
-        missing = [n.id for n in result.graph.compute_nodes() if n.backend is None]
+        missing = [n for n in result.graph.nodes if n.backend is None and n.kind != "constant"]
         if missing:
-            # Nodes with no kernel event did not execute (e.g. a branch of If not taken).
-            result.notes.append(f"{len(missing)} node(s) did not appear in the profile (not executed)")
+            # The session registers only the CPU EP, so every node is assigned to it; a node with no kernel event
+            # was assigned but did not execute in this run (e.g. computed once at load, or a branch not taken).
+            for n in missing:
+                n.backend, n.kernel = "cpu", "CPUExecutionProvider (no kernel event in the profile)"
+            result.notes.append(f"{len(missing)} node(s) had no kernel event in the profile: "
+                                + ", ".join(n.id for n in missing[:10]))
         return outputs
 
 
@@ -70,3 +75,13 @@ class OrtCpu(OrtTarget):
     description = "ONNX Runtime CPU execution provider, ORT_ENABLE_ALL; optimized model dumped and read back"
     evidence = {"assignment": ev.REPORTED, "precision": ev.REPORTED, "numerics": ev.MEASURED,
                 "fusion": ev.REPORTED}
+
+
+def _fill_tensor_types(graph: Graph, original: Graph) -> None:
+    """ONNX shape inference stops at contrib ops it does not know; tensors that kept their original name keep
+    their original type."""
+    known = {t.name: t for n in original.nodes for t in n.inputs + n.outputs}
+    for n in graph.nodes:
+        for t in n.inputs + n.outputs:
+            if t.dtype is None and t.name in known:
+                t.dtype, t.shape = known[t.name].dtype, t.shape or known[t.name].shape

@@ -1,0 +1,13 @@
+FROM python:3.11-slim
+WORKDIR /app
+# torch==2.13.0 resolves to the CPU wheel index below; PyPI's default torch wheel pulls several GB of CUDA.
+COPY requirements.txt .
+RUN pip install --no-cache-dir --extra-index-url https://download.pytorch.org/whl/cpu -r requirements.txt
+COPY app.py ./
+COPY pages ./pages
+COPY xc_core ./xc_core
+EXPOSE 8501
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
+  CMD python -c "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4).status == 200 else 1)"
+CMD ["python", "-m", "streamlit", "run", "app.py", "--server.address=0.0.0.0", "--server.port=8501", \
+     "--server.headless=true", "--browser.gatherUsageStats=false"]

@@ -1,0 +1,18 @@
+"""xc dashboard — router only: page config, the sidebar (source and targets), navigation.
+
+The sidebar produces one Report (cached by content hash) and puts it in session state; every page only renders it.
+"""
+import streamlit as st
+
+from pages import _ui
+
+st.set_page_config(page_title="xc — what each compiler did", page_icon="🧭", layout="wide")
+
+_ui.sidebar_and_analyze()
+
+PAGES = {
+    "Report": [
+        st.Page("pages/overview.py", title="Overview", icon="📋", default=True),
+    ],
+}
+st.navigation(PAGES).run()

@@ -1,0 +1,139 @@
+"""Shared dashboard plumbing: the sidebar, the report cache, and small render helpers. No compiler calls here
+except through xc_core.api.analyze."""
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+
+import streamlit as st
+
+from xc_core.errors import XcInputError
+from xc_core.sources.samples import DEFAULT_SAMPLE, SAMPLES
+from xc_core.targets import REGISTRY, target_ids
+
+UPLOAD_TYPES = ["pt2", "pt", "pth", "onnx"]
+EVIDENCE_HELP = {
+    "measured": "ran on this host and measured",
+    "reported": "the compiler / runtime reported it",
+    "predicted-runtime": "the runtime's own checker predicted it",
+    "predicted-rules": "xc's cited rule table predicted it",
+    "emulated": "computed by emulating a runtime this host cannot run",
+}
+
+
+@st.cache_resource
+def _report_store() -> dict:
+    """Reports by content key, shared across sessions: re-opening a model already analysed is instant."""
+    return {}
+
+
+def sidebar_and_analyze() -> None:
+    sb = st.sidebar
+    sb.title("xc")
+    sb.caption("Compile one model for every target; see what each compiler decided.")
+    mode = sb.radio("Source", ["Bundled sample", "Upload"], key="source_mode", horizontal=True)
+    upload = npz = None
+    if mode == "Bundled sample":
+        names = list(SAMPLES)
+        sample = sb.selectbox("Sample", names, index=names.index(DEFAULT_SAMPLE), key="sample",
+                              format_func=lambda n: n, help="Defined in code with seeded weights")
+        sb.caption(SAMPLES[sample].description)
+    else:
+        upload = sb.file_uploader("Model", type=UPLOAD_TYPES, key="upload",
+                                  help=".pt2 (torch.export.save), .pt (TorchScript or a sample's state_dict), .onnx")
+        npz = sb.file_uploader("Inputs (.npz, optional)", type=["npz"], key="upload_npz")
+    available = [t for t in target_ids() if REGISTRY[t].available()[0]]
+    targets = sb.multiselect("Targets", target_ids(), default=available, key="targets",
+                             format_func=lambda t: f"{t} — {REGISTRY[t].label}")
+    if not targets:
+        st.session_state["report"] = None
+        st.session_state["report_error"] = "Pick at least one target in the sidebar."
+        return
+    if mode == "Upload" and upload is None:
+        st.session_state["report"] = None
+        st.session_state["report_error"] = ("Upload a model (.pt2, .pt, .onnx) in the sidebar, or switch to a "
+                                            "bundled sample.")
+        return
+
+    if mode == "Bundled sample":
+        key = f"sample:{sample}|{','.join(targets)}"
+        spec, npz_path = f"sample:{sample}", None
+    else:
+        data = upload.getvalue()
+        npz_data = npz.getvalue() if npz is not None else b""
+        key = (hashlib.sha256(data).hexdigest() + "|" + hashlib.sha256(npz_data).hexdigest() + "|"
+               + ",".join(targets))
+        spec, npz_path = None, None
+    store = _report_store()
+    if key not in store:
+        if mode == "Upload":
+            tmp = tempfile.mkdtemp(prefix="xc-upload-")
+            spec = os.path.join(tmp, os.path.basename(upload.name))
+            with open(spec, "wb") as f:
+                f.write(data)
+            if npz is not None:
+                npz_path = os.path.join(tmp, "inputs.npz")
+                with open(npz_path, "wb") as f:
+                    f.write(npz_data)
+        result = _run_analysis(spec, targets, npz_path)
+        if result is None:
+            return
+        store[key] = result
+    st.session_state["report"] = store[key]
+    st.session_state["report_error"] = None
+
+
+def _run_analysis(spec: str, targets: list[str], npz_path: str | None):
+    from xc_core.api import analyze
+    with st.status(f"Compiling for {len(targets)} target(s)…", expanded=True) as status:
+        bar = st.progress(0.0)
+
+        def progress(ev):
+            if ev["stage"] == "capture" and ev["status"] == "running":
+                st.write("Capturing: torch.export → ONNX …")
+            elif ev["stage"] == "target" and ev["status"] == "running":
+                st.write(f"`{ev['target']}` compiling …")
+            elif ev["stage"] == "target":
+                bar.progress(min(1.0, ev["index"] / ev["total"]))
+                mark = {"ok": "✅", "error": "❌", "unavailable": "⚪"}.get(ev["status"], "")
+                st.write(f"{mark} `{ev['target']}` {ev['status']}" + (f": {ev['error']}" if ev.get("error") else ""))
+
+        try:
+            report = analyze(spec, targets, inputs_npz=npz_path, progress=progress)
+        except XcInputError as e:
+            status.update(label="Could not analyse this input", state="error")
+            st.session_state["report"] = None
+            st.session_state["report_error"] = str(e)
+            return None
+        except Exception as e:  # noqa: BLE001 — never a traceback in the UI
+            status.update(label="Analysis failed", state="error")
+            st.session_state["report"] = None
+            st.session_state["report_error"] = f"internal error: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
+            return None
+        status.update(label="Compiled", state="complete", expanded=False)
+        return report
+
+
+def require_report() -> dict | None:
+    """The page's Report, or an explanation of why there is none (then the page stops)."""
+    report = st.session_state.get("report")
+    if report is None:
+        st.error(st.session_state.get("report_error") or "No report yet.")
+        st.stop()
+    return report
+
+
+def evidence_badge(kind: str | None) -> str:
+    if not kind:
+        return ""
+    colors = {"measured": "green", "reported": "blue", "predicted-runtime": "orange",
+              "predicted-rules": "violet", "emulated": "gray"}
+    return f":{colors.get(kind, 'gray')}-badge[{kind}]"
+
+
+def header(report: dict, title: str) -> None:
+    src = report["source"]
+    st.title(title)
+    st.caption(f"**{src['name']}** · {src['kind']} · sha256 `{src['sha256'][:12]}` · reference "
+               f"`{(report.get('reference') or {}).get('id', '—')}`")

@@ -1,0 +1,84 @@
+"""Overview: one row per target — status, ops before → after, fused groups, precision mix, worst drift, evidence."""
+import json
+
+import pandas as pd
+import streamlit as st
+
+from pages import _ui
+from xc_core.views import fmt_sci, overview_rows
+
+report = _ui.require_report()
+_ui.header(report, "Overview")
+
+src = report["source"]
+cap = report.get("capture") or {}
+c1, c2, c3, c4 = st.columns(4)
+c1.metric("Source ops (before)", cap.get("op_count_before", "—"), help="compute ops in the captured graph")
+c2.metric("Targets", len(report["targets"]))
+c3.metric("Targets OK", sum(t["status"] == "ok" for t in report["targets"].values()))
+c4.metric("Reference", (report.get("reference") or {}).get("id", "—"))
+
+rows = overview_rows(report)
+st.subheader("Targets")
+df = pd.DataFrame(rows).drop(columns=["error"])
+st.dataframe(df, hide_index=True, width="stretch")
+st.caption("Evidence: " + " · ".join(f"**{k}** — {v}" for k, v in _ui.EVIDENCE_HELP.items()))
+
+for tid, t in report["targets"].items():
+    if t["status"] != "ok":
+        box = st.error if t["status"] == "error" else st.info
+        box(f"**{tid}** {t['status']}: {t['error']}")
+
+st.subheader("Per target")
+for tid, t in report["targets"].items():
+    with st.expander(f"{tid} — {t['label']} ({t['status']})", expanded=False):
+        if t["status"] != "ok" and not t.get("graph"):
+            st.write(t["error"])
+            continue
+        left, right = st.columns(2)
+        with left:
+            fus = t.get("fusions") or {}
+            st.markdown(f"**Fusion patterns** {_ui.evidence_badge(fus.get('evidence'))}")
+            if fus.get("patterns"):
+                st.dataframe(pd.DataFrame(fus["patterns"]), hide_index=True, width="stretch")
+            else:
+                st.write("No fusions.")
+        with right:
+            drift = t.get("drift") or {}
+            st.markdown(f"**Drift vs {drift.get('reference', 'reference')}** "
+                        f"{_ui.evidence_badge(drift.get('evidence'))}")
+            if drift.get("assumption"):
+                st.caption(f"Assumption: {drift['assumption']}")
+            out_rows = []
+            for name, m in (drift.get("outputs") or {}).items():
+                if "error" in m:
+                    out_rows.append({"output": name, "error": m["error"]})
+                else:
+                    out_rows.append({"output": name, "max abs": fmt_sci(m["max_abs"]),
+                                     "mean abs": fmt_sci(m["mean_abs"]), "rel L2": fmt_sci(m["rel_l2"]),
+                                     "cosine": f"{m['cosine']:.6f}" if m["cosine"] is not None else "—",
+                                     "SNR dB": f"{m['snr_db']:.1f}" if m["snr_db"] is not None else "∞",
+                                     "min atol": fmt_sci(m["min_atol"]), "min rtol": fmt_sci(m["min_rtol"])})
+            if out_rows:
+                st.dataframe(pd.DataFrame(out_rows), hide_index=True, width="stretch")
+            else:
+                st.write("No drift figures (the target did not run).")
+        prec = t.get("precision") or {}
+        st.markdown(f"**Precision mix** {_ui.evidence_badge(prec.get('evidence'))}: "
+                    + ", ".join(f"{k} × {v}" for k, v in (prec.get("mix") or {}).items()))
+        for note in t.get("notes") or []:
+            st.caption(f"Note: {note}")
+        info = {k: v for k, v in (t.get("info") or {}).items() if not isinstance(v, (list, dict))}
+        if info:
+            st.caption(" · ".join(f"{k}: {v}" for k, v in info.items()))
+
+st.subheader("Inputs")
+st.dataframe(pd.DataFrame([{**i, "shape": str(i["shape"])} for i in src["inputs"]]), hide_index=True,
+             width="stretch")
+st.caption(f"Input values: {report['inputs']['origin']}"
+           + (f" (seed {report['inputs'].get('seed')})" if report["inputs"].get("seed") is not None else ""))
+for note in src.get("notes") or []:
+    st.caption(note)
+
+st.download_button("Download report.json", json.dumps(report, indent=1), file_name="report.json",
+                   mime="application/json", key="download_report")

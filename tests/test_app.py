@@ -1,0 +1,46 @@
+"""The dashboard through streamlit.testing.v1.AppTest: opens on tts-mini with no upload and renders the Overview.
+
+Each scenario starts a fresh AppTest with its widget state preset: with the app's `pages/` folder, AppTest drops
+the sidebar tree on a rerun (a harness quirk; the served app is checked in test_browser.py)."""
+import os
+
+from streamlit.testing.v1 import AppTest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_app(**state):
+    at = AppTest.from_file(os.path.join(ROOT, "app.py"), default_timeout=600)
+    for k, v in state.items():
+        at.session_state[k] = v
+    return at.run()
+
+
+def test_opens_on_tts_mini_overview():
+    at = run_app()
+    assert not at.exception
+    assert at.selectbox(key="sample").value == "tts-mini"
+    assert at.title[0].value == "Overview"
+    table = at.dataframe[0].value
+    assert set(table["target"]) == {"ort-cpu", "openvino-cpu"}
+    assert (table["status"] == "ok").all()
+    assert all("→" in v for v in table["ops"])
+
+
+def test_no_targets_explains_itself():
+    at = run_app(targets=[])
+    assert not at.exception
+    assert "Pick at least one target" in at.error[0].value
+
+
+def test_other_sample_and_one_target():
+    at = run_app(sample="vision-mini", targets=["ort-cpu"])
+    assert not at.exception
+    assert list(at.dataframe[0].value["target"]) == ["ort-cpu"]
+    assert any("vision-mini" in c.value for c in at.caption)
+
+
+def test_upload_mode_without_a_file_asks_for_one():
+    at = run_app(source_mode="Upload")
+    assert not at.exception
+    assert "Upload a model" in at.error[0].value

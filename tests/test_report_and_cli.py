@@ -1,0 +1,131 @@
+"""report.json validates against the schema kept in the repo; the CLI exits 0 / 2 as documented."""
+import json
+import os
+import subprocess
+import sys
+
+import jsonschema
+import numpy as np
+import pytest
+import torch
+
+from tiny_models import conv_bn_relu
+from xc_core.report.schema import validate_report
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EVIDENCE = {"measured", "reported", "predicted-runtime", "predicted-rules", "emulated"}
+
+
+def cli(*args, cwd=ROOT):
+    env = {**os.environ, "PYTHONPATH": ROOT}  # `python -m xc_core` from any folder, as CI scripts call it
+    return subprocess.run([sys.executable, "-m", "xc_core", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600, env=env)
+
+
+def _check_report(report):
+    validate_report(report)
+    for tid, t in report["targets"].items():
+        assert t["status"] == "ok", (tid, t["error"])
+        assert t["op_count_after"] < t["op_count_before"], tid
+        assert t["fusions"]["groups"] and all(len(g["absorbed"]) >= 2 for g in t["fusions"]["groups"])
+        for n in t["graph"]["nodes"]:
+            if n["kind"] == "compute":
+                assert n["backend"] and n["precision"] and n["precision"] != "unknown", (tid, n["id"])
+        for m in t["drift"]["outputs"].values():
+            assert all(k in m for k in ("max_abs", "mean_abs", "rel_l2", "cosine", "snr_db", "min_atol",
+                                        "min_rtol"))
+        for block in ("op_counts", "fusions", "precision", "graph", "drift"):
+            assert t[block]["evidence"] in EVIDENCE, (tid, block)
+
+
+@pytest.mark.parametrize("sample", ["vision-mini", "tts-mini", "transformer-mini"])
+def test_samples_on_ort_and_openvino(sample_report, sample):
+    report, _ = sample_report(sample, ("ort-cpu", "openvino-cpu"))
+    _check_report(report)
+
+
+def test_cli_analyze_writes_a_valid_report(tmp_path):
+    out = tmp_path / "out"
+    r = cli("analyze", "sample:vision-mini", "--targets", "ort-cpu,openvino-cpu", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    report = json.loads((out / "report.json").read_text())
+    _check_report(report)
+    assert (out / "artifacts" / "ort-cpu" / "model.optimized.onnx").exists()
+    assert (out / "artifacts" / "openvino-cpu" / "runtime_model.xml").exists()
+    assert "ort-cpu | ok" in r.stdout
+
+
+def test_cli_pt2_pt_and_onnx_files(tmp_path):
+    model, args = conv_bn_relu()
+    ep = torch.export.export(model, args)
+    torch.export.save(ep, str(tmp_path / "m.pt2"))
+    torch.jit.script(model).save(str(tmp_path / "m.pt"))
+    torch.onnx.export(model, args, str(tmp_path / "m.onnx"), dynamo=True, input_names=["x"])
+    np.savez(tmp_path / "in.npz", x=np.random.default_rng(1).standard_normal((1, 3, 16, 16)).astype(np.float32))
+    for src, extra in (("m.pt2", []), ("m.pt", ["--inputs", str(tmp_path / "in.npz")]), ("m.onnx", [])):
+        out = tmp_path / ("out-" + src)
+        r = cli("analyze", str(tmp_path / src), "--targets", "all", "--out", str(out), *extra)
+        assert r.returncode == 0, (src, r.stderr)
+        report = json.loads((out / "report.json").read_text())
+        validate_report(report)
+        assert report["reference"]["id"] == ("onnx-reference" if src.endswith(".onnx") else "torch")
+        for t in report["targets"].values():
+            assert t["status"] == "ok", (src, t["error"])
+            assert t["drift"]["worst"]["rel_l2"] < 1e-4
+
+
+def _text_onnx(d):
+    (d / "x.onnx").write_text("hello, I am a text file\n")
+    return d / "x.onnx"
+
+
+def _truncated_pt2(d):
+    model, args = conv_bn_relu()
+    torch.export.save(torch.export.export(model, args), str(d / "full.pt2"))
+    data = (d / "full.pt2").read_bytes()
+    (d / "t.pt2").write_bytes(data[: len(data) // 3])
+    return d / "t.pt2"
+
+
+def _pickled_module(d):
+    torch.save(conv_bn_relu()[0], str(d / "w.pt"))
+    return d / "w.pt"
+
+
+@pytest.mark.parametrize("make,expected", [
+    (_text_onnx, "x.onnx: not a valid ONNX protobuf"),
+    (_truncated_pt2, "t.pt2: not a torch.export archive"),
+    (_pickled_module, "never unpickles arbitrary objects"),
+])
+def test_cli_bad_inputs_exit_2_with_one_line(tmp_path, make, expected):
+    path = make(tmp_path)
+    r = cli("analyze", str(path), "--targets", "ort-cpu", "--out", str(tmp_path / "o"))
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0] and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["analyze", "sample:vision-mini", "--targets", "nope", "--out", "o"], "unknown target 'nope'"),
+    (["analyze", "sample:vision-mini"], "required: --out"),
+    (["analyze", "sample:vision-mini", "--shape", "x=1xq", "--out", "o"], "--shape 'x=1xq'"),
+    (["frobnicate"], "invalid choice"),
+])
+def test_cli_usage_errors_exit_2(tmp_path, args, expected):
+    r = cli(*args, cwd=tmp_path)
+    assert r.returncode == 2 and expected in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_cli_lists_targets_and_samples():
+    t = cli("targets")
+    assert t.returncode == 0 and "ort-cpu" in t.stdout and "openvino-cpu" in t.stdout and "available" in t.stdout
+    s = cli("samples")
+    assert s.returncode == 0 and "sample:tts-mini" in s.stdout and "[default]" in s.stdout
+
+
+def test_schema_rejects_a_block_without_evidence(sample_report):
+    report, _ = sample_report("vision-mini", ("ort-cpu", "openvino-cpu"))
+    broken = json.loads(json.dumps(report))
+    del broken["targets"]["ort-cpu"]["drift"]["evidence"]
+    with pytest.raises(jsonschema.ValidationError):
+        validate_report(broken)

@@ -213,12 +213,7 @@ def _capture_onnx(source: Source, workdir: str) -> Captured:
     import onnx
     model = onnx.ModelProto()
     model.CopyFrom(source.onnx_model)
-    # Targets identify nodes by name: give unnamed nodes stable, unique names before anything compiles it.
-    seen = set()
-    for i, n in enumerate(model.graph.node):
-        if not n.name or n.name in seen:
-            n.name = f"{n.op_type}_{i}"
-        seen.add(n.name)
+    name_unnamed_nodes(model)
     onnx_path = os.path.join(workdir, "model.onnx")
     onnx.save(model, onnx_path)
     g = onnx_ir_graph(model, "onnx")
@@ -232,6 +227,20 @@ def _capture_onnx(source: Source, workdir: str) -> Captured:
             node.module_path = ".".join(p for p in node.id.strip("/").split("/")[:-1])
     before = Graph(name=source.name, stage="captured", nodes=g.nodes, inputs=g.inputs, outputs=g.outputs)
     return Captured(source, onnx_path, g, before, [o.name for o in model.graph.output])
+
+
+def name_unnamed_nodes(model) -> None:
+    """Targets identify nodes by name: give unnamed (or duplicate) nodes stable, unique names, in place."""
+    seen = {n.name for n in model.graph.node if n.name}
+    used = set()
+    for i, n in enumerate(model.graph.node):
+        if not n.name or n.name in used:
+            name = f"{n.op_type}_{i}"
+            while name in seen:
+                name += "_"
+            n.name = name
+        used.add(n.name)
+        seen.add(n.name)
 
 
 def onnx_ir_graph(model, stage: str) -> Graph:

@@ -101,9 +101,10 @@ def map_optimized_graph(optimized: Graph, original: Graph) -> dict:
         heavy = [c for c in compute if c.op_type not in MOVEMENT_OPS] or compute
         assignment: dict[str, list[Node]] = defaultdict(list)
         for o in region:
-            same = [c for c in compute if c.op_type == o.op_type]
+            same = [c for c in compute if op_family(c.op_type) == op_family(o.op_type)]
             owner = same[0] if len(same) == 1 else heavy[-1]
             assignment[owner.id].append(o)
+        cluster_sources = _unique(s for o in region for s in o.source_ops)
         for c in compute:
             absorbed = assignment.get(c.id, [])
             claimed.update(o.id for o in absorbed)
@@ -113,10 +114,16 @@ def map_optimized_graph(optimized: Graph, original: Graph) -> dict:
             c.module_path = _common_path(paths) if paths else None
             locs = [o.source_location for o in absorbed if o.source_location]
             c.source_location = locs[0] if locs else None
-            if not absorbed and c.op_type == "Cast":
-                c.kind = CAST
-            elif not absorbed and c.op_type in MOVEMENT_OPS:
+            if not absorbed and c.op_type in MOVEMENT_OPS:
                 c.kind = LAYOUT   # a reshape/transpose ORT inserted around a fusion or a layout change
+            elif not absorbed and len(compute) > 1 and cluster_sources:
+                # Part of the lowering of the cluster's source ops (e.g. the scale Mul of a quantised Conv):
+                # it carries their provenance without having absorbed any node itself.
+                c.source_ops = cluster_sources
+                paths = [o.module_path for o in region if o.module_path is not None]
+                c.module_path = _common_path(paths) if paths else None
+            elif not absorbed and c.op_type == "Cast":
+                c.kind = CAST
     gone = [n.id for n in original.nodes if n.id not in claimed and n.kind == COMPUTE]
     return {"constant_folded": [n for n in gone if n not in dynamic],
             "eliminated": [n for n in gone if n in dynamic]}
@@ -140,6 +147,21 @@ def _region(boundary_outputs, orig_producer, producers, members) -> list[Node]:
                 stack.append(orig_producer[t.name])
     rank = {id(n): i for i, n in enumerate(orig_producer.values())}
     return sorted(order, key=lambda n: rank.get(id(n), 0))
+
+
+_FAMILY_AFFIXES = ("QLinear", "DynamicQuantize", "Fused", "Nhwc")
+
+
+def op_family(op_type: str) -> str:
+    """ConvInteger, QLinearConv, FusedConv, NhwcConv → Conv; DynamicQuantizeMatMul, MatMulIntegerToFloat → MatMul."""
+    name = op_type
+    for affix in _FAMILY_AFFIXES:
+        if name.startswith(affix) and len(name) > len(affix):
+            name = name[len(affix):]
+    for suffix in ("IntegerToFloat", "Integer"):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            name = name[: -len(suffix)]
+    return name
 
 
 def _input_dependent(graph: Graph) -> set[str]:

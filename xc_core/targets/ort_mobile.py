@@ -1,0 +1,231 @@
+"""`ort-nnapi` and `ort-coreml`: ONNX Runtime's mobile execution providers, predicted with ORT's own partition
+checker (onnxruntime.tools.mobile_helpers.usability_checker) because this host cannot run those EPs.
+
+The graph checked is the one the EP would see: ORT applies its basic (EP-independent) optimizations before
+partitioning, so the captured ONNX is optimized at ORT_ENABLE_BASIC (onnxruntime.tools.onnx_model_utils, as the
+checker's own `analyze_model` does) and shape-inferred (ModelProtoWithShapeInfo) first.
+
+Per node: the EP that takes it, or the CPU EP and why — unsupported operator, dynamic input shape, or an input rank
+above the EP's limit — plus any caveat the checker lists but does not check. Numerics: the accelerated partitions
+are emulated in fp16 (onnxconverter-common converts exactly those nodes; CPU-EP nodes stay fp32) when the fp16
+option is on; otherwise the numbers are the CPU EP's, labelled so.
+"""
+from __future__ import annotations
+
+import os
+
+from .. import evidence as ev
+from ..analysis.boundaries import DEFAULT_BANDWIDTH_GB_S, DEFAULT_TRANSITION_OVERHEAD_MS, boundaries
+from ..capture import onnx_ir_graph
+from ..ir import COMPUTE, Graph
+from .base import Target, register
+from .onnx_regions import map_optimized_graph, onnx_node_precision
+from .ort_common import make_session, run_session
+
+REASON_OP = "unsupported operator"
+REASON_DYNAMIC = "dynamic input shape"
+REASON_RANK = "input rank above the EP's limit"
+
+
+class OrtMobileTarget(Target):
+    accelerated = True
+    ep_name: str            # as ORT names it
+    backend: str            # device class written into the IR for accelerated nodes
+    max_rank: int = 999
+    fp16_assumption: str
+    default_fp16: bool
+
+    @property
+    def fp16(self) -> bool:
+        return bool(self.options.get("fp16", self.default_fp16))
+
+    def _checker(self, model):
+        """Run ORT's partition checker for this EP; returns its PartitioningInfo."""
+        raise TypeError(f"{type(self).__name__} must name its ORT checker")
+
+    def _compile(self, captured, workdir, result):
+        import onnx
+        import onnxruntime
+        from onnxruntime.tools.onnx_model_utils import ModelProtoWithShapeInfo, optimize_model
+        os.makedirs(workdir, exist_ok=True)
+        basic = os.path.join(workdir, "model.basic.onnx")
+        optimize_model(_path(captured.onnx_path), _path(basic), level=onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC)
+        result.artifacts.append(basic)
+        model = ModelProtoWithShapeInfo(_path(basic)).model_with_shape_info
+        # Nodes ORT creates carry no name; per-node results (and fp16 block lists) need one.
+        from ..capture import name_unnamed_nodes
+        name_unnamed_nodes(model)
+        onnx.save(model, basic)
+        info = self._checker(model)
+        result.info["onnxruntime_version"] = onnxruntime.__version__
+        result.info["checked_graph"] = ("the captured ONNX after ORT_ENABLE_BASIC optimization, shape-inferred — "
+                                        "what ORT partitions for the EP")
+        return {"model": model, "info": info, "basic_path": basic}
+
+    def _inspect(self, compiled, captured, result) -> Graph:
+        from onnxruntime.tools.mobile_helpers.usability_checker import PartitioningInfo  # noqa: F401
+        model, info = compiled["model"], compiled["info"]
+        graph = onnx_ir_graph(model, "ep-partitioned")
+        result.info.update(map_optimized_graph(graph, captured.onnx_graph))
+        checker = info.supported_ops_checker
+        value_info = {v.name: v for v in list(model.graph.value_info) + list(model.graph.input)
+                      + list(model.graph.output)}
+        initializers = {i.name for i in model.graph.initializer}
+        in_group = {}
+        for gi, group in enumerate(info.supported_groups):
+            for node in group:
+                in_group[node.name] = gi
+        by_name = {n.name: n for n in model.graph.node}
+        for n in graph.nodes:
+            n.attributes.pop("_metadata", None)
+            n.precision = onnx_node_precision(n)
+            proto = by_name.get(n.id)
+            if n.id in in_group:
+                n.backend, n.kernel = self.backend, self.ep_name
+                n.attributes["partition"] = in_group[n.id]
+                caveat = checker._ops.get(f"{proto.domain or 'ai.onnx'}:{proto.op_type}", "").strip()
+                if caveat:
+                    n.attributes["unchecked_caveat"] = caveat
+                if self.fp16 and n.precision == "fp32":
+                    n.precision = "fp16"
+            else:
+                n.backend, n.kernel, n.fallback = "cpu", "CPUExecutionProvider", True
+                n.fallback_reason = self._reason(proto, checker, value_info, initializers)
+        partitions = [len(g) for g in info.supported_groups]
+        ng = max(info.num_nodes, 1)
+        result.info["partitioning"] = {
+            "ep": self.ep_name,
+            "num_nodes": info.num_nodes,
+            "num_supported_nodes": info.num_supported_nodes,
+            "num_partitions": info.num_partitions,
+            "partition_sizes": partitions,
+            "unsupported_ops": sorted(info.unsupported_ops),
+            "nodes_unsupported_due_to_op": info.nodes_unsupported_due_to_op,
+            "nodes_unsupported_due_to_dynamic_input": info.nodes_unsupported_due_to_dynamic_input,
+            "nodes_unsupported_due_to_rank": info.num_unsupported_nodes_due_to_rank,
+            "unchecked_caveats": checker.get_caveats(),
+            "suitability": info.suitability().name,
+            "accelerated_share_nodes": round(info.num_supported_nodes / ng, 4),
+            "accelerated_share_param_bytes": _param_share(model, in_group),
+            "evidence": ev.PREDICTED_RUNTIME,
+        }
+        b = boundaries(graph, float(self.options.get("bandwidth_gb_s", DEFAULT_BANDWIDTH_GB_S)),
+                       float(self.options.get("transition_overhead_ms", DEFAULT_TRANSITION_OVERHEAD_MS)))
+        b["evidence"] = ev.PREDICTED_RUNTIME
+        result.info["boundaries"] = b
+        return graph
+
+    def _reason(self, proto, checker, value_info, initializers) -> str:
+        """Replicates the checker's per-node predicate so every CPU-EP node says why."""
+        from onnxruntime.tools.onnx_model_utils import is_fixed_size_tensor
+        if proto is None:
+            return REASON_OP
+        reasons = []
+        if f"{proto.domain or 'ai.onnx'}:{proto.op_type}" not in checker._ops:
+            reasons.append(REASON_OP)
+        fixed = all((i in initializers) or (i in value_info and is_fixed_size_tensor(value_info[i]))
+                    for i in proto.input if i)
+        if not fixed:
+            reasons.append(REASON_DYNAMIC)
+        for i in proto.input:
+            vi = value_info.get(i)
+            if vi is not None and vi.type.HasField("tensor_type") and len(vi.type.tensor_type.shape.dim) > self.max_rank:
+                reasons.append(f"{REASON_RANK} ({self.max_rank})")
+                break
+        if not reasons:
+            # Supported on its own, but the partitioner put it on the CPU (e.g. a border it could not join).
+            reasons.append("left on the CPU EP by partitioning")
+        return "; ".join(reasons)
+
+    def _run(self, compiled, inputs, captured, result):
+        if not self.fp16:
+            session = make_session(compiled["basic_path"], "ORT_ENABLE_ALL")
+            result.evidence["numerics"] = ev.MEASURED
+            result.info["numerics_assumption"] = (f"fp16 emulation off: these are the CPU EP's numbers for the "
+                                                  f"partitioned graph, not a prediction of {self.ep_name}'s")
+            return run_session(session, inputs)
+        from onnxconverter_common import float16
+        cpu_nodes = [n.id for n in result.graph.nodes if n.backend == "cpu"]
+        import onnx
+        model = onnx.ModelProto()
+        model.CopyFrom(compiled["model"])
+        del model.graph.value_info[:]  # stale fp32 value_info would contradict the converted nodes
+        model16 = float16.convert_float_to_float16(model, keep_io_types=True, node_block_list=cpu_nodes)
+        # onnxconverter-common types a converted Cast's output as fp16 but leaves its `to` at float: inside an fp16
+        # partition a cast to float is a cast to float16.
+        accelerated = {n.id for n in result.graph.nodes if n.backend != "cpu"}
+        for node in model16.graph.node:
+            if node.op_type == "Cast" and node.name in accelerated:  # not the casts the converter inserted
+                for a in node.attribute:
+                    if a.name == "to" and a.i == onnx.TensorProto.FLOAT:
+                        a.i = onnx.TensorProto.FLOAT16
+        path = os.path.join(os.path.dirname(compiled["basic_path"]), "model.fp16-emulation.onnx")
+        onnx.save(model16, path)
+        result.artifacts.append(path)
+        session = make_session(path, "ORT_DISABLE_ALL")
+        result.evidence["numerics"] = ev.EMULATED
+        result.info["numerics_assumption"] = self.fp16_assumption
+        return run_session(session, inputs)
+
+
+def _param_share(model, in_group) -> float | None:
+    """Share of initializer bytes consumed by accelerated nodes (a proxy for where the weights, and most FLOPs, go)."""
+    from onnx import helper
+    size = {}
+    for init in model.graph.initializer:
+        n = 1
+        for d in init.dims:
+            n *= d
+        size[init.name] = n * helper.tensor_dtype_to_np_dtype(init.data_type).itemsize
+    total = accel = 0
+    for node in model.graph.node:
+        b = sum(size.get(i, 0) for i in node.input)
+        total += b
+        if node.name in in_group:
+            accel += b
+    return round(accel / total, 4) if total else None
+
+
+def _path(p):
+    import pathlib
+    return pathlib.Path(p)
+
+
+@register
+class OrtNnapi(OrtMobileTarget):
+    id = "ort-nnapi"
+    label = "ONNX Runtime · NNAPI EP (Android)"
+    description = "ORT's partition checker for the NNAPI EP; CPU EP for the rest; fp16-relaxed emulation optional"
+    evidence = {"assignment": ev.PREDICTED_RUNTIME, "precision": ev.PREDICTED_RUNTIME, "numerics": ev.EMULATED,
+                "fusion": ev.REPORTED}
+    ep_name = "NnapiExecutionProvider"
+    backend = "nnapi"
+    default_fp16 = False  # NNAPI_FLAG_USE_FP16 is opt-in in ORT
+    fp16_assumption = ("emulated: NNAPI_FLAG_USE_FP16 (relaxed fp32→fp16) on the NNAPI partitions — their weights "
+                       "and activations stored in fp16 (onnxconverter-common), CPU-EP nodes in fp32, run on ORT's "
+                       "CPU EP; the device's own fp16 kernels may accumulate differently")
+
+    def _checker(self, model):
+        from onnxruntime.tools.mobile_helpers.usability_checker import check_nnapi_partitions
+        return check_nnapi_partitions(model, require_fixed_input_sizes=True)
+
+
+@register
+class OrtCoreml(OrtMobileTarget):
+    id = "ort-coreml"
+    label = "ONNX Runtime · CoreML EP, MLProgram (iOS)"
+    description = "ORT's partition checker for the CoreML EP (MLProgram); CPU EP for the rest; fp16 emulation"
+    evidence = {"assignment": ev.PREDICTED_RUNTIME, "precision": ev.PREDICTED_RUNTIME, "numerics": ev.EMULATED,
+                "fusion": ev.REPORTED}
+    ep_name = "CoreMLExecutionProvider"
+    backend = "coreml"
+    max_rank = 5  # the checker's CoreML limit
+    default_fp16 = True  # Core ML runs MLProgram partitions on the GPU / Neural Engine in fp16
+    fp16_assumption = ("emulated: the CoreML EP's MLProgram partitions computed in fp16 (as on the GPU / Neural "
+                       "Engine) — their weights and activations stored in fp16 (onnxconverter-common), CPU-EP nodes "
+                       "in fp32, run on ORT's CPU EP")
+
+    def _checker(self, model):
+        from onnxruntime.tools.mobile_helpers.usability_checker import check_coreml_partitions
+        return check_coreml_partitions(model, require_fixed_input_sizes=True,
+                                       config_filename="coreml_supported_mlprogram_ops.md")

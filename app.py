@@ -14,5 +14,8 @@ PAGES = {
     "Report": [
         st.Page("pages/overview.py", title="Overview", icon="📋", default=True),
     ],
+    "Accelerators": [
+        st.Page("pages/fallbacks.py", title="Fallbacks", icon="🧯"),
+    ],
 }
 st.navigation(PAGES).run()

@@ -36,6 +36,10 @@ def sidebar_and_analyze() -> None:
     upload = npz = None
     if mode == "Bundled sample":
         names = list(SAMPLES)
+        # ?sample=NAME in the URL opens that sample (links for demos and PR comments).
+        wanted = st.query_params.get("sample")
+        if "sample" not in st.session_state and wanted in SAMPLES:
+            st.session_state["sample"] = wanted
         sample = sb.selectbox("Sample", names, index=names.index(DEFAULT_SAMPLE), key="sample",
                               format_func=lambda n: n, help="Defined in code with seeded weights")
         sb.caption(SAMPLES[sample].description)
@@ -46,6 +50,7 @@ def sidebar_and_analyze() -> None:
     available = [t for t in target_ids() if REGISTRY[t].available()[0]]
     targets = sb.multiselect("Targets", target_ids(), default=available, key="targets",
                              format_func=lambda t: f"{t} — {REGISTRY[t].label}")
+    options = _target_options(sb, targets)
     if not targets:
         st.session_state["report"] = None
         st.session_state["report_error"] = "Pick at least one target in the sidebar."
@@ -57,13 +62,13 @@ def sidebar_and_analyze() -> None:
         return
 
     if mode == "Bundled sample":
-        key = f"sample:{sample}|{','.join(targets)}"
+        key = f"sample:{sample}|{','.join(targets)}|{sorted(options.items())}"
         spec, npz_path = f"sample:{sample}", None
     else:
         data = upload.getvalue()
         npz_data = npz.getvalue() if npz is not None else b""
         key = (hashlib.sha256(data).hexdigest() + "|" + hashlib.sha256(npz_data).hexdigest() + "|"
-               + ",".join(targets))
+               + ",".join(targets) + "|" + str(sorted(options.items())))
         spec, npz_path = None, None
     store = _report_store()
     if key not in store:
@@ -76,7 +81,7 @@ def sidebar_and_analyze() -> None:
                 npz_path = os.path.join(tmp, "inputs.npz")
                 with open(npz_path, "wb") as f:
                     f.write(npz_data)
-        result = _run_analysis(spec, targets, npz_path)
+        result = _run_analysis(spec, targets, npz_path, options)
         if result is None:
             return
         store[key] = result
@@ -84,7 +89,35 @@ def sidebar_and_analyze() -> None:
     st.session_state["report_error"] = None
 
 
-def _run_analysis(spec: str, targets: list[str], npz_path: str | None):
+def _target_options(sb, targets: list[str]) -> dict[str, dict]:
+    """Options that differ from a target's defaults; they become part of its identity in the report."""
+    from xc_core.analysis.boundaries import DEFAULT_BANDWIDTH_GB_S, DEFAULT_TRANSITION_OVERHEAD_MS
+    options: dict[str, dict] = {}
+    mobile = [t for t in targets if t in ("ort-nnapi", "ort-coreml")]
+    if not mobile:
+        return options
+    with sb.expander("Target options"):
+        if "ort-nnapi" in mobile:
+            if st.checkbox("NNAPI: relaxed fp16 (emulated)", value=False, key="opt_nnapi_fp16",
+                           help="NNAPI_FLAG_USE_FP16: the NNAPI partitions are emulated in fp16"):
+                options["ort-nnapi"] = {"fp16": True}
+        if "ort-coreml" in mobile:
+            if not st.checkbox("CoreML EP: fp16 compute (emulated)", value=True, key="opt_coreml_fp16",
+                               help="MLProgram partitions on the GPU / Neural Engine compute in fp16"):
+                options["ort-coreml"] = {"fp16": False}
+        bw = st.number_input("Boundary copy bandwidth (GB/s)", 0.1, 100.0, DEFAULT_BANDWIDTH_GB_S, 0.5,
+                             key="opt_bandwidth")
+        ov = st.number_input("Overhead per transition (ms)", 0.0, 10.0, DEFAULT_TRANSITION_OVERHEAD_MS, 0.05,
+                             key="opt_overhead")
+        for t in mobile:
+            if bw != DEFAULT_BANDWIDTH_GB_S:
+                options.setdefault(t, {})["bandwidth_gb_s"] = bw
+            if ov != DEFAULT_TRANSITION_OVERHEAD_MS:
+                options.setdefault(t, {})["transition_overhead_ms"] = ov
+    return options
+
+
+def _run_analysis(spec: str, targets: list[str], npz_path: str | None, options: dict):
     from xc_core.api import analyze
     with st.status(f"Compiling for {len(targets)} target(s)…", expanded=True) as status:
         bar = st.progress(0.0)
@@ -100,7 +133,7 @@ def _run_analysis(spec: str, targets: list[str], npz_path: str | None):
                 st.write(f"{mark} `{ev['target']}` {ev['status']}" + (f": {ev['error']}" if ev.get("error") else ""))
 
         try:
-            report = analyze(spec, targets, inputs_npz=npz_path, progress=progress)
+            report = analyze(spec, targets, inputs_npz=npz_path, target_options=options, progress=progress)
         except XcInputError as e:
             status.update(label="Could not analyse this input", state="error")
             st.session_state["report"] = None

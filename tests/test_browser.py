@@ -1,4 +1,5 @@
-"""One real-browser test: the dashboard opens on tts-mini in headless Chromium and shows the Overview."""
+"""Real-browser tests: the dashboard opens on tts-mini in headless Chromium, and each page renders for each
+bundled sample with no exception box."""
 import os
 
 import pytest
@@ -7,17 +8,36 @@ from browser import CHROMIUM, FLAGS, dashboard, settle
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian chromium is not installed")
 
+PAGES = {"fallbacks": "Fallbacks"}
 
-def test_overview_in_headless_chromium(tmp_path):
+
+@pytest.fixture(scope="module")
+def browser_page():
     from playwright.sync_api import sync_playwright
     with dashboard() as url, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(url, timeout=120_000)
-        settle(page)
-        page.get_by_role("heading", name="Overview").wait_for(timeout=60_000)
-        assert page.locator('[data-testid="stException"]').count() == 0
-        body = page.inner_text("body")
-        assert "tts-mini" in body and "ort-cpu" in body and "openvino-cpu" in body
-        page.screenshot(path=str(tmp_path / "overview.png"), full_page=True)
+        yield url, page
         browser.close()
+
+
+def test_overview_in_headless_chromium(browser_page, tmp_path):
+    url, page = browser_page
+    page.goto(url, timeout=120_000)
+    settle(page)
+    page.get_by_role("heading", name="Overview").wait_for(timeout=60_000)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    body = page.inner_text("body")
+    assert "tts-mini" in body and "ort-cpu" in body and "openvino-cpu" in body
+    page.screenshot(path=str(tmp_path / "overview.png"), full_page=True)
+
+
+@pytest.mark.parametrize("sample", ["vision-mini", "tts-mini", "transformer-mini"])
+@pytest.mark.parametrize("path,title", list(PAGES.items()))
+def test_pages_render_for_each_sample(browser_page, sample, path, title):
+    url, page = browser_page
+    page.goto(f"{url}{path}?sample={sample}", timeout=120_000)
+    settle(page)
+    page.get_by_role("heading", name=title).wait_for(timeout=60_000)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert sample in page.inner_text("body")

@@ -44,6 +44,16 @@ def test_samples_on_ort_and_openvino(sample_report, sample):
     _check_report(report)
 
 
+def test_report_targets_have_the_fields_the_issue_names(sample_report):
+    report, _ = sample_report("tts-mini", ("ort-cpu", "ort-nnapi", "ort-coreml", "ort-cpu-int8"))
+    validate_report(report)
+    for tid, t in report["targets"].items():
+        assert t["status"] == "ok", tid
+        for n in t["graph"]["nodes"]:
+            if n["kind"] == "compute":
+                assert n["backend"] and n["precision"] not in (None, "unknown"), (tid, n["id"])
+
+
 def test_cli_analyze_writes_a_valid_report(tmp_path):
     out = tmp_path / "out"
     r = cli("analyze", "sample:vision-mini", "--targets", "ort-cpu,openvino-cpu", "--out", str(out))
@@ -69,9 +79,10 @@ def test_cli_pt2_pt_and_onnx_files(tmp_path):
         report = json.loads((out / "report.json").read_text())
         validate_report(report)
         assert report["reference"]["id"] == ("onnx-reference" if src.endswith(".onnx") else "torch")
-        for t in report["targets"].values():
+        for tid, t in report["targets"].items():
             assert t["status"] == "ok", (src, t["error"])
-            assert t["drift"]["worst"]["rel_l2"] < 1e-4
+            if tid in ("ort-cpu", "openvino-cpu", "ort-nnapi"):   # fp32 numerics, measured
+                assert t["drift"]["worst"]["rel_l2"] < 1e-4, tid
 
 
 def _text_onnx(d):

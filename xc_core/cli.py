@@ -29,6 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--inputs", metavar="FILE.npz", help="input arrays by input name (default: seeded random)")
     a.add_argument("--shape", action="append", metavar="NAME=DxD[:dtype]",
                    help="input shape override, repeatable (required for TorchScript without --inputs)")
+    a.add_argument("--option", action="append", metavar="TARGET.KEY=VALUE",
+                   help="a target option, repeatable; e.g. ort-nnapi.fp16=true (emulate NNAPI's relaxed fp16), "
+                        "ort-coreml.bandwidth_gb_s=8, openvino-cpu.inference_precision=f32")
     a.add_argument("--out", required=True, metavar="DIR", help="writes DIR/report.json and DIR/artifacts/")
     a.add_argument("--quiet", action="store_true", help="print nothing but errors")
     sub.add_parser("targets", help="list targets and whether each is available on this host")
@@ -69,8 +72,9 @@ def _samples() -> int:
 def _analyze(args) -> int:
     from .api import analyze
     from .inputs import parse_shape_flags
-    from .targets import parse_target_list
+    from .targets import parse_target_list, parse_target_options
     targets = parse_target_list(args.targets)
+    options = parse_target_options(args.option, targets)
     shapes = parse_shape_flags(args.shape)
     if args.inputs and not os.path.isfile(args.inputs):
         raise XcInputError(f"--inputs {args.inputs}: no such file (accepted: an .npz written by numpy.savez)")
@@ -89,7 +93,7 @@ def _analyze(args) -> int:
             print("  capturing (torch.export / ONNX)…", file=sys.stderr)
 
     report = analyze(args.source, targets, inputs_npz=args.inputs, shapes=shapes, out_dir=args.out,
-                     progress=progress)
+                     target_options=options, progress=progress)
     if not args.quiet:
         print(summary_table(report))
         print(f"wrote {os.path.join(args.out, 'report.json')}")
@@ -99,10 +103,15 @@ def _analyze(args) -> int:
 def summary_table(report: dict) -> str:
     from .views import overview_rows
     rows = overview_rows(report)
-    cols = ["target", "status", "ops", "fused groups", "precision", "worst drift (rel L2)", "evidence"]
+    cols = ["target", "status", "ops", "fused groups", "precision", "worst drift (rel L2)"]
+    extra = ["accelerated share", "partitions", "fallbacks", "ORT verdict", "latency cliff (est.)"]
+    cols += [c for c in extra if any(c in r for r in rows)] + ["evidence"]
     lines = [" | ".join(cols)]
     for r in rows:
-        lines.append(" | ".join(str(r[c]) for c in cols))
+        lines.append(" | ".join(str(r.get(c, "—")) for c in cols))
+    for r in rows:
+        if r.get("error"):
+            lines.append(f"{r['target']}: {r['error']}")
     return "\n".join(lines)
 
 

@@ -28,4 +28,54 @@ def overview_rows(report: dict) -> list[dict]:
             "evidence": ", ".join(f"{k}: {v}" for k, v in ev.items()),
             "error": t.get("error"),
         })
+        part = (t.get("info") or {}).get("partitioning")
+        bounds = (t.get("info") or {}).get("boundaries")
+        if part:
+            share = part["accelerated_share_nodes"]
+            pshare = part.get("accelerated_share_param_bytes")
+            rows[-1].update({
+                "accelerated share": f"{100 * share:.0f}% nodes" + (f", {100 * pshare:.0f}% weights"
+                                                                   if pshare is not None else ""),
+                "partitions": part["num_partitions"],
+                "fallbacks": sum(1 for n in (t.get("graph") or {}).get("nodes", []) if n.get("fallback")),
+                "ORT verdict": part["suitability"],
+                "latency cliff (est.)": (f"{bounds['latency_cliff']['estimate_ms']:.2f} ms" if bounds else "—"),
+            })
+    return rows
+
+
+def accelerated_targets(report: dict) -> list[str]:
+    return [tid for tid, t in report["targets"].items() if (t.get("info") or {}).get("partitioning")]
+
+
+def fallback_rows(report: dict, tid: str) -> list[dict]:
+    """Every CPU-fallback node of a target with its reason, provenance, neighbours and boundary bytes."""
+    t = report["targets"][tid]
+    nodes = (t.get("graph") or {}).get("nodes", [])
+    producer = {o["name"]: n for n in nodes for o in n["outputs"]}
+    consumers: dict[str, list[dict]] = {}
+    for n in nodes:
+        for i in n["inputs"]:
+            consumers.setdefault(i["name"], []).append(n)
+    crossing_bytes: dict[str, int] = {}
+    for b in (t.get("info") or {}).get("boundaries", {}).get("items", []):
+        for nid in [b["from_node"], *b["consumers"]]:
+            crossing_bytes[nid] = crossing_bytes.get(nid, 0) + (b["bytes"] or 0)
+    rows = []
+    for n in nodes:
+        if not n.get("fallback"):
+            continue
+        before = [producer[i["name"]] for i in n["inputs"] if i["name"] in producer]
+        after = [c for o in n["outputs"] for c in consumers.get(o["name"], [])]
+        rows.append({
+            "target": tid,
+            "node": n["id"],
+            "op_type": n["op_type"],
+            "reason": n.get("fallback_reason") or "—",
+            "module_path": n.get("module_path") if n.get("module_path") is not None else "—",
+            "source ops": ", ".join(n.get("source_ops") or []),
+            "inputs from": ", ".join(f"{p['id']} ({p['backend']})" for p in before) or "graph input",
+            "outputs to": ", ".join(f"{c['id']} ({c['backend']})" for c in after) or "graph output",
+            "boundary bytes": crossing_bytes.get(n["id"], 0),
+        })
     return rows

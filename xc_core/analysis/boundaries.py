@@ -54,19 +54,24 @@ def boundaries(graph: Graph, bandwidth_gb_s: float = DEFAULT_BANDWIDTH_GB_S,
     items = list(crossings.values())
     known = [b["bytes"] for b in items if b["bytes"] is not None]
     total = int(sum(known))
-    transfer_ms = total / (bandwidth_gb_s * 1e9) * 1e3
-    estimate = transfer_ms + len(items) * transition_overhead_ms
     return {
         "count": len(items),
         "items": items,
         "total_bytes": total,
         "symbolic_count": sum(b["symbolic"] for b in items),
-        "latency_cliff": {
-            "estimate_ms": round(estimate, 4),
-            "transfer_ms": round(transfer_ms, 4),
-            "overhead_ms": round(len(items) * transition_overhead_ms, 4),
-            "assumptions": {"bandwidth_gb_s": bandwidth_gb_s, "transition_overhead_ms": transition_overhead_ms,
-                            "formula": "Σ boundary bytes / bandwidth + transitions × overhead",
-                            "excludes": "boundaries whose tensor shape is symbolic or unknown"},
-        },
+        "latency_cliff": latency_cliff(total, len(items), bandwidth_gb_s, transition_overhead_ms),
+    }
+
+
+def latency_cliff(total_bytes: int, transitions: int, bandwidth_gb_s: float = DEFAULT_BANDWIDTH_GB_S,
+                  transition_overhead_ms: float = DEFAULT_TRANSITION_OVERHEAD_MS) -> dict:
+    transfer_ms = total_bytes / (bandwidth_gb_s * 1e9) * 1e3
+    overhead_ms = transitions * transition_overhead_ms
+    return {
+        "estimate_ms": round(transfer_ms + overhead_ms, 4),
+        "transfer_ms": round(transfer_ms, 4),
+        "overhead_ms": round(overhead_ms, 4),
+        "assumptions": {"bandwidth_gb_s": bandwidth_gb_s, "transition_overhead_ms": transition_overhead_ms,
+                        "formula": "Σ boundary bytes / bandwidth + transitions × overhead",
+                        "excludes": "boundaries whose tensor shape is symbolic or unknown"},
     }

@@ -30,5 +30,38 @@ def parse_target_list(text: str) -> list[str]:
     return list(dict.fromkeys(ids))
 
 
-__all__ = ["REGISTRY", "Target", "TargetResult", "execute_target", "make_target", "target_ids",
+def parse_target_options(flags: list[str] | None, targets: list[str]) -> dict[str, dict]:
+    """--option TARGET.KEY=VALUE (repeatable): options become part of the target's identity in the report."""
+    out: dict[str, dict] = {}
+    for f in flags or []:
+        try:
+            lhs, value = f.split("=", 1)
+            tid, key = lhs.rsplit(".", 1)
+        except ValueError:
+            raise XcInputError(f"--option '{f}': expected TARGET.KEY=VALUE, e.g. ort-nnapi.fp16=true") from None
+        if tid not in targets:
+            raise XcInputError(f"--option '{f}': target '{tid}' is not among --targets ({', '.join(targets)})")
+        allowed = getattr(REGISTRY[tid], "option_names", ())
+        if key not in allowed:
+            raise XcInputError(f"--option '{f}': {tid} takes no option '{key}'"
+                               + (f"; it takes {', '.join(allowed)}" if allowed else "; it takes none"))
+        out.setdefault(tid, {})[key] = _parse_value(value)
+    return out
+
+
+def _parse_value(text: str):
+    low = text.strip().lower()
+    if low in ("true", "on", "yes", "1"):
+        return True
+    if low in ("false", "off", "no", "0"):
+        return False
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+__all__ = ["parse_target_options", "REGISTRY", "Target", "TargetResult", "execute_target", "make_target", "target_ids",
            "parse_target_list", "OK", "ERROR", "UNAVAILABLE", "REFERENCE_IDS"]

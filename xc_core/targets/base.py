@@ -44,6 +44,7 @@ class Target(abc.ABC):
     # numbers come from (DESIGN.md, "Targets").
     evidence: ClassVar[dict[str, str]]
     accelerated: ClassVar[bool] = False   # has an accelerator the graph can fall back from
+    option_names: ClassVar[tuple[str, ...]] = ()  # options a user may set (CLI --option, dashboard)
     is_reference: ClassVar[bool] = False
 
     def __init__(self, **options):

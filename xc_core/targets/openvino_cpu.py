@@ -23,6 +23,7 @@ class OpenVinoCpu(Target):
     description = "OpenVINO CPU plugin compile; runtime model read back (fused layers, runtime precision)"
     evidence = {"assignment": ev.REPORTED, "precision": ev.REPORTED, "numerics": ev.MEASURED,
                 "fusion": ev.REPORTED}
+    option_names = ("inference_precision",)
 
     @classmethod
     def available(cls):

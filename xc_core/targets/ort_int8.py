@@ -29,7 +29,14 @@ class OrtCpuInt8(OrtTarget):
         from onnxruntime.quantization import QuantType, quantize_dynamic
         os.makedirs(workdir, exist_ok=True)
         path = os.path.join(workdir, "model.int8.onnx")
-        quantize_dynamic(captured.onnx_path, path, weight_type=QuantType.QInt8)
+        import logging
+        root = logging.getLogger()
+        level = root.level
+        root.setLevel(logging.ERROR)  # quantize_dynamic logs a pre-processing hint on the root logger
+        try:
+            quantize_dynamic(captured.onnx_path, path, weight_type=QuantType.QInt8)
+        finally:
+            root.setLevel(level)
         result.artifacts.append(path)
         quantized = onnx_ir_graph(onnx.load(path), "quantized")
         map_optimized_graph(quantized, captured.onnx_graph)

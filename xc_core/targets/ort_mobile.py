@@ -29,6 +29,7 @@ REASON_RANK = "input rank above the EP's limit"
 
 class OrtMobileTarget(Target):
     accelerated = True
+    option_names = ("fp16", "bandwidth_gb_s", "transition_overhead_ms")
     ep_name: str            # as ORT names it
     backend: str            # device class written into the IR for accelerated nodes
     max_rank: int = 999

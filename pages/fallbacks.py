@@ -1,0 +1,74 @@
+"""Fallbacks: every node an accelerated target leaves on the CPU, why, where it came from, and what it costs."""
+import pandas as pd
+import streamlit as st
+
+from pages import _ui
+from xc_core.analysis.boundaries import latency_cliff
+from xc_core.views import accelerated_targets, fallback_rows
+
+report = _ui.require_report()
+_ui.header(report, "Fallbacks")
+
+targets = accelerated_targets(report)
+if not targets:
+    st.info("None of the selected targets has an accelerator to fall back from. Pick `ort-nnapi` or "
+            "`ort-coreml` in the sidebar.")
+    st.stop()
+
+with st.expander("Cost model (latency-cliff estimate)", expanded=False):
+    first = report["targets"][targets[0]]["info"]["boundaries"]["latency_cliff"]["assumptions"]
+    c1, c2 = st.columns(2)
+    bandwidth = c1.number_input("Copy bandwidth (GB/s)", 0.1, 100.0, float(first["bandwidth_gb_s"]), 0.5,
+                                key="fb_bandwidth")
+    overhead = c2.number_input("Overhead per transition (ms)", 0.0, 10.0, float(first["transition_overhead_ms"]),
+                               0.05, key="fb_overhead")
+    st.caption("estimate = Σ boundary bytes / bandwidth + transitions × overhead. Boundaries whose tensor shape "
+               "is symbolic are left out of the bytes and counted separately.")
+
+cols = st.columns(len(targets))
+for col, tid in zip(cols, targets):
+    t = report["targets"][tid]
+    part, bounds = t["info"]["partitioning"], t["info"]["boundaries"]
+    est = latency_cliff(bounds["total_bytes"], bounds["count"], bandwidth, overhead)
+    with col:
+        st.subheader(tid)
+        st.markdown(_ui.evidence_badge(part["evidence"]) + f" ORT verdict: **{part['suitability']}**")
+        a, b, c = st.columns(3)
+        a.metric("Latency cliff (est.)", f"{est['estimate_ms']:.2f} ms",
+                 help=f"{est['transfer_ms']:.3f} ms transfer + {est['overhead_ms']:.2f} ms overhead")
+        b.metric("Partitions", part["num_partitions"], help="sizes: " + str(part["partition_sizes"]))
+        c.metric("Boundaries", bounds["count"], help=f"{bounds['total_bytes']:,} bytes cross")
+        st.caption(f"{part['num_supported_nodes']}/{part['num_nodes']} nodes on {part['ep']}; "
+                   f"assumes {bandwidth:g} GB/s and {overhead:g} ms per transition"
+                   + (f"; {bounds['symbolic_count']} boundary(ies) with symbolic shape not counted"
+                      if bounds["symbolic_count"] else ""))
+        if part["unsupported_ops"]:
+            st.caption("Unsupported ops: " + ", ".join(part["unsupported_ops"]))
+
+st.subheader("Fallback nodes")
+picked = st.multiselect("Targets", targets, default=targets, key="fb_targets")
+rows = [r for tid in picked for r in fallback_rows(report, tid)]
+if rows:
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
+                 column_config={"boundary bytes": st.column_config.NumberColumn(format="%d")})
+else:
+    st.success("No fallback nodes: every node runs on the accelerator.")
+
+st.subheader("Boundaries")
+brows = []
+for tid in picked:
+    for b in report["targets"][tid]["info"]["boundaries"]["items"]:
+        brows.append({"target": tid, "tensor": b["tensor"], "direction": b["direction"], "from": b["from_node"],
+                      "to": ", ".join(b["consumers"]), "shape": str(b["shape"]), "dtype": b["dtype"],
+                      "bytes": b["bytes"] if b["bytes"] is not None else "symbolic"})
+if brows:
+    st.dataframe(pd.DataFrame(brows), hide_index=True, width="stretch")
+else:
+    st.write("No accelerator ↔ CPU boundaries.")
+
+caveats = {tid: report["targets"][tid]["info"]["partitioning"]["unchecked_caveats"] for tid in picked}
+if any(caveats.values()):
+    with st.expander("Caveats ORT's checker lists but does not check"):
+        for tid, items in caveats.items():
+            for c in items:
+                st.markdown(f"- `{tid}` {c}")

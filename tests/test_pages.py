@@ -1,0 +1,36 @@
+"""Every page renders through AppTest for every bundled sample, with no exception."""
+import os
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAMPLES = ["vision-mini", "tts-mini", "transformer-mini"]
+ALL_TARGETS = ["ort-cpu", "ort-nnapi", "ort-coreml", "ort-cpu-int8", "openvino-cpu"]
+
+
+def run_page(page: str, sample: str, targets=ALL_TARGETS):
+    at = AppTest.from_file(os.path.join(ROOT, "app.py"), default_timeout=900)
+    at.session_state["sample"] = sample
+    at.session_state["targets"] = targets
+    at.run()
+    assert not at.exception, at.exception
+    at.switch_page(f"pages/{page}.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+@pytest.mark.parametrize("sample", SAMPLES)
+def test_fallbacks_page(sample):
+    at = run_page("fallbacks", sample)
+    assert at.title[0].value == "Fallbacks"
+    metrics = {m.label for m in at.metric}
+    assert {"Latency cliff (est.)", "Partitions", "Boundaries"} <= metrics
+    fallback_table = at.dataframe[0].value   # every sample has NNAPI fallbacks (HardSigmoid, LayerNorm, ...)
+    assert {"reason", "module_path", "inputs from", "boundary bytes"} <= set(fallback_table.columns)
+    assert fallback_table["reason"].str.len().min() > 0
+
+
+def test_fallbacks_page_without_accelerated_targets_says_so():
+    at = run_page("fallbacks", "tts-mini", ["ort-cpu"])
+    assert "None of the selected targets has an accelerator" in at.info[0].value

@@ -56,8 +56,8 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
         captured = capture(src, os.path.join(artifacts, "capture"), feeds)
         emit({"stage": "capture", "status": "done", "seconds": time.perf_counter() - t0})
 
-        reference_id = "torch" if src.module is not None else "onnx-reference"
-        planned = [reference_id] + [t for t in targets if t != reference_id]
+        reference_id = ("torch" if src.module is not None else "onnx-reference" if captured.onnx_path else None)
+        planned = ([reference_id] if reference_id else []) + [t for t in targets if t != reference_id]
         results = []
         reference = None
         for i, tid in enumerate(planned):

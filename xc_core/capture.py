@@ -48,6 +48,13 @@ def capture(source: Source, workdir: str, example_inputs: dict) -> Captured:
         return _capture_pytorch(source, workdir, example_inputs)
     if source.kind == "onnx":
         return _capture_onnx(source, workdir)
+    if source.kind == "coreml":
+        # A compiled Core ML model is its own "before": there is no ONNX for ONNX-consuming targets.
+        from .targets.mil_graph import mil_ir_graph
+        g = mil_ir_graph(source.mil_program, "mil")
+        for n in g.nodes:
+            n.source_ops = [n.id] if n.kind != CONSTANT else []
+        return Captured(source, None, g, g, [o.name for o in g.outputs])
     raise XcInputError(f"source kind '{source.kind}' cannot be captured")
 
 
@@ -89,7 +96,7 @@ def _capture_pytorch(source: Source, workdir: str, example_inputs: dict) -> Capt
         _fold_constants(program.model)
         program.save(onnx_path)
     timings["torch.onnx.export"] = time.perf_counter() - t0
-    decomposed_to_source = _decomposed_origin(program.exported_program, {n.id for n in before.nodes})
+    decomposed_to_source = decomposed_origin(program.exported_program, {n.id for n in before.nodes})
 
     import onnx
     model = onnx.load(onnx_path)
@@ -121,7 +128,7 @@ def _fold_constants(model) -> None:
 _FX_NAME = re.compile(r"%([\w.]+)\s*:")
 
 
-def _decomposed_origin(decomposed_ep, source_ids: set[str]) -> dict[str, str]:
+def decomposed_origin(decomposed_ep, source_ids: set[str]) -> dict[str, str]:
     """The ONNX exporter decomposes the program again before translating it; `from_node` records, for each new
     node, the node it was derived from. Follow it to the node of the captured program."""
     out = {}

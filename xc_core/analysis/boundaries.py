@@ -41,8 +41,8 @@ def boundaries(graph: Graph, bandwidth_gb_s: float = DEFAULT_BANDWIDTH_GB_S,
             p = producer.get(t.name)
             if p is None or p.backend is None or p.backend == n.backend:
                 continue
-            if CPU not in (p.backend, n.backend):
-                continue  # two accelerators: not a CPU fallback boundary
+            if CPU not in (p.backend, n.backend) or "unknown" in (p.backend, n.backend):
+                continue  # two accelerators, or a side nobody can predict: not a known CPU boundary
             key = (t.name, p.backend, n.backend)
             if key in crossings:
                 crossings[key]["consumers"].append(n.id)

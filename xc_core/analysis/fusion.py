@@ -22,6 +22,8 @@ def fusion_groups(compiled: Graph, input_graph: Graph) -> list[dict]:
             "absorbed": [{"id": a.id, "op_type": a.op_type, "module_path": a.module_path} for a in absorbed],
             "source_ops": list(n.source_ops),
             "module_path": n.module_path,
+            # Compilers that say which pass fused it (coremltools scopes) get it named here.
+            "pass": ", ".join(n.attributes.get("fused_by") or []) or None,
         })
     return groups
 

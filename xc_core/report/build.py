@@ -90,6 +90,9 @@ def target_block(r, captured, reference) -> dict:
         block["precision"] = {"mix": precision_mix(g), "evidence": r.evidence.get("precision", ev.REPORTED)}
         block["graph"] = _graph_block(g, r.evidence.get("assignment", ev.REPORTED))
         block["stages"] = [_graph_block(s, fusion_ev) for s in r.stages]
+    if r.outputs:
+        block["outputs"] = {"evidence": r.evidence.get("numerics", ev.MEASURED),
+                            "values": {k: _summary(v) for k, v in r.outputs.items()}}
     if r.status == OK and reference is not None and reference.status == OK and r.outputs:
         outs = {}
         for name, ref in reference.outputs.items():
@@ -101,6 +104,16 @@ def target_block(r, captured, reference) -> dict:
                           "evidence": r.evidence.get("numerics", ev.MEASURED),
                           "assumption": r.info.get("numerics_assumption")}
     return block
+
+
+def _summary(a) -> dict:
+    import numpy as np
+    a = np.asarray(a)
+    f = a.astype(np.float64) if a.size else np.zeros(1)
+    finite = bool(np.isfinite(f).all())
+    return {"shape": list(a.shape), "dtype": str(a.dtype), "finite": finite,
+            "min": float(np.nanmin(f)) if finite else None, "max": float(np.nanmax(f)) if finite else None,
+            "mean": float(np.mean(f)) if finite else None, "std": float(np.std(f)) if finite else None}
 
 
 def input_graph_for(r, captured):

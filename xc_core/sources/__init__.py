@@ -14,7 +14,8 @@ from ..errors import XcInputError
 from .spec import InputSpec, ShapeOverrides, Source
 
 ACCEPTED = ("accepted: sample:NAME, a PyTorch ExportedProgram .pt2 (torch.export.save), a TorchScript .pt "
-            "(torch.jit.save), a state_dict .pt of a bundled sample's architecture, or an ONNX .onnx")
+            "(torch.jit.save), a state_dict .pt of a bundled sample's architecture, an ONNX .onnx, or a Core ML "
+            "ML program (.mlmodel, or a .mlpackage zipped as .zip)")
 
 
 def sha256_file(path: str) -> str:
@@ -43,6 +44,9 @@ def load_source(spec: str, shapes: ShapeOverrides | None = None) -> Source:
     if ext == ".pt2":
         from .pytorch import load_exported_program
         return load_exported_program(spec, shapes)
+    if ext in (".mlmodel", ".zip") or spec.lower().endswith(".mlpackage.zip"):
+        from .coreml_file import load_coreml
+        return load_coreml(spec)
     if ext in (".pt", ".pth", ".bin"):
         from .pytorch import load_torch_file
         return load_torch_file(spec, shapes)

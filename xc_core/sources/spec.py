@@ -33,6 +33,7 @@ class Source:
     module: Any = None        # eager torch callable (reference); None for compiled artifacts
     exported_program: Any = None   # torch.export.ExportedProgram when the source is PyTorch
     onnx_model: Any = None    # onnx.ModelProto when the source is ONNX
+    mil_program: Any = None   # coremltools MIL Program when the source is a compiled Core ML model
     path: str | None = None   # the file on disk, when there is one
     notes: list[str] = field(default_factory=list)
 

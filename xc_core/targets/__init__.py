@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..errors import XcInputError
-from . import ort_cpu, ort_mobile, ort_int8, openvino_cpu, reference  # noqa: F401,I001  (registration order = display order)
+from . import ort_cpu, ort_mobile, ort_int8, coreml, openvino_cpu, reference  # noqa: F401,I001  (registration order = display order)
 from .base import ERROR, OK, REGISTRY, UNAVAILABLE, Target, TargetResult, execute_target
 
 REFERENCE_IDS = ("torch", "onnx-reference")

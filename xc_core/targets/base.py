@@ -61,8 +61,12 @@ class Target(abc.ABC):
     def available(cls) -> tuple[bool, str]:
         return True, ""
 
+    needs_onnx: ClassVar[bool] = True    # compiles the captured ONNX (a Core ML upload has none)
+
     def accepts(self, captured) -> tuple[bool, str]:
         """Whether this target can take this source at all (e.g. the torch reference needs a PyTorch source)."""
+        if self.needs_onnx and captured.onnx_path is None:
+            return False, f"{self.id} compiles ONNX; a compiled {captured.source.kind} model has none to give it"
         return True, ""
 
     # hooks --------------------------------------------------------------------------------------------------

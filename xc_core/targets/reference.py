@@ -18,6 +18,7 @@ class TorchReference(Target):
     description = "the PyTorch module run eagerly in fp32: the reference for PyTorch sources"
     evidence = {"assignment": ev.MEASURED, "precision": ev.MEASURED, "numerics": ev.MEASURED}
     is_reference = True
+    needs_onnx = False
 
     def accepts(self, captured):
         if captured.source.module is None:

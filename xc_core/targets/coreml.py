@@ -1,0 +1,302 @@
+"""`coreml-ane` and `coreml-cpu`: coremltools converts the captured model to an ML program; xc reads back what the
+MIL pipeline did and where each op will probably run.
+
+- Conversion: from the captured ExportedProgram (`run_decompositions({})` first, then the default table — some
+  models convert only with one of them; the report says which worked). TorchScript sources use the TorchScript path.
+- Before / after: the MIL program after the frontend only (PassPipeline.EMPTY plus `common::add_fp16_cast`, so
+  precision compares fairly) versus after the default pipeline. Each op's scopes name the passes that touched it.
+- Compute units: coreml_rules (predicted-rules) on Linux; MLComputePlan on macOS 14.4+ (reported).
+- Numerics: the compiled MIL program executed by xc_core.emulate.mil_interpreter with its own dtypes (emulated);
+  Core ML's own predict on macOS (measured).
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import shutil
+import sys
+import warnings
+
+import numpy as np
+
+from .. import evidence as ev
+from ..analysis.boundaries import DEFAULT_BANDWIDTH_GB_S, DEFAULT_TRANSITION_OVERHEAD_MS, boundaries
+from ..ir import CAST, COMPUTE, CONSTANT, Graph
+from .base import Target, register
+from .coreml_rules import CPU, UNKNOWN, predict
+from .mil_graph import attach_source_ops, mil_ir_graph
+from .onnx_regions import map_optimized_graph
+
+ON_MACOS = sys.platform == "darwin"
+# iOS18 keeps scaled_dot_product_attention as one op (earlier targets decompose it into mul/matmul/softmax).
+DEFAULT_DEPLOYMENT_TARGET = "iOS18"
+
+
+class CoreMLTarget(Target):
+    compute_precision: str     # "fp16" | "fp32"
+    compute_units: str         # coremltools ComputeUnit name
+    option_names = ("minimum_deployment_target",)
+    needs_onnx = False
+
+    @classmethod
+    def available(cls):
+        try:
+            with _quiet():
+                import coremltools  # noqa: F401
+        except ImportError:
+            return False, "coremltools is not installed"
+        return True, ""
+
+    def accepts(self, captured):
+        if captured.source.kind not in ("sample", "exported-program", "torchscript", "state-dict", "coreml"):
+            return False, "Core ML targets need a PyTorch source or a Core ML model (ONNX → Core ML is not supported)"
+        return True, ""
+
+    # -- compile ----------------------------------------------------------------------------------------------
+    def _compile(self, captured, workdir, result):
+        with _quiet():
+            import coremltools as ct
+            os.makedirs(workdir, exist_ok=True)
+            result.info["coremltools_version"] = ct.__version__
+            result.info["compute_units"] = self.compute_units
+            result.info["compute_precision"] = self.compute_precision
+            if captured.source.kind == "coreml":
+                result.info["conversion"] = "none: the uploaded Core ML model is inspected as it is"
+                return {"after": captured.source.mil_program, "before": None, "mlmodel": None}
+            precision = ct.precision.FLOAT16 if self.compute_precision == "fp16" else ct.precision.FLOAT32
+            target = getattr(ct.target, self.options.get("minimum_deployment_target", DEFAULT_DEPLOYMENT_TARGET))
+            empty = ct.PassPipeline.EMPTY
+            if self.compute_precision == "fp16":
+                empty.append_pass("common::add_fp16_cast")  # EMPTY drops it; keep precision comparable
+            errors = []
+            for label, model, kwargs in self._conversion_inputs(captured):
+                try:
+                    before = ct.convert(model, convert_to="milinternal", pass_pipeline=empty,
+                                        compute_precision=precision, minimum_deployment_target=target, **kwargs)
+                    mlmodel = ct.convert(model, convert_to="mlprogram", compute_precision=precision,
+                                         compute_units=getattr(ct.ComputeUnit, self.compute_units),
+                                         minimum_deployment_target=target, **kwargs)
+                    result.info["conversion"] = label
+                    break
+                except Exception as e:  # noqa: BLE001 — try the next path, report all if none works
+                    errors.append(f"{label}: {_first_line(e)}")
+            else:
+                raise RuntimeError("coremltools could not convert the model — " + " | ".join(errors))
+            package = os.path.join(workdir, "model.mlpackage")
+            mlmodel.save(package)
+            archive = shutil.make_archive(package, "zip", workdir, "model.mlpackage")
+            result.artifacts += [package, archive]
+            return {"after": mlmodel._mil_program, "before": before, "mlmodel": mlmodel, "package": package,
+                    "decomposed": getattr(self, "_decomposed", None)}
+
+    def _conversion_inputs(self, captured):
+        """(label, model, convert kwargs) in the order to try."""
+        import coremltools as ct
+        src = captured.source
+        if src.kind == "torchscript":
+            shapes = [ct.TensorType(name=s.name, shape=s.shape, dtype=_ct_dtype(s.dtype)) for s in src.inputs]
+            yield "TorchScript path (torch.jit module)", src.module, {"inputs": shapes}
+            return
+        ep = captured.exported_program
+        for label, table in (("ExportedProgram.run_decompositions({})", {}),
+                             ("ExportedProgram.run_decompositions() (default table)", None)):
+            try:
+                decomposed = ep.run_decompositions(table) if table is not None else ep.run_decompositions()
+            except Exception:  # noqa: BLE001
+                continue
+            self._decomposed = decomposed
+            yield label, decomposed, {}
+
+    # -- inspect ----------------------------------------------------------------------------------------------
+    def _inspect(self, compiled, captured, result) -> Graph:
+        after = mil_ir_graph(compiled["after"], "mil-default-pipeline")
+        if compiled["before"] is not None:
+            before = mil_ir_graph(compiled["before"], "mil-frontend")
+            self._attach_provenance(before, compiled, captured)
+            map_optimized_graph(after, before)
+            # Ops that survived untouched keep the before op's provenance by name.
+            before_by_name = before.by_id()
+            for n in after.nodes:
+                b = before_by_name.get(n.id)
+                if b is not None and not n.source_ops:
+                    n.source_ops, n.module_path = list(b.source_ops), b.module_path
+            result.stages.append(before)
+            result.info["_input_graph"] = before
+            result.info["mil_ops_before"] = _mil_op_count(before)
+        else:
+            for n in after.nodes:
+                n.source_ops = [n.id] if n.kind != CONSTANT else []
+        result.info["mil_ops_after"] = _mil_op_count(after)
+        for n in after.nodes:
+            if n.kind == COMPUTE and n.fused_from and n.attributes.get("passes"):
+                n.attributes["fused_by"] = [p for p in n.attributes["passes"] if p.startswith("fuse")] or \
+                    n.attributes["passes"]
+        self._place(after, compiled, result)
+        casts = [n for n in after.nodes if n.kind == CAST]
+        result.info["casts"] = _cast_summary(casts)
+        if self.accelerated:
+            b = boundaries(after, DEFAULT_BANDWIDTH_GB_S, DEFAULT_TRANSITION_OVERHEAD_MS)
+            b["evidence"] = result.evidence["assignment"]
+            result.info["boundaries"] = b
+        return after
+
+    def _attach_provenance(self, before: Graph, compiled, captured) -> None:
+        from ..capture import decomposed_origin
+        source_ids = {n.id for n in captured.before.nodes}
+        decomposed = compiled.get("decomposed")
+        names = {i: i for i in source_ids}
+        if decomposed is not None:
+            for dname, origin in decomposed_origin(decomposed, source_ids).items():
+                names.setdefault(dname, origin)
+        attach_source_ops(before, names, captured.before.by_id())
+
+    def _place(self, graph: Graph, compiled, result) -> None:
+        """Predicted (or, on macOS, reported) compute unit for every op."""
+        plan = _compute_plan(compiled) if ON_MACOS else None
+        if plan is not None:
+            result.evidence["assignment"] = ev.REPORTED
+        units = {}
+        for n in graph.nodes:
+            if n.kind == CONSTANT:
+                continue
+            if plan is not None and n.id in plan:
+                n.backend, n.kernel = plan[n.id], "MLComputePlan"
+                continue
+            p = predict(n.op_type, _mil_dtype(n), self.compute_units, n.attributes)
+            n.backend, n.kernel = p.unit, "predicted"
+            n.attributes["unit_reason"], n.attributes["unit_source"] = p.reason, p.source
+            units[p.unit] = units.get(p.unit, 0) + (n.kind == COMPUTE)
+            if self.accelerated and p.unit == CPU and n.kind == COMPUTE:
+                n.fallback, n.fallback_reason = True, p.reason
+        total = sum(units.values()) or 1
+        result.info["compute_units_predicted"] = {
+            "share": {k: round(v / total, 4) for k, v in sorted(units.items())},
+            "counts": units,
+            "unknown_ops": sorted({n.op_type for n in graph.nodes if n.backend == UNKNOWN}),
+            "evidence": result.evidence["assignment"],
+        }
+
+    # -- run --------------------------------------------------------------------------------------------------
+    def _run(self, compiled, inputs, captured, result):
+        prog = compiled["after"]
+        fn = prog.functions["main"]
+        if ON_MACOS and compiled.get("mlmodel") is not None:
+            outputs = _macos_predict(compiled["mlmodel"], inputs, captured)
+            if outputs is not None:
+                result.evidence["numerics"] = ev.MEASURED
+                result.info["numerics_assumption"] = "Core ML predict on this Mac"
+                return outputs
+        from ..emulate.mil_interpreter import run_program
+        feeds = {}
+        for name, var in fn.inputs.items():
+            if name not in inputs:
+                raise KeyError(f"no value for Core ML input '{name}' (have {sorted(inputs)})")
+            feeds[name] = inputs[name]
+        outs, intermediates = run_program(prog, feeds, record=True)
+        result.info["_intermediates"] = intermediates
+        result.info["numerics_assumption"] = (
+            f"emulated: xc executed the compiled MIL program in numpy with its own dtypes ({self.compute_precision} "
+            "where the program computes in it); Core ML's kernels on the device may round differently")
+        names = list(outs)
+        out = {}
+        for i, name in enumerate(names):
+            key = captured.output_names[i] if i < len(captured.output_names) else name
+            out[key] = np.asarray(outs[name])
+        return out
+
+
+def _mil_op_count(g: Graph) -> int:
+    """MIL ops that do work: everything but const (casts count — fp16 programs pay for them)."""
+    return sum(1 for n in g.nodes if n.kind != CONSTANT)
+
+
+def _mil_dtype(n) -> str | None:
+    d = n.outputs[0].dtype if n.outputs else None
+    return {"float16": "fp16", "float32": "fp32", "int32": "int32", "int16": "int16", "bool": "bool",
+            "int8": "int8", "uint8": "uint8"}.get(d or "", d)
+
+
+def _cast_summary(casts) -> dict:
+    pairs = {}
+    for c in casts:
+        src = c.inputs[0].dtype if c.inputs else "?"
+        dst = c.outputs[0].dtype if c.outputs else "?"
+        key = f"{src}→{dst}"
+        pairs[key] = pairs.get(key, 0) + 1
+    return {"count": len(casts), "by_type": pairs}
+
+
+def _ct_dtype(dtype: str):
+    return {"float32": np.float32, "float16": np.float16, "int64": np.int32, "int32": np.int32}.get(dtype, np.float32)
+
+
+def _compute_plan(compiled) -> dict | None:
+    """macOS 14.4+: MLComputePlan says which device each op is dispatched to (evidence: reported)."""
+    try:
+        import coremltools as ct
+        from coremltools.models.compute_plan import MLComputePlan
+        compiled_path = compiled["mlmodel"].get_compiled_model_path()
+        plan = MLComputePlan.load_from_path(compiled_path, compute_units=ct.ComputeUnit.ALL)
+        program = plan.model_structure.program
+        out = {}
+        for op in program.functions["main"].block.operations:
+            usage = plan.get_compute_device_usage_for_mlprogram_operation(op)
+            if usage is not None and op.outputs:
+                device = type(usage.preferred_compute_device).__name__.lower()
+                unit = "ane" if "neural" in device else "gpu" if "gpu" in device else "cpu"
+                out[op.outputs[0].name] = unit
+        return out
+    except Exception:  # noqa: BLE001 — older macOS or no compiled model: fall back to the rule table
+        return None
+
+
+def _macos_predict(mlmodel, inputs, captured) -> dict | None:
+    try:
+        spec_inputs = [i.name for i in mlmodel.get_spec().description.input]
+        pred = mlmodel.predict({k: inputs[k].astype(np.int32) if inputs[k].dtype == np.int64 else inputs[k]
+                                for k in spec_inputs})
+        names = [o.name for o in mlmodel.get_spec().description.output]
+        return {captured.output_names[i] if i < len(captured.output_names) else n: np.asarray(pred[n])
+                for i, n in enumerate(names)}
+    except Exception:  # noqa: BLE001
+        return None
+
+
+@contextlib.contextmanager
+def _quiet():
+    """coremltools prints progress bars and version warnings; keep the CLI output clean."""
+    logging.getLogger("coremltools").setLevel(logging.ERROR)
+    with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()), \
+            contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        yield
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0][:300] if text else type(e).__name__
+
+
+@register
+class CoreMLAne(CoreMLTarget):
+    id = "coreml-ane"
+    label = "Core ML · fp16, compute units ALL (ANE)"
+    description = "coremltools → ML program, fp16, compute units ALL; MIL read back; units predicted by cited rules"
+    evidence = {"assignment": ev.PREDICTED_RULES, "precision": ev.REPORTED, "numerics": ev.EMULATED,
+                "fusion": ev.REPORTED}
+    accelerated = True
+    compute_precision = "fp16"
+    compute_units = "ALL"
+
+
+@register
+class CoreMLCpu(CoreMLTarget):
+    id = "coreml-cpu"
+    label = "Core ML · fp32, CPU_ONLY"
+    description = "coremltools → ML program, fp32, compute units CPU_ONLY; MIL read back; emulated in fp32"
+    evidence = {"assignment": ev.PREDICTED_RULES, "precision": ev.REPORTED, "numerics": ev.EMULATED,
+                "fusion": ev.REPORTED}
+    compute_precision = "fp32"
+    compute_units = "CPU_ONLY"

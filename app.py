@@ -16,6 +16,7 @@ PAGES = {
     ],
     "Accelerators": [
         st.Page("pages/fallbacks.py", title="Fallbacks", icon="🧯"),
+        st.Page("pages/coreml.py", title="Core ML", icon="🍏"),
     ],
 }
 st.navigation(PAGES).run()

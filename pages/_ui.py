@@ -12,7 +12,7 @@ from xc_core.errors import XcInputError
 from xc_core.sources.samples import DEFAULT_SAMPLE, SAMPLES
 from xc_core.targets import REGISTRY, target_ids
 
-UPLOAD_TYPES = ["pt2", "pt", "pth", "onnx"]
+UPLOAD_TYPES = ["pt2", "pt", "pth", "onnx", "mlmodel", "zip"]
 EVIDENCE_HELP = {
     "measured": "ran on this host and measured",
     "reported": "the compiler / runtime reported it",
@@ -45,7 +45,8 @@ def sidebar_and_analyze() -> None:
         sb.caption(SAMPLES[sample].description)
     else:
         upload = sb.file_uploader("Model", type=UPLOAD_TYPES, key="upload",
-                                  help=".pt2 (torch.export.save), .pt (TorchScript or a sample's state_dict), .onnx")
+                                  help=".pt2 (torch.export.save), .pt (TorchScript or a sample's state_dict), .onnx, "
+                                       "or a Core ML ML program (.mlmodel / zipped .mlpackage)")
         npz = sb.file_uploader("Inputs (.npz, optional)", type=["npz"], key="upload_npz")
     available = [t for t in target_ids() if REGISTRY[t].available()[0]]
     targets = sb.multiselect("Targets", target_ids(), default=available, key="targets",

@@ -8,6 +8,8 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 _SAMPLE_REPORTS = {}
+# Every target, so one analysis per sample serves all tests that read sample reports.
+ALL_TARGETS = ("ort-cpu", "ort-nnapi", "ort-coreml", "ort-cpu-int8", "coreml-ane", "coreml-cpu", "openvino-cpu")
 
 
 @pytest.fixture(scope="session")
@@ -15,7 +17,7 @@ def sample_report(tmp_path_factory):
     """analyze() on a bundled sample, once per (sample, targets) for the whole session."""
     from xc_core.api import analyze
 
-    def get(name: str, targets: tuple[str, ...]):
+    def get(name: str, targets: tuple[str, ...] = ALL_TARGETS):
         key = (name, targets)
         if key not in _SAMPLE_REPORTS:
             out = tmp_path_factory.mktemp(f"{name}-{'-'.join(targets)}")

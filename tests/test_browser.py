@@ -8,7 +8,7 @@ from browser import CHROMIUM, FLAGS, dashboard, settle
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian chromium is not installed")
 
-PAGES = {"fallbacks": "Fallbacks"}
+PAGES = {"fallbacks": "Fallbacks", "coreml": "Core ML"}
 
 
 @pytest.fixture(scope="module")

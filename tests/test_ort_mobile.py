@@ -11,7 +11,6 @@ from torch import nn
 from xc_core.api import analyze
 from xc_core.sources.spec import InputSpec, Source
 
-ALL_ORT = ("ort-cpu", "ort-nnapi", "ort-coreml", "ort-cpu-int8")
 
 
 def ort_checker_log(onnx_path) -> dict:
@@ -47,7 +46,7 @@ def ort_checker_log(onnx_path) -> dict:
 
 @pytest.mark.parametrize("sample", ["vision-mini", "tts-mini", "transformer-mini"])
 def test_partitions_match_ort_checker_exactly(sample_report, sample):
-    report, out_dir = sample_report(sample, ALL_ORT)
+    report, out_dir = sample_report(sample)
     printed = ort_checker_log(pathlib.Path(out_dir) / "artifacts" / "capture" / "model.onnx")
     for tid, section in (("ort-nnapi", "NNAPI"), ("ort-coreml", "CoreML MLProgram")):
         part = report["targets"][tid]["info"]["partitioning"]
@@ -61,7 +60,7 @@ def test_partitions_match_ort_checker_exactly(sample_report, sample):
 
 @pytest.mark.parametrize("sample", ["vision-mini", "tts-mini", "transformer-mini"])
 def test_every_cpu_node_has_a_reason_and_boundaries_have_bytes(sample_report, sample):
-    report, _ = sample_report(sample, ALL_ORT)
+    report, _ = sample_report(sample)
     for tid in ("ort-nnapi", "ort-coreml"):
         t = report["targets"][tid]
         cpu = [n for n in t["graph"]["nodes"] if n["backend"] == "cpu"]
@@ -75,7 +74,7 @@ def test_every_cpu_node_has_a_reason_and_boundaries_have_bytes(sample_report, sa
 
 @pytest.mark.parametrize("sample", ["vision-mini", "tts-mini", "transformer-mini"])
 def test_int8_drifts_more_than_fp32_and_emulation_is_labelled(sample_report, sample):
-    report, _ = sample_report(sample, ALL_ORT)
+    report, _ = sample_report(sample)
     t = report["targets"]
     assert t["ort-cpu-int8"]["drift"]["evidence"] == "measured"
     assert t["ort-cpu-int8"]["drift"]["worst"]["rel_l2"] > 10 * t["ort-cpu"]["drift"]["worst"]["rel_l2"]

@@ -6,7 +6,7 @@ from streamlit.testing.v1 import AppTest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLES = ["vision-mini", "tts-mini", "transformer-mini"]
-ALL_TARGETS = ["ort-cpu", "ort-nnapi", "ort-coreml", "ort-cpu-int8", "openvino-cpu"]
+ALL_TARGETS = ["ort-cpu", "ort-nnapi", "ort-coreml", "ort-cpu-int8", "coreml-ane", "coreml-cpu", "openvino-cpu"]
 
 
 def run_page(page: str, sample: str, targets=ALL_TARGETS):
@@ -34,3 +34,20 @@ def test_fallbacks_page(sample):
 def test_fallbacks_page_without_accelerated_targets_says_so():
     at = run_page("fallbacks", "tts-mini", ["ort-cpu"])
     assert "None of the selected targets has an accelerator" in at.info[0].value
+
+
+@pytest.mark.parametrize("sample", SAMPLES)
+def test_coreml_page(sample):
+    at = run_page("coreml", sample)
+    assert at.title[0].value == "Core ML"
+    assert {"MIL ops before → after", "Casts", "Fused ops"} <= {m.label for m in at.metric}
+    placement = at.dataframe[-1].value
+    assert {"unit", "reason", "source", "passes"} <= set(placement.columns)
+    assert set(placement["unit"]) <= {"ane", "gpu", "cpu", "unknown"}
+
+
+def test_overview_has_core_ml_and_accelerator_columns():
+    at = run_page("overview", "tts-mini")
+    table = at.dataframe[0].value
+    assert {"Core ML units", "casts", "MIL ops", "partitions", "ORT verdict"} <= set(table.columns)
+    assert set(table["target"]) == set(ALL_TARGETS)

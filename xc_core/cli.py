@@ -104,7 +104,8 @@ def summary_table(report: dict) -> str:
     from .views import overview_rows
     rows = overview_rows(report)
     cols = ["target", "status", "ops", "fused groups", "precision", "worst drift (rel L2)"]
-    extra = ["accelerated share", "partitions", "fallbacks", "ORT verdict", "latency cliff (est.)"]
+    extra = ["accelerated share", "partitions", "fallbacks", "ORT verdict", "latency cliff (est.)",
+             "Core ML units", "casts", "MIL ops"]
     cols += [c for c in extra if any(c in r for r in rows)] + ["evidence"]
     lines = [" | ".join(cols)]
     for r in rows:

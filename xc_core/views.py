@@ -28,6 +28,15 @@ def overview_rows(report: dict) -> list[dict]:
             "evidence": ", ".join(f"{k}: {v}" for k, v in ev.items()),
             "error": t.get("error"),
         })
+        units = (t.get("info") or {}).get("compute_units_predicted")
+        if units:
+            info = t["info"]
+            rows[-1].update({
+                "Core ML units": ", ".join(f"{k.upper()} {100 * v:.0f}%" for k, v in units["share"].items() if v),
+                "casts": (info.get("casts") or {}).get("count", 0),
+                "MIL ops": (f"{info['mil_ops_before']} → {info['mil_ops_after']}" if info.get("mil_ops_before")
+                            is not None else str(info.get("mil_ops_after", "—"))),
+            })
         part = (t.get("info") or {}).get("partitioning")
         bounds = (t.get("info") or {}).get("boundaries")
         if part:
@@ -78,4 +87,23 @@ def fallback_rows(report: dict, tid: str) -> list[dict]:
             "outputs to": ", ".join(f"{c['id']} ({c['backend']})" for c in after) or "graph output",
             "boundary bytes": crossing_bytes.get(n["id"], 0),
         })
+    return rows
+
+
+def coreml_targets(report: dict) -> list[str]:
+    return [tid for tid, t in report["targets"].items() if (t.get("info") or {}).get("compute_units_predicted")]
+
+
+def coreml_op_rows(report: dict, tid: str) -> list[dict]:
+    """Every MIL op of a Core ML target: predicted unit, reason, the rule's source, passes, provenance."""
+    rows = []
+    for n in (report["targets"][tid].get("graph") or {}).get("nodes", []):
+        if n["kind"] == "constant":
+            continue
+        a = n.get("attributes") or {}
+        rows.append({"op": n["id"], "op_type": n["op_type"], "unit": n.get("backend") or "—",
+                     "reason": a.get("unit_reason") or n.get("kernel") or "—", "source": a.get("unit_source") or "—",
+                     "precision": n.get("precision") or "—", "passes": ", ".join(a.get("passes") or []),
+                     "module_path": n.get("module_path") if n.get("module_path") is not None else "—",
+                     "source ops": ", ".join(n.get("source_ops") or []), "location": n.get("source_location") or "—"})
     return rows

@@ -1,0 +1,62 @@
+"""Core ML: what coremltools' MIL pipeline fused (pass by pass), where each op will probably run and why."""
+import os
+
+import pandas as pd
+import streamlit as st
+
+from pages import _ui
+from xc_core.views import coreml_op_rows, coreml_targets
+
+report = _ui.require_report()
+_ui.header(report, "Core ML")
+
+targets = coreml_targets(report)
+if not targets:
+    st.info("No Core ML target in this report. Pick `coreml-ane` or `coreml-cpu` in the sidebar.")
+    st.stop()
+
+st.caption("Linux cannot ask Core ML where ops run: units come from xc's rule table, each rule citing its public "
+           "source (`predicted-rules`); numerics come from executing the compiled MIL program in numpy with its own "
+           "dtypes (`emulated`). On macOS 14.4+ MLComputePlan and predict replace both (`reported`, `measured`).")
+
+cols = st.columns(len(targets))
+for col, tid in zip(cols, targets):
+    t = report["targets"][tid]
+    info = t["info"]
+    units = info["compute_units_predicted"]
+    with col:
+        st.subheader(tid)
+        st.markdown(f"{_ui.evidence_badge(units['evidence'])} {t['label']}")
+        a, b, c = st.columns(3)
+        a.metric("MIL ops before → after", f"{info.get('mil_ops_before', '—')} → {info.get('mil_ops_after', '—')}",
+                 help="non-const MIL ops after the frontend (+ fp16 casts) vs after the default pass pipeline")
+        b.metric("Casts", (info.get("casts") or {}).get("count", 0),
+                 help=", ".join(f"{k}: {v}" for k, v in (info.get("casts") or {}).get("by_type", {}).items()))
+        c.metric("Fused ops", (t.get("fusions") or {}).get("count", 0))
+        st.caption("Predicted units: " + ", ".join(f"{k.upper()} {100 * v:.0f}%" for k, v in units["share"].items())
+                   + (f" · no rule for: {', '.join(units['unknown_ops'])}" if units["unknown_ops"] else ""))
+        st.caption(f"Conversion: {info.get('conversion', '—')} · coremltools {info.get('coremltools_version', '')}")
+        zips = [p for p in t.get("artifacts") or [] if p.endswith(".zip") and os.path.exists(p)]
+        if zips:
+            with open(zips[0], "rb") as f:
+                st.download_button("Download .mlpackage (zip)", f.read(), file_name=f"{tid}.mlpackage.zip",
+                                   key=f"dl_{tid}")
+
+st.subheader("Fusions, pass by pass")
+frows = []
+for tid in targets:
+    for g in (report["targets"][tid].get("fusions") or {}).get("groups", []):
+        frows.append({"target": tid, "pass": g.get("pass") or "—", "pattern": g["pattern"], "op": g["node"],
+                      "module_path": g.get("module_path") if g.get("module_path") is not None else "—",
+                      "source ops": ", ".join(g["source_ops"])})
+if frows:
+    st.dataframe(pd.DataFrame(frows), hide_index=True, width="stretch")
+else:
+    st.write("The default pipeline fused nothing in this model.")
+
+st.subheader("Per-op placement")
+tid = st.selectbox("Target", targets, key="coreml_target")
+rows = coreml_op_rows(report, tid)
+units = sorted({r["unit"] for r in rows})
+only = st.multiselect("Units", units, default=units, key="coreml_units")
+st.dataframe(pd.DataFrame([r for r in rows if r["unit"] in only]), hide_index=True, width="stretch")

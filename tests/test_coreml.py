@@ -1,0 +1,109 @@
+"""Core ML targets: MIL before/after with the passes that fused, provenance, cited unit predictions, emulated
+numerics, and compiled Core ML uploads inspected without a source model."""
+import json
+import os
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from xc_core.targets.coreml_rules import ANE, CPU, GPU, UNKNOWN, predict
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAMPLES = ["vision-mini", "tts-mini", "transformer-mini"]
+
+
+@pytest.mark.parametrize("sample", SAMPLES)
+def test_mil_before_after_passes_and_provenance(sample_report, sample):
+    report, _ = sample_report(sample)
+    for tid in ("coreml-ane", "coreml-cpu"):
+        t = report["targets"][tid]
+        assert t["status"] == "ok", t["error"]
+        info = t["info"]
+        assert info["mil_ops_before"] > info["mil_ops_after"], (tid, info["mil_ops_before"], info["mil_ops_after"])
+        for g in t["fusions"]["groups"]:
+            assert g["pass"], g                      # each fused op names the pass that produced it
+        ops = [n for n in t["graph"]["nodes"] if n["kind"] != "constant"]
+        mapped = [n for n in ops if n["source_ops"]]
+        assert len(mapped) / len(ops) >= 0.95, (tid, [n["id"] for n in ops if not n["source_ops"]])
+        for n in ops:
+            assert n["backend"] in (ANE, GPU, CPU, UNKNOWN)
+            assert n["attributes"]["unit_reason"], n["id"]
+        assert t["graph"]["evidence"] == "predicted-rules"
+
+
+def test_fusion_names_its_pass(sample_report):
+    report, _ = sample_report("vision-mini")
+    groups = report["targets"]["coreml-ane"]["fusions"]["groups"]
+    assert any(g["pass"] == "fuse_conv_batchnorm" and g["pattern"] == "conv+batch_norm → conv" for g in groups)
+
+
+@pytest.mark.parametrize("sample", SAMPLES)
+def test_fp16_drifts_more_and_is_emulated(sample_report, sample):
+    report, _ = sample_report(sample)
+    ane, cpu = report["targets"]["coreml-ane"]["drift"], report["targets"]["coreml-cpu"]["drift"]
+    assert ane["evidence"] == "emulated" and cpu["evidence"] == "emulated"
+    assert ane["worst"]["rel_l2"] > 10 * cpu["worst"]["rel_l2"]
+    assert cpu["worst"]["rel_l2"] <= 1e-5      # the interpreter in fp32 matches torch
+    assert "emulated" in ane["assumption"]
+
+
+def test_casts_are_counted(sample_report):
+    report, _ = sample_report("tts-mini")
+    casts = report["targets"]["coreml-ane"]["info"]["casts"]
+    assert casts["count"] == sum(casts["by_type"].values()) > 0
+
+
+def test_rule_table():
+    assert predict("conv", "fp16", "ALL").unit == ANE
+    assert predict("conv", "fp32", "ALL").unit == GPU                     # fp32 never on the Neural Engine
+    assert predict("conv", "fp16", "CPU_ONLY").unit == CPU
+    assert predict("gather", "fp16", "ALL").unit == CPU
+    assert predict("conv", "fp16", "ALL", {"dilations": [2, 2]}).unit == CPU
+    assert predict("frobnicate", "fp16", "ALL").unit == UNKNOWN          # no rule: unknown, never guessed
+    for op in ("conv", "gather", "conv_transpose", "layer_norm"):
+        p = predict(op, "fp16", "ALL")
+        assert p.source and p.reason
+
+
+def test_cli_coreml_targets_and_zipped_mlpackage_upload(tmp_path):
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "xc_core", "analyze", "sample:tts-mini", "--targets",
+                        "coreml-ane,coreml-cpu", "--out", str(out)], capture_output=True, text=True, env=env,
+                       timeout=900)
+    assert r.returncode == 0, r.stderr
+    zipped = out / "artifacts" / "coreml-ane" / "model.mlpackage.zip"
+    assert zipfile.is_zipfile(zipped)
+    r = subprocess.run([sys.executable, "-m", "xc_core", "analyze", str(zipped), "--targets", "all", "--out",
+                        str(tmp_path / "upload")], capture_output=True, text=True, env=env, timeout=900)
+    assert r.returncode == 0, r.stderr
+    report = json.loads((tmp_path / "upload" / "report.json").read_text())
+    assert report["source"]["kind"] == "coreml" and report["reference"] is None
+    t = report["targets"]["coreml-ane"]
+    assert t["status"] == "ok" and t["precision"]["mix"].get("fp16")
+    assert t["info"]["compute_units_predicted"]["share"].get("ane", 0) > 0.5
+    assert t["outputs"]["evidence"] == "emulated" and t["outputs"]["values"]
+    assert report["targets"]["ort-cpu"]["status"] == "unavailable"
+
+
+def test_bad_coreml_uploads_are_one_line(tmp_path):
+    from xc_core.errors import XcInputError
+    from xc_core.sources import load_source
+    evil = tmp_path / "evil.zip"
+    with zipfile.ZipFile(evil, "w") as z:
+        z.writestr("../escape.txt", "x")
+    with pytest.raises(XcInputError, match="unsafe path"):
+        load_source(str(evil))
+    notmodel = tmp_path / "m.mlmodel"
+    notmodel.write_bytes(b"\x00\x01garbage")
+    with pytest.raises(XcInputError, match="m.mlmodel"):
+        load_source(str(notmodel))
+
+
+@pytest.mark.skipif(sys.platform != "darwin", reason="MLComputePlan and Core ML predict need macOS")
+def test_macos_uses_compute_plan_and_predict(sample_report):
+    report, _ = sample_report("vision-mini")
+    t = report["targets"]["coreml-ane"]
+    assert t["graph"]["evidence"] == "reported" and t["drift"]["evidence"] == "measured"

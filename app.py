@@ -14,6 +14,13 @@ PAGES = {
     "Report": [
         st.Page("pages/overview.py", title="Overview", icon="📋", default=True),
     ],
+    "Compare": [
+        st.Page("pages/heatmap.py", title="Heat map", icon="🟩"),
+        st.Page("pages/fusion.py", title="Fusion", icon="🔗"),
+        st.Page("pages/drift.py", title="Drift", icon="📈"),
+        st.Page("pages/precision.py", title="Precision", icon="🎯"),
+        st.Page("pages/checklist.py", title="Checklist", icon="✅"),
+    ],
     "Accelerators": [
         st.Page("pages/fallbacks.py", title="Fallbacks", icon="🧯"),
         st.Page("pages/coreml.py", title="Core ML", icon="🍏"),

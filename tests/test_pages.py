@@ -51,3 +51,22 @@ def test_overview_has_core_ml_and_accelerator_columns():
     table = at.dataframe[0].value
     assert {"Core ML units", "casts", "MIL ops", "partitions", "ORT verdict"} <= set(table.columns)
     assert set(table["target"]) == set(ALL_TARGETS)
+
+
+COMPARE_PAGES = {"heatmap": "Backend heat map", "fusion": "Fusion", "drift": "Numerical drift",
+                 "precision": "Precision audit", "checklist": "Checklist"}
+
+
+@pytest.mark.parametrize("sample", SAMPLES)
+@pytest.mark.parametrize("page", list(COMPARE_PAGES))
+def test_compare_pages(sample, page):
+    at = run_page(page, sample)
+    assert at.title[0].value == COMPARE_PAGES[page]
+    if page == "checklist":
+        grid = at.dataframe[0].value
+        for tid in ALL_TARGETS:
+            assert grid[tid].str.len().min() > 0          # never blank
+    if page == "fusion":
+        assert len(at.dataframe) >= 2
+    if page == "drift":
+        assert set(at.dataframe[0].value["pass"]) <= {"✅", "❌"}

@@ -56,6 +56,9 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
         captured = capture(src, os.path.join(artifacts, "capture"), feeds)
         emit({"stage": "capture", "status": "done", "seconds": time.perf_counter() - t0})
 
+        from .analysis.layer_drift import module_boundaries
+        boundaries = module_boundaries(captured.before)
+        probes = [b["source_op"] for b in boundaries]
         reference_id = ("torch" if src.module is not None else "onnx-reference" if captured.onnx_path else None)
         planned = ([reference_id] if reference_id else []) + [t for t in targets if t != reference_id]
         results = []
@@ -63,14 +66,14 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
         for i, tid in enumerate(planned):
             emit({"stage": "target", "target": tid, "status": "running", "index": i, "total": len(planned)})
             target = make_target(tid, **target_options.get(tid, {}))
-            result = execute_target(target, captured, feeds, os.path.join(artifacts, tid))
+            result = execute_target(target, captured, feeds, os.path.join(artifacts, tid), probes=probes)
             emit({"stage": "target", "target": tid, "status": result.status, "error": result.error,
                   "index": i + 1, "total": len(planned)})
             if tid == reference_id:
                 reference = result
             else:
                 results.append(result)
-        report = build_report(src, captured, inputs_info, reference, results, host_info())
+        report = build_report(src, captured, inputs_info, reference, results, host_info(), boundaries)
         report["artifacts_dir"] = None if tmp else os.path.abspath(artifacts)
         validate_report(report)
         if not tmp:

@@ -96,6 +96,7 @@ def _analyze(args) -> int:
                      target_options=options, progress=progress)
     if not args.quiet:
         print(summary_table(report))
+        print(checklist_table(report))
         print(f"wrote {os.path.join(args.out, 'report.json')}")
     return EXIT_OK
 
@@ -113,6 +114,18 @@ def summary_table(report: dict) -> str:
     for r in rows:
         if r.get("error"):
             lines.append(f"{r['target']}: {r['error']}")
+    return "\n".join(lines)
+
+
+def checklist_table(report: dict) -> str:
+    marks = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "not applicable": "n/a"}
+    lines = ["", "checklist: (1) report read (2) CPU fallback on accelerator (3) fusions fired "
+                 "(4) outputs match (5) same precision"]
+    for tid, items in report["checklist"]["targets"].items():
+        lines.append(f"{tid:24} " + "  ".join(f"({i['id']}) {marks[i['verdict']]:4}" for i in items))
+        for i in items:
+            if i["verdict"] in ("fail", "warn"):
+                lines.append(f"{'':24} ({i['id']}) {i['detail']}")
     return "\n".join(lines)
 
 

@@ -107,3 +107,77 @@ def coreml_op_rows(report: dict, tid: str) -> list[dict]:
                      "module_path": n.get("module_path") if n.get("module_path") is not None else "—",
                      "source ops": ", ".join(n.get("source_ops") or []), "location": n.get("source_location") or "—"})
     return rows
+
+
+# ---- heat map ---------------------------------------------------------------------------------------------
+ACCELERATORS = {"nnapi", "coreml", "ane", "gpu", "npu"}
+HEAT_CATEGORIES = ["accelerator", "accelerator (fused)", "CPU", "CPU (fused)", "CPU fallback", "unknown",
+                   "not present"]
+
+
+def _cell_category(cell: dict) -> str:
+    if cell["status"] == "absent":
+        return "not present"
+    if cell["status"] == "fallback":
+        return "CPU fallback"
+    backend = cell.get("backend") or "unknown"
+    fused = cell["status"] == "fused"
+    if backend in ACCELERATORS:
+        return "accelerator (fused)" if fused else "accelerator"
+    if backend == "cpu":
+        return "CPU (fused)" if fused else "CPU"
+    return "unknown"
+
+
+def heatmap_rows(report: dict, by_module: bool = True, depth: int = 2) -> tuple[list[str], list[str], list[list]]:
+    """Rows (modules at `depth`, or source ops), columns (targets), cells {category, hover} for the heat map.
+    A module's cell is its worst op: a CPU fallback anywhere in it shows, then the most common category."""
+    rows = (report.get("alignment") or {}).get("source_ops", [])
+    targets = [t for t in report["targets"] if report["targets"][t].get("graph")]
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        if by_module:
+            path = r["module_path"] if r["module_path"] else "(root)"
+            key = ".".join(path.split(".")[:depth]) if path != "(root)" else path
+        else:
+            key = f"{r['source_op']} · {r['op_type']}" + (f" · {r['module_path']}" if r["module_path"] else "")
+        groups.setdefault(key, []).append(r)
+    labels, cells = [], []
+    for key, members in groups.items():
+        labels.append(key)
+        line = []
+        for tid in targets:
+            cats = [_cell_category(m["targets"][tid]) for m in members if tid in m["targets"]]
+            if not cats:
+                line.append({"category": "not present", "hover": "no data"})
+                continue
+            cat = "CPU fallback" if "CPU fallback" in cats else max(set(cats), key=cats.count)
+            reasons = sorted({m["targets"][tid].get("fallback_reason") for m in members
+                              if m["targets"].get(tid, {}).get("fallback_reason")})
+            ev = report["targets"][tid]["graph"]["evidence"]
+            hover = (f"{key} on {tid}: {cat} ({len(members)} op(s): " + ", ".join(sorted(set(cats))) + ")"
+                     + (f"<br>reason: {'; '.join(reasons)}" if reasons else "") + f"<br>evidence: {ev}")
+            line.append({"category": cat, "hover": hover})
+        cells.append(line)
+    return labels, targets, cells
+
+
+# ---- precision ----------------------------------------------------------------------------------------------
+def precision_rows(report: dict, only_differing: bool = False) -> list[dict]:
+    ref_id = (report.get("reference") or {}).get("id")
+    rows = []
+    for r in (report.get("alignment") or {}).get("source_ops", []):
+        row = {"source op": r["source_op"], "op_type": r["op_type"],
+               "module_path": r["module_path"] if r["module_path"] is not None else "—"}
+        precs = set()
+        for tid, cell in r["targets"].items():
+            p = cell.get("precision") if cell["status"] != "absent" else None
+            row[tid] = p or "—"
+            if p and p in ("fp32", "fp16", "bf16", "int8", "uint8"):
+                precs.add(p)
+        row["differs"] = len(precs) > 1
+        if ref_id:
+            row["reference"] = "fp32"
+        if not only_differing or row["differs"]:
+            rows.append(row)
+    return rows

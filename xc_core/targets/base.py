@@ -62,6 +62,8 @@ class Target(abc.ABC):
         return True, ""
 
     needs_onnx: ClassVar[bool] = True    # compiles the captured ONNX (a Core ML upload has none)
+    # How the target obtains intermediate values without changing its compiled graph (None: it cannot).
+    intermediates_method: ClassVar[str | None] = None
 
     def accepts(self, captured) -> tuple[bool, str]:
         """Whether this target can take this source at all (e.g. the torch reference needs a PyTorch source)."""
@@ -82,6 +84,13 @@ class Target(abc.ABC):
     def _run(self, compiled, inputs: dict, captured, result: TargetResult) -> dict:
         """Run on the inputs; return output name -> numpy array."""
 
+    def _intermediates(self, compiled, inputs: dict, captured, result: TargetResult,
+                       probes: list[str]) -> dict:
+        """Values of the outputs of the source ops in `probes` (source op id -> numpy array), for those whose
+        tensor survives compilation on this target. Targets that can, override this and set
+        `intermediates_method`."""
+        return {}
+
 
 REGISTRY: dict[str, type[Target]] = {}
 
@@ -92,7 +101,7 @@ def register(cls: type[Target]) -> type[Target]:
 
 
 def execute_target(target: Target, captured, inputs: dict, workdir: str,
-                   log: Callable[[str], None] | None = None) -> TargetResult:
+                   log: Callable[[str], None] | None = None, probes: list[str] | None = None) -> TargetResult:
     """Compile, inspect and run one target; every failure becomes a value in the result."""
     result = TargetResult(target=target.identity, evidence=dict(target.evidence))
     ok, why = target.available()
@@ -123,6 +132,14 @@ def execute_target(target: Target, captured, inputs: dict, workdir: str,
             return result
         finally:
             result.timings[stage] = round(time.perf_counter() - t0, 4)
+    if probes and target.intermediates_method:
+        t0 = time.perf_counter()
+        try:
+            result.info["_intermediates_by_op"] = target._intermediates(compiled, inputs, captured, result, probes)
+            result.info["intermediates_method"] = target.intermediates_method
+        except Exception as e:  # noqa: BLE001 — per-layer drift is optional; say why it is missing
+            result.notes.append(f"intermediate values unavailable: {type(e).__name__}: {_first_line(e)}")
+        result.timings["intermediates"] = round(time.perf_counter() - t0, 4)
     return result
 
 

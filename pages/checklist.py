@@ -1,0 +1,34 @@
+"""Checklist: the five questions, answered per target with a verdict, its evidence and the page that shows it."""
+import pandas as pd
+import streamlit as st
+
+from pages import _ui
+
+report = _ui.require_report()
+_ui.header(report, "Checklist")
+
+ICON = {"pass": "✅ pass", "warn": "⚠️ warn", "fail": "❌ fail", "not applicable": "➖ n/a"}
+PAGE = {"overview": "pages/overview.py", "fallbacks": "pages/fallbacks.py", "fusion": "pages/fusion.py",
+        "drift": "pages/drift.py", "precision": "pages/precision.py"}
+check = report["checklist"]
+targets = list(check["targets"])
+questions = [(i["id"], i["question"], i["page"]) for i in check["targets"][targets[0]]] if targets else []
+
+grid = []
+for qid, question, _ in questions:
+    row = {"#": qid, "question": question}
+    for tid in targets:
+        row[tid] = ICON[check["targets"][tid][qid - 1]["verdict"]]
+    grid.append(row)
+st.dataframe(pd.DataFrame(grid), hide_index=True, width="stretch")
+th = check["thresholds"]
+st.caption(f"Outputs match when rel L2 ≤ {th['match_rel_l2']:g} and cosine ≥ {th['match_cosine']}; warn up to rel "
+           f"L2 {th['warn_rel_l2']:g}. Every verdict names the evidence it rests on.")
+
+for qid, question, page in questions:
+    st.subheader(f"{qid}. {question}")
+    st.page_link(PAGE[page], label=f"Open {page}", icon="➡️")
+    for tid in targets:
+        item = check["targets"][tid][qid - 1]
+        ev = _ui.evidence_badge(item["evidence"]) if item["evidence"] else ""
+        st.markdown(f"**{tid}** {ICON[item['verdict']]} {ev} — {item['detail']}")

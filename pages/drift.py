@@ -1,0 +1,102 @@
+"""Numerical drift: per target and output, metrics with tolerance controls and pass/fail, error histogram,
+reference-vs-target scatter, and per-layer drift along the depth of the network."""
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from pages import _ui
+from xc_core.analysis.drift import passes_at
+from xc_core.views import fmt_sci
+
+report = _ui.require_report()
+_ui.header(report, "Numerical drift")
+
+targets = [t for t, b in report["targets"].items() if b.get("drift")]
+if not targets:
+    st.info("No drift figures: " + ("this source has no reference (a compiled artifact)."
+                                    if report.get("reference") is None else "no target ran."))
+    st.stop()
+
+c1, c2 = st.columns(2)
+atol = c1.number_input("atol", min_value=0.0, value=1e-3, format="%.1e", key="drift_atol")
+rtol = c2.number_input("rtol", min_value=0.0, value=1e-3, format="%.1e", key="drift_rtol")
+
+rows = []
+for tid in targets:
+    d = report["targets"][tid]["drift"]
+    for name, m in d["outputs"].items():
+        if "error" in m:
+            rows.append({"target": tid, "output": name, "pass": "❌", "error": m["error"], "evidence": d["evidence"]})
+            continue
+        ok = passes_at(m["details"], atol, rtol) if m.get("details") else False
+        rows.append({"target": tid, "output": name, "pass": "✅" if ok else "❌", "max abs": fmt_sci(m["max_abs"]),
+                     "mean abs": fmt_sci(m["mean_abs"]), "rel L2": fmt_sci(m["rel_l2"]),
+                     "cosine": f"{m['cosine']:.6f}", "SNR dB": f"{m['snr_db']:.1f}" if m["snr_db"] else "∞",
+                     "min atol": fmt_sci(m["min_atol"]), "min rtol": fmt_sci(m["min_rtol"]),
+                     "evidence": d["evidence"]})
+st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+st.caption("Pass: |target − reference| ≤ atol + rtol·|reference| everywhere (np.isclose). min atol / min rtol: the "
+           "smallest tolerance that passes with the other at 0 (as Polygraphy reports them). Assumptions: "
+           + " · ".join(f"`{t}` {report['targets'][t]['drift']['assumption']}" for t in targets
+                        if report["targets"][t]["drift"].get("assumption")))
+
+st.subheader("Error distribution")
+tid = st.selectbox("Target", targets, key="drift_target")
+outputs = list(report["targets"][tid]["drift"]["outputs"])
+name = st.selectbox("Output", outputs, key="drift_output")
+m = report["targets"][tid]["drift"]["outputs"][name]
+details = m.get("details")
+if details:
+    h = details["histogram"]
+    left, right = st.columns(2)
+    with left:
+        if h["counts"]:
+            centers = [(a + b) / 2 for a, b in zip(h["log10_edges"][:-1], h["log10_edges"][1:])]
+            fig = go.Figure(go.Bar(x=centers, y=h["counts"], marker_color="#1f77b4"))
+            fig.add_vline(x=math.log10(atol) if atol > 0 else min(centers), line_dash="dash", line_color="red",
+                          annotation_text="atol")
+            fig.update_layout(height=320, xaxis_title="log10 |target − reference|", yaxis_title="elements",
+                              margin=dict(l=10, r=10, t=30, b=10))
+            st.plotly_chart(fig, width="stretch", key="drift_hist")
+        st.caption(f"{h['exact']} element(s) exactly equal to the reference.")
+    with right:
+        sc = details["scatter"]
+        fig = go.Figure(go.Scattergl(x=sc["reference"], y=sc["target"], mode="markers",
+                                     marker=dict(size=3, color="#ff7f0e")))
+        lo, hi = min(sc["reference"]), max(sc["reference"])
+        fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", line=dict(color="gray", dash="dot"),
+                                 name="y = x"))
+        fig.update_layout(height=320, xaxis_title="reference", yaxis_title=tid, showlegend=False,
+                          margin=dict(l=10, r=10, t=30, b=10))
+        st.plotly_chart(fig, width="stretch", key="drift_scatter")
+        st.caption(f"{sc['sampled']:,} of {sc['total']:,} elements (seeded sample).")
+
+st.subheader("Per-layer drift")
+layer = {t: report["targets"][t].get("layer_drift") for t in report["targets"]}
+layer = {t: v for t, v in layer.items() if v and v["points"]}
+if not layer:
+    st.info("No target exposed intermediate values for this model.")
+else:
+    fig = go.Figure()
+    for t, ld in layer.items():
+        pts = ld["points"]
+        fig.add_trace(go.Scatter(x=[p["depth"] for p in pts], y=[max(p["rel_l2"] or 0, 1e-12) for p in pts],
+                                 mode="lines+markers", name=t, text=[p["module_path"] for p in pts],
+                                 hovertemplate="%{text}<br>rel L2 %{y:.2e}<extra>" + t + "</extra>"))
+    threshold = next(iter(layer.values()))["threshold_rel_l2"]
+    fig.add_hline(y=threshold, line_dash="dash", line_color="red", annotation_text="divergence threshold")
+    fig.update_layout(height=380, yaxis_type="log", xaxis_title="depth (op index in the captured graph)",
+                      yaxis_title="rel L2 vs reference", margin=dict(l=10, r=10, t=30, b=10))
+    st.plotly_chart(fig, width="stretch", key="drift_layers")
+    rows = []
+    for t, ld in layer.items():
+        first = ld["first_divergence"]
+        rows.append({"target": t, "first boundary over tolerance": first["module_path"] if first else "none",
+                     "rel L2 there": fmt_sci(first["rel_l2"]) if first else "—",
+                     "boundaries compared": f"{ld['covered']} / {ld['boundaries']}",
+                     "how intermediates were obtained": ld.get("method") or "—", "evidence": ld["evidence"]})
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    st.caption("Boundaries are module outputs of the captured graph; a boundary whose tensor does not survive "
+               "compilation on a target (fused into a larger node) is skipped for that target.")

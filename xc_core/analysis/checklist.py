@@ -1,0 +1,141 @@
+"""The diagnostic checklist: five questions answered per target, each with a verdict (pass | warn | fail |
+not applicable — never blank), the evidence kind it rests on, one line of detail, and the page that shows it."""
+from __future__ import annotations
+
+PASS, WARN, FAIL, NA = "pass", "warn", "fail", "not applicable"
+
+# Output agreement thresholds (relative L2 and cosine) for question 4; written into the report next to verdicts.
+MATCH_REL_L2, WARN_REL_L2, MATCH_COSINE = 1e-3, 1e-2, 0.9999
+
+QUESTIONS = {
+    1: ("Was the compilation report read?", "overview"),
+    2: ("Is any operator assigned to the CPU on an otherwise accelerated target?", "fallbacks"),
+    3: ("Did the expected fusions fire?", "fusion"),
+    4: ("Do outputs match the reference within tolerance?", "drift"),
+    5: ("Is precision the same across targets?", "precision"),
+}
+
+
+def checklist(report: dict, not_fired: list[dict]) -> dict:
+    out = {}
+    for tid, t in report["targets"].items():
+        items = [_q1(t), _q2(t), _q3(tid, t, not_fired), _q4(t, report), _q5(t)]
+        out[tid] = [{"id": i, "question": QUESTIONS[i][0], "page": QUESTIONS[i][1], **item}
+                    for i, item in enumerate(items, start=1)]
+    return {"targets": out, "thresholds": {"match_rel_l2": MATCH_REL_L2, "warn_rel_l2": WARN_REL_L2,
+                                           "match_cosine": MATCH_COSINE}}
+
+
+def _unavailable(t) -> dict | None:
+    if t["status"] == "unavailable":
+        return {"verdict": NA, "evidence": None, "detail": f"target unavailable: {t['error']}"}
+    if t.get("graph") is None:
+        return {"verdict": FAIL, "evidence": None, "detail": f"no compiled graph: {t['error']}"}
+    return None
+
+
+def _q1(t) -> dict:
+    bad = _unavailable(t)
+    if bad:
+        return bad
+    ev = t["graph"]["evidence"]
+    nodes = [n for n in t["graph"]["nodes"] if n["kind"] == "compute"]
+    unknown = sum(1 for n in nodes if n["backend"] in (None, "unknown"))
+    if ev in ("predicted-rules", "predicted-runtime"):
+        return {"verdict": WARN, "evidence": ev,
+                "detail": f"assignment is {ev}: read back and predicted for {len(nodes)} ops"
+                          + (f", {unknown} with no rule" if unknown else "") + "; confirm on a device"}
+    if unknown:
+        return {"verdict": WARN, "evidence": ev, "detail": f"{unknown} op(s) without an assignment"}
+    return {"verdict": PASS, "evidence": ev, "detail": f"compiled graph read back: {len(nodes)} ops, each with "
+                                                      f"its backend ({ev})"}
+
+
+def _q2(t) -> dict:
+    bad = _unavailable(t)
+    if bad:
+        return bad
+    bounds = (t.get("info") or {}).get("boundaries")
+    if bounds is None:
+        return {"verdict": NA, "evidence": t["graph"]["evidence"], "detail": "no accelerator on this target"}
+    fallbacks = [n for n in t["graph"]["nodes"] if n.get("fallback")]
+    ev = bounds.get("evidence") or t["graph"]["evidence"]
+    if not fallbacks:
+        return {"verdict": PASS, "evidence": ev, "detail": "every op stays on the accelerator"}
+    cliff = bounds["latency_cliff"]["estimate_ms"]
+    types = sorted({n["op_type"] for n in fallbacks})
+    verdict = FAIL if bounds["count"] >= 2 else WARN
+    return {"verdict": verdict, "evidence": ev,
+            "detail": f"{len(fallbacks)} op(s) on the CPU ({', '.join(types)}), {bounds['count']} boundaries, "
+                      f"≈{cliff:.2f} ms latency-cliff estimate"}
+
+
+def _q3(tid, t, not_fired) -> dict:
+    bad = _unavailable(t)
+    if bad:
+        return bad
+    ev = (t.get("fusions") or {}).get("evidence")
+    missed = [m for m in not_fired if m["missing_on"] == tid]
+    shrink = t["op_count_after"] < t["op_count_before"]
+    groups = (t.get("fusions") or {}).get("count", 0)
+    if missed:
+        pats = sorted({m["pattern"] for m in missed})
+        return {"verdict": WARN, "evidence": ev,
+                "detail": f"{len(pats)} fusion pattern(s) that fired on another target did not fire here "
+                          f"({len(missed)} instance(s)), e.g. {', '.join(pats[:3])}"}
+    if not shrink and not groups:
+        return {"verdict": WARN, "evidence": ev, "detail": f"no fusion and no op-count shrink "
+                                                          f"({t['op_count_before']} → {t['op_count_after']})"}
+    return {"verdict": PASS, "evidence": ev, "detail": f"{groups} fused group(s); ops {t['op_count_before']} → "
+                                                      f"{t['op_count_after']}"}
+
+
+def _q4(t, report) -> dict:
+    bad = _unavailable(t)
+    if bad:
+        return bad
+    drift = t.get("drift")
+    if not drift:
+        why = "no reference for this source" if report.get("reference") is None else "the target did not run"
+        return {"verdict": NA if report.get("reference") is None else FAIL, "evidence": None, "detail": why}
+    worst = drift["worst"] or {}
+    if "error" in worst:
+        return {"verdict": FAIL, "evidence": drift["evidence"], "detail": worst["error"]}
+    rel, cos = worst.get("rel_l2") or 0.0, worst.get("cosine") or 0.0
+    verdict = PASS if rel <= MATCH_REL_L2 and cos >= MATCH_COSINE else WARN if rel <= WARN_REL_L2 else FAIL
+    return {"verdict": verdict, "evidence": drift["evidence"],
+            "detail": f"worst output '{worst.get('output')}': rel L2 {rel:.2e}, cosine {cos:.6f}"
+                      + (f" ({drift['assumption']})" if drift.get("assumption") and verdict != PASS else "")}
+
+
+def _q5(t) -> dict:
+    bad = _unavailable(t)
+    if bad:
+        return bad
+    mix = (t.get("precision") or {}).get("mix") or {}
+    ev = (t.get("precision") or {}).get("evidence")
+    floats = {k for k in mix if k in ("fp32", "fp16", "bf16", "int8", "uint8", "fp64")}
+    lowered = floats - {"fp32", "fp64"}
+    if not lowered:
+        return {"verdict": PASS, "evidence": ev, "detail": "fp32 like the reference"}
+    expected = _declared_precisions(t)
+    undeclared = lowered - expected
+    detail = ", ".join(f"{k} × {mix[k]}" for k in sorted(lowered))
+    if undeclared:
+        return {"verdict": FAIL, "evidence": ev,
+                "detail": f"runs {detail} without being asked to — the reference is fp32"}
+    return {"verdict": WARN, "evidence": ev, "detail": f"runs {detail} as configured; the reference is fp32"}
+
+
+def _declared_precisions(t) -> set[str]:
+    info = t.get("info") or {}
+    out = set()
+    if info.get("compute_precision") == "fp16":
+        out.add("fp16")
+    if "quantization" in info:
+        out |= {"int8", "uint8"}
+    if "partitioning" in info and "fp16" in (info.get("numerics_assumption") or ""):
+        out.add("fp16")
+    if "bf16" in str(info.get("inference_precision", "")).lower():
+        out.add("bf16")
+    return out

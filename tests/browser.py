@@ -40,7 +40,12 @@ def dashboard():
 
 
 def settle(page, timeout_ms=600_000):
-    """Wait until Streamlit has finished running the script (no running-status widget)."""
+    """Wait until Streamlit has finished running the script: no running-status widget on several polls in a row
+    (a slow, shared machine can take a while to even start the run)."""
     page.wait_for_timeout(1000)
-    page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=timeout_ms,
-                           polling=500)
+    page.wait_for_function(
+        """() => {
+            const busy = !!document.querySelector('[data-testid="stStatusWidget"]');
+            window.__xcIdle = busy ? 0 : (window.__xcIdle || 0) + 1;
+            return window.__xcIdle >= 4;
+        }""", timeout=timeout_ms, polling=500)

@@ -86,7 +86,7 @@ def _run_op(op, env: dict, record: dict | None) -> None:
         value = np.asarray(value)
         if dtype is not None:
             with np.errstate(over="ignore", invalid="ignore"):  # fp16 overflow to inf is the emulated behaviour
-                value = value.astype(dtype, copy=False)  # the program's dtype: fp16 results are rounded here
+                value = value.astype(np.float32 if dtype == np.float16 else dtype, copy=False)  # the program's dtype: fp16 results are rounded here
         declared = _static_shape(var)
         if declared is not None and tuple(value.shape) != declared:
             raise EmulationError(f"cannot emulate op {op.op_type} ({op.name}): computed shape {value.shape} for "
@@ -684,7 +684,7 @@ def _flatten2d(a):
 def _concat(a):
     values = [np.asarray(v) for v in a.values]
     axis = _axis(a.axis, values[0].ndim)
-    if False:
+    if bool(a.get("interleave", False)):
         # one slice of each input in turn: [a0, b0, a1, b1, …] along axis
         stacked = np.stack(values, axis=axis + 1)
         shape = list(values[0].shape)

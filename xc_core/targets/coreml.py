@@ -98,7 +98,8 @@ class CoreMLTarget(Target):
         if src.kind == "torchscript":
             shapes = [ct.TensorType(name=s.name, shape=s.shape, dtype=_ct_dtype(s.dtype)) for s in src.inputs]
             yield "TorchScript path (torch.jit module)", src.module, {"inputs": shapes}
-            return
+            # Scripted (not traced) modules keep Python control flow the TorchScript frontend may refuse; the
+            # ExportedProgram xc converted them to is the next path.
         ep = captured.exported_program
         for label, table in (("ExportedProgram.run_decompositions({})", {}),
                              ("ExportedProgram.run_decompositions() (default table)", None)):

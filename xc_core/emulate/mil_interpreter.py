@@ -72,8 +72,10 @@ def _run_op(op, env: dict, record: dict | None) -> None:
         raise EmulationError(f"cannot emulate op {op.op_type} ({op.name}): not implemented by the interpreter")
     try:
         result = impl(_Args(op, env, record))
-    except EmulationError:
-        raise
+    except EmulationError as exc:
+        if str(exc).startswith("cannot emulate op"):  # already names its op (e.g. an op inside a cond block)
+            raise
+        raise EmulationError(f"cannot emulate op {op.op_type} ({op.name}): {exc}") from exc
     except Exception as exc:  # a malformed/unsupported combination of attributes: name the op, keep the cause
         raise EmulationError(f"cannot emulate op {op.op_type} ({op.name}): {type(exc).__name__}: {exc}") from exc
 
@@ -86,7 +88,7 @@ def _run_op(op, env: dict, record: dict | None) -> None:
         value = np.asarray(value)
         if dtype is not None:
             with np.errstate(over="ignore", invalid="ignore"):  # fp16 overflow to inf is the emulated behaviour
-                value = value.astype(np.float32 if dtype == np.float16 else dtype, copy=False)  # the program's dtype: fp16 results are rounded here
+                value = value.astype(dtype, copy=False)  # the program's dtype: fp16 results are rounded here
         declared = _static_shape(var)
         if declared is not None and tuple(value.shape) != declared:
             raise EmulationError(f"cannot emulate op {op.op_type} ({op.name}): computed shape {value.shape} for "
@@ -136,8 +138,7 @@ class _Args:
         if isinstance(v, (list, tuple)):
             return [self._value(item) for item in v]
         if v.name not in self._env:
-            raise EmulationError(f"cannot emulate op {self.op.op_type} ({self.op.name}): input {v.name} has no "
-                                 f"value")
+            raise EmulationError(f"input {v.name} has no value")
         return _widen(self._env[v.name])
 
     def __getattr__(self, name: str):
@@ -145,8 +146,7 @@ class _Args:
             raise AttributeError(name)
         v = self.op.inputs.get(name)
         if v is None:
-            raise EmulationError(f"cannot emulate op {self.op.op_type} ({self.op.name}): required input {name!r} "
-                                 f"is missing")
+            raise EmulationError(f"required input {name!r} is missing")
         return self._value(v)
 
     def get(self, name: str, default=None):
@@ -161,10 +161,6 @@ class _Args:
 
     def set(self, var, value) -> None:
         self._env[var.name] = value
-
-    @property
-    def out_dtype(self):
-        return _np_dtype(self.op.outputs[0])
 
 
 def _ints(v) -> list[int]:
@@ -194,7 +190,7 @@ def _float_like(x):
 def _const(a):
     val = a.op.outputs[0].val
     if val is None:
-        raise EmulationError(f"cannot emulate op const ({a.op.name}): the constant has no materialized value")
+        raise EmulationError("the constant has no materialized value")
     return val if isinstance(val, str) else np.asarray(val)
 
 
@@ -227,7 +223,7 @@ def _while_loop(a):
             a.set(var, val)
         a.run_block(body_block)
         values = [a._env[v.name] for v in body_block.outputs]
-    raise EmulationError(f"cannot emulate op while_loop ({a.op.name}): more than {_MAX_LOOP_ITERATIONS} iterations")
+    raise EmulationError(f"more than {_MAX_LOOP_ITERATIONS} iterations")
 
 
 def _read_state(a):
@@ -312,7 +308,7 @@ def _gelu(a):
         return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
     if mode == "SIGMOID_APPROXIMATION":
         return x * _sigmoid(1.702 * x)
-    raise EmulationError(f"cannot emulate op gelu: mode {mode}")
+    raise EmulationError(f"mode {mode} is not supported")
 
 
 def _softmax(a):
@@ -415,7 +411,7 @@ def _spatial_pads(pad_type: str, pad, in_sizes, kernel, strides) -> list[tuple[i
             before = total // 2 if pad_type == "same" else total - total // 2
             pads.append((before, total - before))
         return pads
-    raise EmulationError(f"cannot emulate pad_type {pad_type}")
+    raise EmulationError(f"pad_type {pad_type} is not supported")
 
 
 def _conv(a):
@@ -476,7 +472,7 @@ def _conv_transpose(a):
     pad = _ints(a.get("pad", [0] * 2 * nd))
     if a.has("output_shape"):
         out_sizes = _ints(a.output_shape)[2:]
-    elif pad_type == "same":
+    elif pad_type in ("same", "same_lower"):
         out_sizes = [i * s for i, s in zip(in_sizes, strides)]
     elif pad_type == "custom":
         out_sizes = [f - pad[2 * i] - pad[2 * i + 1] for i, f in enumerate(full)]
@@ -596,8 +592,10 @@ def _l2_norm(a):
 def _local_response_norm(a):
     x = a.x
     size = int(a.size)
+    # sum of squares over `size` neighbouring channels, centred as torch's LRN does (for an even size the window
+    # extends one channel further back than forward)
     sq = np.pad(x * x, [(0, 0), (size // 2, (size - 1) // 2)] + [(0, 0)] * (x.ndim - 2))
-    window_sum = sliding_window_view(sq, size, axis=1).sum(axis=-1)  # neighbouring channels, as torch's LRN
+    window_sum = sliding_window_view(sq, size, axis=1).sum(axis=-1)
     return x / (a.get("k", 1.0) + a.get("alpha", 1e-4) / size * window_sum) ** a.get("beta", 0.75)
 
 
@@ -723,7 +721,7 @@ def _pad(a):
         return np.pad(x, widths, mode="constant", constant_values=a.get("constant_val", 0.0))
     if mode in ("reflect", "replicate"):
         return np.pad(x, widths, mode="reflect" if mode == "reflect" else "edge")
-    raise EmulationError(f"cannot emulate op pad: mode {mode}")
+    raise EmulationError(f"mode {mode} is not supported")
 
 
 def _slices(a, shape):
@@ -814,14 +812,13 @@ def _sliding_windows(a):
 
 # --- gather / scatter ------------------------------------------------------------------------------------------
 
-def _indices(a, idx, dim_sizes, name="indices"):
+def _indices(idx, dim_sizes):
     """Indices as int64; negatives count from the end (iOS15/16 semantics; iOS17 converters emit only
     non-negative ones). Out-of-range indices are undefined behaviour in Core ML: refuse rather than guess."""
     idx = np.asarray(idx).astype(np.int64)
     dims = np.asarray(dim_sizes, dtype=np.int64)
     if np.any(idx >= dims) or np.any(idx < -dims):
-        raise EmulationError(f"cannot emulate op {a.op.op_type} ({a.op.name}): {name} out of range "
-                             f"(undefined behaviour in Core ML)")
+        raise EmulationError("indices out of range (undefined behaviour in Core ML)")
     return np.where(idx < 0, idx + dims, idx)
 
 
@@ -829,7 +826,7 @@ def _gather(a):
     x = a.x
     axis = _axis(a.get("axis", 0), x.ndim)
     batch_dims = int(a.get("batch_dims", 0))
-    idx = _indices(a, a.indices, x.shape[axis])
+    idx = _indices(a.indices, x.shape[axis])
     if batch_dims == 0:
         return np.take(x, idx, axis=axis)
     # batch_dims leading dims are shared by x and indices: gather within each batch element
@@ -843,7 +840,7 @@ def _gather(a):
 def _gather_along_axis(a):
     x = a.x
     axis = _axis(a.get("axis", 0), x.ndim)
-    return np.take_along_axis(x, _indices(a, a.indices, x.shape[axis]), axis=axis)
+    return np.take_along_axis(x, _indices(a.indices, x.shape[axis]), axis=axis)
 
 
 def _gather_nd(a):
@@ -852,7 +849,7 @@ def _gather_nd(a):
     k = indices.shape[-1]
 
     def one(xs, ids):
-        ids = _indices(a, ids, xs.shape[:k])
+        ids = _indices(ids, xs.shape[:k])
         return xs[tuple(np.moveaxis(ids, -1, 0))]
 
     if batch_dims == 0:
@@ -871,14 +868,14 @@ def _scatter_into(target, index, updates, mode: str):
     ufunc = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
              "max": np.maximum, "min": np.minimum}.get(mode)
     if ufunc is None:
-        raise EmulationError(f"cannot emulate scatter mode {mode}")
+        raise EmulationError(f"mode {mode} is not supported")
     ufunc.at(target, index, updates)  # unbuffered: repeated indices accumulate
 
 
 def _scatter(a):
     out = np.array(a.data, copy=True)
     axis = _axis(a.get("axis", 0), out.ndim)
-    idx = _indices(a, a.indices, out.shape[axis])
+    idx = _indices(a.indices, out.shape[axis])
     # move `axis` first so that indices select along dim 0 of a view of out
     _scatter_into(np.moveaxis(out, axis, 0), idx, np.moveaxis(a.updates, axis, 0), _str(a.get("mode", "add")))
     return out
@@ -887,7 +884,7 @@ def _scatter(a):
 def _scatter_along_axis(a):
     out = np.array(a.data, copy=True)
     axis = _axis(a.get("axis", 0), out.ndim)
-    idx = _indices(a, a.indices, out.shape[axis])
+    idx = _indices(a.indices, out.shape[axis])
     grid = list(np.indices(idx.shape, sparse=True))
     grid[axis] = idx
     _scatter_into(out, tuple(grid), a.updates, _str(a.get("mode", "add")))
@@ -897,7 +894,7 @@ def _scatter_along_axis(a):
 def _scatter_nd(a):
     out = np.array(a.data, copy=True)
     indices = np.asarray(a.indices)
-    idx = _indices(a, indices, out.shape[:indices.shape[-1]])
+    idx = _indices(indices, out.shape[:indices.shape[-1]])
     _scatter_into(out, tuple(np.moveaxis(idx, -1, 0)), a.updates, _str(a.get("mode", "add")))
     return out
 
@@ -1014,7 +1011,7 @@ def _grid(n_in: int, n_out: int, mode: str) -> np.ndarray:
     elif mode == "UNALIGN_CORNERS":
         g = (i + 0.5) * n_in / n_out - 0.5
     else:
-        raise EmulationError(f"cannot emulate sampling_mode {mode}")
+        raise EmulationError(f"sampling_mode {mode} is not supported")
     return np.clip(g, 0, n_in - 1)
 
 
@@ -1032,20 +1029,25 @@ def _bilinear(x, out_h: int, out_w: int, mode: str):
     return _lerp_axis(x, x.ndim - 1, _grid(x.shape[-1], out_w, mode))
 
 
-def _nearest(x, out_h: int, out_w: int):
-    rows = np.minimum(np.floor(np.arange(out_h) * x.shape[-2] / out_h).astype(np.int64), x.shape[-2] - 1)
-    cols = np.minimum(np.floor(np.arange(out_w) * x.shape[-1] / out_w).astype(np.int64), x.shape[-1] - 1)
-    return np.take(np.take(x, rows, axis=-2), cols, axis=-1)
+def _nearest_source(n_in: int, n_out: int, scale: float | None = None) -> np.ndarray:
+    """Source index of each output position: floor(i / scale), by default floor(i * n_in / n_out) (exact)."""
+    i = np.arange(n_out, dtype=np.int64)
+    src = i * n_in // n_out if scale is None else np.floor(i / scale).astype(np.int64)
+    return np.minimum(src, n_in - 1)
+
+
+def _nearest(x, out_h: int, out_w: int, scale_h: float | None = None, scale_w: float | None = None):
+    rows = _nearest_source(x.shape[-2], out_h, scale_h)
+    return np.take(np.take(x, rows, axis=-2), _nearest_source(x.shape[-1], out_w, scale_w), axis=-1)
 
 
 def _upsample_nearest_neighbor(a):
     x = a.x
     sh, sw = float(a.get("scale_factor_height", 1)), float(a.get("scale_factor_width", 1))
-    out_h, out_w = int(math.floor(x.shape[-2] * sh)), int(math.floor(x.shape[-1] * sw))
-    # source index floor(i / scale)
-    rows = np.minimum(np.floor(np.arange(out_h) / sh).astype(np.int64), x.shape[-2] - 1)
-    cols = np.minimum(np.floor(np.arange(out_w) / sw).astype(np.int64), x.shape[-1] - 1)
-    return np.take(np.take(x, rows, axis=-2), cols, axis=-1)
+    # The declared scale is used as is. For fractional scales the converters pass out/in plus a small epsilon (so
+    # that floor(in * scale) == out); floor(i / scale) can then differ from torch's floor(i * in / out) at exact
+    # boundaries. What Core ML does there is not documented.
+    return _nearest(x, int(math.floor(x.shape[-2] * sh)), int(math.floor(x.shape[-1] * sw)), sh, sw)
 
 
 def _resize_nearest_neighbor(a):
@@ -1080,10 +1082,9 @@ def _resize(a):
         if interpolation == "LINEAR":
             x = _lerp_axis(x, axis, _grid(x.shape[axis], size, mode))
         elif interpolation == "NEAREST_NEIGHBOR" and mode == "DEFAULT":
-            src = np.minimum(np.floor(np.arange(size) * x.shape[axis] / size).astype(np.int64), x.shape[axis] - 1)
-            x = np.take(x, src, axis=axis)
+            x = np.take(x, _nearest_source(x.shape[axis], size), axis=axis)
         else:
-            raise EmulationError(f"cannot emulate op resize: {interpolation} with sampling_mode {mode}")
+            raise EmulationError(f"{interpolation} with sampling_mode {mode} is not supported")
     return x
 
 

@@ -130,8 +130,9 @@ def _run_analysis(spec: str, targets: list[str], npz_path: str | None, options: 
                 st.write(f"`{ev['target']}` compiling …")
             elif ev["stage"] == "target":
                 bar.progress(min(1.0, ev["index"] / ev["total"]))
-                mark = {"ok": "✅", "error": "❌", "unavailable": "⚪"}.get(ev["status"], "")
-                st.write(f"{mark} `{ev['target']}` {ev['status']}" + (f": {ev['error']}" if ev.get("error") else ""))
+                mark = {"ok": ":green-badge[ok]", "error": ":red-badge[error]",
+                        "unavailable": ":gray-badge[unavailable]"}.get(ev["status"], "")
+                st.markdown(f"{mark} `{ev['target']}`" + (f": {ev['error']}" if ev.get("error") else ""))
 
         try:
             report = analyze(spec, targets, inputs_npz=npz_path, target_options=options, progress=progress)

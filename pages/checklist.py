@@ -7,7 +7,8 @@ from pages import _ui
 report = _ui.require_report()
 _ui.header(report, "Checklist")
 
-ICON = {"pass": "✅ pass", "warn": "⚠️ warn", "fail": "❌ fail", "not applicable": "➖ n/a"}
+ICON = {"pass": "pass", "warn": "warn", "fail": "FAIL", "not applicable": "n/a"}
+COLOR = {"pass": "green", "warn": "orange", "fail": "red", "not applicable": "gray"}
 PAGE = {"overview": "pages/overview.py", "fallbacks": "pages/fallbacks.py", "fusion": "pages/fusion.py",
         "drift": "pages/drift.py", "precision": "pages/precision.py"}
 check = report["checklist"]
@@ -27,8 +28,9 @@ st.caption(f"Outputs match when rel L2 ≤ {th['match_rel_l2']:g} and cosine ≥
 
 for qid, question, page in questions:
     st.subheader(f"{qid}. {question}")
-    st.page_link(PAGE[page], label=f"Open {page}", icon="➡️")
+    st.page_link(PAGE[page], label=f"Open {page}", icon=":material/arrow_forward:")
     for tid in targets:
         item = check["targets"][tid][qid - 1]
         ev = _ui.evidence_badge(item["evidence"]) if item["evidence"] else ""
-        st.markdown(f"**{tid}** {ICON[item['verdict']]} {ev} — {item['detail']}")
+        badge = f":{COLOR[item['verdict']]}-badge[{ICON[item['verdict']]}]"
+        st.markdown(f"**{tid}** {badge} {ev} — {item['detail']}")

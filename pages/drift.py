@@ -28,10 +28,10 @@ for tid in targets:
     d = report["targets"][tid]["drift"]
     for name, m in d["outputs"].items():
         if "error" in m:
-            rows.append({"target": tid, "output": name, "pass": "❌", "error": m["error"], "evidence": d["evidence"]})
+            rows.append({"target": tid, "output": name, "pass": "fail", "error": m["error"], "evidence": d["evidence"]})
             continue
         ok = passes_at(m["details"], atol, rtol) if m.get("details") else False
-        rows.append({"target": tid, "output": name, "pass": "✅" if ok else "❌", "max abs": fmt_sci(m["max_abs"]),
+        rows.append({"target": tid, "output": name, "pass": "pass" if ok else "fail", "max abs": fmt_sci(m["max_abs"]),
                      "mean abs": fmt_sci(m["mean_abs"]), "rel L2": fmt_sci(m["rel_l2"]),
                      "cosine": f"{m['cosine']:.6f}", "SNR dB": f"{m['snr_db']:.1f}" if m["snr_db"] else "∞",
                      "min atol": fmt_sci(m["min_atol"]), "min rtol": fmt_sci(m["min_rtol"]),

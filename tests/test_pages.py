@@ -69,4 +69,4 @@ def test_compare_pages(sample, page):
     if page == "fusion":
         assert len(at.dataframe) >= 2
     if page == "drift":
-        assert set(at.dataframe[0].value["pass"]) <= {"✅", "❌"}
+        assert set(at.dataframe[0].value["pass"]) <= {"pass", "fail"}

@@ -81,6 +81,9 @@ def test_cli_pt2_pt_and_onnx_files(tmp_path):
         validate_report(report)
         assert report["reference"]["id"] == ("onnx-reference" if src.endswith(".onnx") else "torch")
         for tid, t in report["targets"].items():
+            if src.endswith(".onnx") and tid.startswith("coreml"):
+                assert t["status"] == "unavailable"   # Core ML converts from PyTorch, not ONNX
+                continue
             assert t["status"] == "ok", (src, t["error"])
             if tid in ("ort-cpu", "openvino-cpu", "ort-nnapi"):   # fp32 numerics, measured
                 assert t["drift"]["worst"]["rel_l2"] < 1e-4, tid

@@ -39,6 +39,7 @@ class CoreMLTarget(Target):
     compute_units: str         # coremltools ComputeUnit name
     option_names = ("minimum_deployment_target",)
     needs_onnx = False
+    intermediates_method = "values recorded by the MIL interpreter while executing the compiled program"
 
     @classmethod
     def available(cls):
@@ -191,10 +192,15 @@ class CoreMLTarget(Target):
                 return outputs
         from ..emulate.mil_interpreter import run_program
         feeds = {}
-        for name, var in fn.inputs.items():
-            if name not in inputs:
+        declared = [s.name for s in captured.source.inputs]
+        for i, name in enumerate(fn.inputs):
+            if name in inputs:
+                feeds[name] = inputs[name]
+            elif len(fn.inputs) == len(declared) and declared[i] in inputs:
+                # The TorchScript frontend renames inputs ("x" → "x_1"); it keeps their order.
+                feeds[name] = inputs[declared[i]]
+            else:
                 raise KeyError(f"no value for Core ML input '{name}' (have {sorted(inputs)})")
-            feeds[name] = inputs[name]
         outs, intermediates = run_program(prog, feeds, record=True)
         result.info["_intermediates"] = intermediates
         result.info["numerics_assumption"] = (
@@ -206,6 +212,37 @@ class CoreMLTarget(Target):
             key = captured.output_names[i] if i < len(captured.output_names) else name
             out[key] = np.asarray(outs[name])
         return out
+
+    def _intermediates(self, compiled, inputs, captured, result, probes):
+        recorded = result.info.get("_intermediates")
+        if not recorded:
+            # On macOS the outputs come from Core ML's predict, which records nothing in between.
+            return {}
+        return mil_probe_values(result.graph, recorded, captured.before, probes)
+
+
+def mil_probe_values(graph: Graph, recorded: dict, before: Graph, probes: list[str]) -> dict:
+    """source op id -> the value of the MIL var that carries that source op's output: the output of the last op in
+    program order that comes from the source op alone, or whose last source op it is (a fused op computes its
+    last source op's value), preferring one whose shape matches the source op's. Widened to fp32."""
+    wanted = set(probes)
+    before_index = before.by_id()
+    candidates: dict[str, list] = {}
+    for n in graph.nodes:
+        if n.kind == CONSTANT or not n.outputs or not n.source_ops:
+            continue
+        op = n.source_ops[-1]
+        if op in wanted and n.outputs[0].name in recorded:
+            candidates.setdefault(op, []).append(n)
+    out = {}
+    for op, nodes in candidates.items():
+        ref = before_index.get(op)
+        ref_shape = list(ref.outputs[0].shape) if ref is not None and ref.outputs and ref.outputs[0].shape else None
+        matching = [n for n in nodes if ref_shape is None
+                    or list(np.shape(recorded[n.outputs[0].name])) == ref_shape]
+        value = np.asarray(recorded[(matching or nodes)[-1].outputs[0].name])
+        out[op] = value.astype(np.float32) if np.issubdtype(value.dtype, np.floating) else value
+    return out
 
 
 def _mil_op_count(g: Graph) -> int:

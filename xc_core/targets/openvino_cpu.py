@@ -24,6 +24,17 @@ class OpenVinoCpu(Target):
     evidence = {"assignment": ev.REPORTED, "precision": ev.REPORTED, "numerics": ev.MEASURED,
                 "fusion": ev.REPORTED}
     option_names = ("inference_precision",)
+    intermediates_method = ("ONNX tensors the CPU plugin materializes anyway (each the output of the last original "
+                            "layer of a runtime layer) added as model outputs (Model.add_outputs) and the model "
+                            "compiled again with the same config; used only if the recompiled runtime model executes "
+                            "the same layers fused the same way (Result/Output, Reorder and Convert layers aside) — "
+                            "outputs whose exposure changed a fusion are dropped and the check repeated once")
+
+    def _config(self) -> dict:
+        config = {}
+        if "inference_precision" in self.options:
+            config["INFERENCE_PRECISION_HINT"] = self.options["inference_precision"]
+        return config
 
     @classmethod
     def available(cls):
@@ -37,10 +48,7 @@ class OpenVinoCpu(Target):
         import openvino as ov
         core = ov.Core()
         model = core.read_model(captured.onnx_path)
-        config = {}
-        if "inference_precision" in self.options:
-            config["INFERENCE_PRECISION_HINT"] = self.options["inference_precision"]
-        compiled = core.compile_model(model, "CPU", config)
+        compiled = core.compile_model(model, "CPU", self._config())
         os.makedirs(workdir, exist_ok=True)
         runtime_xml = os.path.join(workdir, "runtime_model.xml")
         ov.serialize(compiled.get_runtime_model(), runtime_xml)
@@ -128,6 +136,65 @@ class OpenVinoCpu(Target):
                 name = captured.output_names[i]
             out[name or f"output_{i}"] = np.asarray(values[port])
         return out
+
+    # -- intermediates (per-layer drift) ----------------------------------------------------------------------
+    def _intermediates(self, compiled, inputs, captured, result, probes):
+        from .ort_cpu import onnx_probe_tensors
+        producer = {t.name: n.id for n in captured.onnx_graph.nodes for t in n.outputs}
+        # The tensor a runtime layer writes is the output of its last original layer (fused_from is in ONNX order).
+        materialized = {n.fused_from[-1] for n in result.graph.nodes if n.kind == COMPUTE and n.fused_from}
+        tensors = {op: t for op, t in onnx_probe_tensors(captured, probes).items()
+                   if producer.get(t) in materialized}
+        result.info["intermediates_coverage"] = {"materialized_probe_tensors": len(tensors)}
+        if not tensors:
+            return {}
+        base = _fused_groups(result.graph)
+        values, groups = self._with_outputs(compiled, captured, sorted(set(tensors.values())), inputs)
+        if groups != base:
+            culprits = _culprits(base, groups, set(tensors.values()), captured.onnx_graph)
+            dropped = sorted(culprits)
+            tensors = {op: t for op, t in tensors.items() if t not in culprits}
+            if culprits and tensors:
+                values, groups = self._with_outputs(compiled, captured, sorted(set(tensors.values())), inputs)
+            if groups != base or not tensors:
+                result.notes.append(
+                    "intermediate values unavailable: exposing the layer outputs as model outputs would change the "
+                    f"CPU plugin's fusions ({_layer_count(base)} fused layers compiled, {_layer_count(groups)} with "
+                    "the outputs exposed)")
+                return {}
+            result.notes.append(f"per-layer drift: {len(dropped)} layer output(s) left out because exposing them "
+                                f"changed a fusion ({', '.join(dropped[:5])})")
+            result.info["intermediates_coverage"]["left_out_changed_fusion"] = dropped
+        return {op: values[t] for op, t in tensors.items() if t in values}
+
+    def _with_outputs(self, compiled, captured, names: list[str], inputs) -> tuple[dict, "Counter"]:
+        """Compile the ONNX model again with `names` as extra outputs; run it; return the values by tensor name and
+        the recompiled runtime model's fused groups."""
+        from .base import TargetResult
+        core = compiled["core"]
+        model = core.read_model(captured.onnx_path)
+        present = {n for o in model.outputs for n in o.get_names()}
+        for name in names:
+            if name not in present:
+                try:
+                    model.add_outputs(name)
+                except RuntimeError:  # a tensor name the ONNX frontend did not keep: that layer stays unprobed
+                    continue
+        cm = core.compile_model(model, "CPU", self._config())
+        graph = self._inspect({"core": core, "model": model, "compiled": cm}, captured, TargetResult("probe"))
+        feeds = {}
+        for port in cm.inputs:
+            name = next((n for n in port.get_names() if n in inputs), None)
+            if name is None:
+                raise KeyError(f"no value for model input {sorted(port.get_names())}")
+            feeds[port] = np.ascontiguousarray(inputs[name])
+        values = cm(feeds)
+        out = {}
+        for port in cm.outputs:
+            for n in port.get_names():
+                if n in names:
+                    out[n] = np.asarray(values[port])
+        return out, _fused_groups(graph)
 
 
 # Layers OpenVINO creates under a new name, and the ONNX ops they can stand for: an unnamed MVN layer takes the
@@ -236,3 +303,40 @@ def _shape(ps) -> list | None:
     if ps.rank.is_dynamic:
         return None
     return [d.get_length() if d.is_static else "?" for d in ps]
+
+
+def _fused_groups(g: Graph) -> "Counter":
+    """The runtime model's fusion decisions: the multiset of ONNX node groups its executed compute layers run (layers
+    traced to no ONNX node count under the empty group). Result/Output, Reorder and Convert layers are not compute
+    layers: exposing an output adds them without changing any fusion."""
+    from collections import Counter
+    return Counter(frozenset(n.fused_from) for n in g.nodes if n.kind == COMPUTE)
+
+
+def _layer_count(groups) -> int:
+    return sum(groups.values())
+
+
+def _culprits(base, new, exposed: set[str], onnx_graph: Graph) -> set[str]:
+    """Exposed tensors that broke a fused group: read by a non-first node of it (e.g. the residual of an in-place
+    Conv+Sum) or written by a non-last node of it; failing that, every exposed tensor that touches the group."""
+    order = {n.id: i for i, n in enumerate(onnx_graph.nodes)}
+    index = onnx_graph.by_id()
+    strict, loose = set(), set()
+    for group in (base - new):
+        members = sorted(group, key=lambda i: order.get(i, 0))
+        for k, nid in enumerate(members):
+            node = index.get(nid)
+            if node is None:
+                continue
+            for t in node.inputs:
+                if t.name in exposed:
+                    loose.add(t.name)
+                    if k > 0:
+                        strict.add(t.name)
+            for t in node.outputs:
+                if t.name in exposed:
+                    loose.add(t.name)
+                    if k < len(members) - 1:
+                        strict.add(t.name)
+    return strict or loose

@@ -40,6 +40,23 @@ class OrtMobileTarget(Target):
     def fp16(self) -> bool:
         return bool(self.options.get("fp16", self.default_fp16))
 
+    @property
+    def intermediates_method(self) -> str:
+        if self.fp16:
+            return ("the fp16-emulation model (as run for the numbers, ORT_DISABLE_ALL) with the source ops' tensors it "
+                    "still has added as graph outputs and run again; they come back as the graph types them (fp16, "
+                    "widened to fp32 here), although ORT's CPU EP runs fp16 ops it has no fp16 kernel for in fp32 "
+                    "between its own inserted casts")
+        return ("the model ORT optimized at ORT_ENABLE_ALL from the basic-optimized graph (as run for the numbers), "
+                "with the source ops' tensors that survived added as graph outputs, run again with graph "
+                "optimizations disabled (ORT_DISABLE_ALL) so nothing fuses further")
+
+    def _intermediates(self, compiled, inputs, captured, result, probes):
+        from .ort_cpu import onnx_probe_tensors, probe_values
+        if not compiled.get("numerics_model"):
+            return {}
+        return probe_values(compiled["numerics_model"], onnx_probe_tensors(captured, probes), inputs, result)
+
     def _checker(self, model):
         """Run ORT's partition checker for this EP; returns its PartitioningInfo."""
         raise TypeError(f"{type(self).__name__} must name its ORT checker")
@@ -140,7 +157,11 @@ class OrtMobileTarget(Target):
 
     def _run(self, compiled, inputs, captured, result):
         if not self.fp16:
-            session = make_session(compiled["basic_path"], "ORT_ENABLE_ALL")
+            # The model ORT runs for these numbers is dumped, so intermediate values come from the same graph.
+            optimized = os.path.join(os.path.dirname(compiled["basic_path"]), "model.basic.optimized.onnx")
+            session = make_session(compiled["basic_path"], "ORT_ENABLE_ALL", optimized_path=optimized)
+            compiled["numerics_model"] = optimized
+            result.artifacts.append(optimized)
             result.evidence["numerics"] = ev.MEASURED
             result.info["numerics_assumption"] = (f"fp16 emulation off: these are the CPU EP's numbers for the "
                                                   f"partitioned graph, not a prediction of {self.ep_name}'s")
@@ -164,6 +185,7 @@ class OrtMobileTarget(Target):
         onnx.save(model16, path)
         result.artifacts.append(path)
         session = make_session(path, "ORT_DISABLE_ALL")
+        compiled["numerics_model"] = path
         result.evidence["numerics"] = ev.EMULATED
         result.info["numerics_assumption"] = self.fp16_assumption
         return run_session(session, inputs)
@@ -202,9 +224,10 @@ class OrtNnapi(OrtMobileTarget):
     ep_name = "NnapiExecutionProvider"
     backend = "nnapi"
     default_fp16 = False  # NNAPI_FLAG_USE_FP16 is opt-in in ORT
-    fp16_assumption = ("emulated: NNAPI_FLAG_USE_FP16 (relaxed fp32→fp16) on the NNAPI partitions — their weights "
-                       "and activations stored in fp16 (onnxconverter-common), CPU-EP nodes in fp32, run on ORT's "
-                       "CPU EP; the device's own fp16 kernels may accumulate differently")
+    fp16_assumption = ("emulated: NNAPI_FLAG_USE_FP16 (relaxed fp32→fp16) on the NNAPI partitions — converted to "
+                       "fp16 by onnxconverter-common (weights and tensors rounded to fp16), CPU-EP nodes in fp32, run "
+                       "on ORT's CPU EP, which computes ops lacking an fp16 kernel in fp32 between casts; the "
+                       "device's own fp16 kernels round more often and may drift further")
 
     def _checker(self, model):
         from onnxruntime.tools.mobile_helpers.usability_checker import check_nnapi_partitions
@@ -222,9 +245,10 @@ class OrtCoreml(OrtMobileTarget):
     backend = "coreml"
     max_rank = 5  # the checker's CoreML limit
     default_fp16 = True  # Core ML runs MLProgram partitions on the GPU / Neural Engine in fp16
-    fp16_assumption = ("emulated: the CoreML EP's MLProgram partitions computed in fp16 (as on the GPU / Neural "
-                       "Engine) — their weights and activations stored in fp16 (onnxconverter-common), CPU-EP nodes "
-                       "in fp32, run on ORT's CPU EP")
+    fp16_assumption = ("emulated: the CoreML EP's MLProgram partitions in fp16 (as on the GPU / Neural Engine) — "
+                       "converted by onnxconverter-common (weights and tensors rounded to fp16), CPU-EP nodes in fp32, "
+                       "run on ORT's CPU EP, which computes ops lacking an fp16 kernel in fp32 between casts; for "
+                       "op-by-op fp16 rounding see coreml-ane")
 
     def _checker(self, model):
         from onnxruntime.tools.mobile_helpers.usability_checker import check_coreml_partitions

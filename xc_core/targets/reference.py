@@ -19,6 +19,7 @@ class TorchReference(Target):
     evidence = {"assignment": ev.MEASURED, "precision": ev.MEASURED, "numerics": ev.MEASURED}
     is_reference = True
     needs_onnx = False
+    intermediates_method = "torch eager, values recorded at each op by an fx Interpreter"
 
     def accepts(self, captured):
         if captured.source.module is None:
@@ -49,6 +50,37 @@ class TorchReference(Target):
                                f"{len(captured.output_names)} outputs")
         return {name: t.detach().numpy() for name, t in zip(captured.output_names, leaves)}
 
+    def _intermediates(self, module, inputs, captured, result, probes):
+        """Interprets the captured ExportedProgram's own graph module (lifted parameters and buffers passed as
+        inputs, as the program's signature orders them), so recorded node names are exactly `captured.before`'s
+        node ids."""
+        import torch
+        ep = captured.exported_program
+        if ep is None:
+            return {}
+        wanted = set(probes)
+        missing = wanted - {n.name for n in ep.graph.nodes if n.op == "call_function"}
+        if missing:
+            result.notes.append(f"{len(missing)} probe(s) are not nodes of the ExportedProgram: "
+                                + ", ".join(sorted(missing)[:5]))
+        user = [torch.from_numpy(np.ascontiguousarray(inputs[s.name])) for s in captured.source.inputs]
+        args = _lifted_args(ep, user)
+        recorded: dict[str, np.ndarray] = {}
+
+        class Recorder(torch.fx.Interpreter):
+            def run_node(self, n):
+                value = super().run_node(n)
+                if n.name in wanted and isinstance(value, torch.Tensor):
+                    t = value.detach()
+                    if t.is_floating_point() and t.dtype not in (torch.float32, torch.float64):
+                        t = t.float()
+                    recorded[n.name] = t.clone().numpy()
+                return value
+
+        with torch.no_grad():
+            Recorder(ep.graph_module).run(*args)
+        return recorded
+
 
 @register
 class OnnxReference(Target):
@@ -57,6 +89,8 @@ class OnnxReference(Target):
     description = "ONNX Runtime CPU with ORT_DISABLE_ALL: the reference for ONNX sources"
     evidence = {"assignment": ev.REPORTED, "precision": ev.REPORTED, "numerics": ev.MEASURED}
     is_reference = True
+    intermediates_method = ("the captured ONNX with the source ops' tensors added as graph outputs, run by ONNX "
+                            "Runtime with all graph optimizations off (ORT_DISABLE_ALL)")
 
     def _compile(self, captured, workdir, result):
         import onnxruntime
@@ -72,3 +106,30 @@ class OnnxReference(Target):
 
     def _run(self, session, inputs, captured, result):
         return run_session(session, inputs)
+
+    def _intermediates(self, session, inputs, captured, result, probes):
+        from .ort_cpu import onnx_probe_tensors, probe_values
+        return probe_values(captured.onnx_path, onnx_probe_tensors(captured, probes), inputs, result)
+
+
+def _lifted_args(ep, user_inputs: list) -> list:
+    """The flat arguments of `ep.graph_module`: parameters, buffers, constants and user inputs in the order of the
+    graph signature's input specs."""
+    import torch
+    from torch.export.graph_signature import InputKind
+    user = iter(user_inputs)
+    args = []
+    for spec in ep.graph_signature.input_specs:
+        if spec.kind == InputKind.USER_INPUT:
+            args.append(next(user))
+        elif spec.kind == InputKind.PARAMETER:
+            args.append(ep.state_dict[spec.target])
+        elif spec.kind == InputKind.BUFFER:
+            args.append(ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target])
+        elif spec.kind in (InputKind.CONSTANT_TENSOR, InputKind.CUSTOM_OBJ):
+            args.append(ep.constants[spec.target])
+        elif spec.kind == InputKind.TOKEN:
+            args.append(torch.empty(0))
+        else:
+            raise ValueError(f"unsupported ExportedProgram input kind {spec.kind}")
+    return args

@@ -15,6 +15,7 @@ PAGES = {
         st.Page("pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),
     ],
     "Compare": [
+        st.Page("pages/topology.py", title="Topology", icon=":material/account_tree:"),
         st.Page("pages/heatmap.py", title="Heat map", icon=":material/grid_on:"),
         st.Page("pages/fusion.py", title="Fusion", icon=":material/merge:"),
         st.Page("pages/drift.py", title="Drift", icon=":material/show_chart:"),

@@ -4,6 +4,7 @@ WORKDIR /app
 COPY requirements.txt .
 RUN pip install --no-cache-dir --extra-index-url https://download.pytorch.org/whl/cpu -r requirements.txt
 COPY app.py ./
+COPY .streamlit ./.streamlit
 COPY pages ./pages
 COPY xc_core ./xc_core
 EXPOSE 8501

@@ -29,6 +29,7 @@ def _report_store() -> dict:
 
 
 def sidebar_and_analyze() -> None:
+    st.session_state["_xc_routed"] = True
     sb = st.sidebar
     sb.title("xc")
     sb.caption("Compile one model for every target; see what each compiler decided.")
@@ -152,6 +153,13 @@ def _run_analysis(spec: str, targets: list[str], npz_path: str | None, options: 
 
 def require_report() -> dict | None:
     """The page's Report, or an explanation of why there is none (then the page stops)."""
+    if not st.session_state.get("_xc_routed"):
+        # Streamlit keeps its legacy pages/ mode until app.py's st.navigation has run once in the process, so a
+        # fresh server whose first request names a page (/drift?sample=...) runs that file alone, without the
+        # sidebar. Leave the legacy mode (the flag st.navigation itself clears) and rerun through app.py.
+        from streamlit.runtime.pages_manager import PagesManager
+        PagesManager.uses_pages_directory = False
+        st.rerun()
     report = st.session_state.get("report")
     if report is None:
         st.error(st.session_state.get("report_error") or "No report yet.")

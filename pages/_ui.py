@@ -41,7 +41,9 @@ def sidebar_and_analyze() -> None:
         wanted = st.query_params.get("sample")
         if "sample" not in st.session_state and wanted in SAMPLES:
             st.session_state["sample"] = wanted
-        sample = sb.selectbox("Sample", names, index=names.index(DEFAULT_SAMPLE), key="sample",
+        if "sample" not in st.session_state:
+            st.session_state["sample"] = DEFAULT_SAMPLE
+        sample = sb.selectbox("Sample", names, key="sample",
                               format_func=lambda n: n, help="Defined in code with seeded weights")
         sb.caption(SAMPLES[sample].description)
     else:

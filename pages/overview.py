@@ -20,7 +20,8 @@ c4.metric("Reference", (report.get("reference") or {}).get("id", "—"))
 
 rows = overview_rows(report)
 st.subheader("Targets")
-df = pd.DataFrame(rows).drop(columns=["error"]).fillna("—").astype(str)  # mixed int/str columns → text
+df = pd.DataFrame(rows).drop(columns=["error"])
+df = df.astype(object).where(df.notna(), "—").astype(str)  # mixed int/str columns → text
 df = df[[c for c in df.columns if c != "evidence"] + ["evidence"]]
 st.dataframe(df, hide_index=True, width="stretch")
 st.caption("Evidence: " + " · ".join(f"**{k}** — {v}" for k, v in _ui.EVIDENCE_HELP.items()))

@@ -26,7 +26,7 @@ def test_overview_in_headless_chromium(browser_page, tmp_path):
     url, page = browser_page
     page.goto(url, timeout=120_000)
     settle(page)
-    page.get_by_role("heading", name="Overview").wait_for(timeout=60_000)
+    page.get_by_role("heading", name="Overview", exact=True).wait_for(timeout=60_000)
     assert page.locator('[data-testid="stException"]').count() == 0
     body = page.inner_text("body")
     assert "tts-mini" in body and "ort-cpu" in body and "openvino-cpu" in body
@@ -39,7 +39,7 @@ def test_pages_render_for_each_sample(browser_page, sample, path, title):
     url, page = browser_page
     page.goto(f"{url}{path}?sample={sample}", timeout=120_000)
     settle(page)
-    page.get_by_role("heading", name=title).wait_for(timeout=60_000)
+    page.get_by_role("heading", name=title, exact=True).wait_for(timeout=60_000)
     # The page header names the analysed source once the report is there.
     page.locator('[data-testid="stCaptionContainer"]', has_text=sample).first.wait_for(timeout=600_000)
     assert page.locator('[data-testid="stException"]').count() == 0
@@ -53,7 +53,7 @@ def test_a_deep_link_as_the_first_request_of_a_fresh_server():
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.goto(f"{url}checklist?sample=vision-mini", timeout=120_000)
         settle(page)
-        page.get_by_role("heading", name="Checklist").wait_for(timeout=600_000)
+        page.get_by_role("heading", name="Checklist", exact=True).wait_for(timeout=600_000)
         page.locator('[data-testid="stCaptionContainer"]', has_text="vision-mini").first.wait_for(timeout=600_000)
         nav = page.inner_text('[data-testid="stSidebarNav"]')
         assert "Topology" in nav and "ui" not in nav.split()

@@ -44,17 +44,3 @@ def test_pages_render_for_each_sample(browser_page, sample, path, title):
     page.locator('[data-testid="stCaptionContainer"]', has_text=sample).first.wait_for(timeout=600_000)
     assert page.locator('[data-testid="stException"]').count() == 0
 
-
-def test_a_deep_link_as_the_first_request_of_a_fresh_server():
-    """Streamlit's legacy pages/ mode would run the page file alone; xc reroutes it through app.py."""
-    from playwright.sync_api import sync_playwright
-    with dashboard() as url, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.goto(f"{url}checklist?sample=vision-mini", timeout=120_000)
-        settle(page)
-        page.get_by_role("heading", name="Checklist", exact=True).wait_for(timeout=600_000)
-        page.locator('[data-testid="stCaptionContainer"]', has_text="vision-mini").first.wait_for(timeout=600_000)
-        nav = page.inner_text('[data-testid="stSidebarNav"]')
-        assert "Topology" in nav and "ui" not in nav.split()
-        browser.close()

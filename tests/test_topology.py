@@ -346,6 +346,7 @@ def test_topology_page_on_a_large_synthetic_report():
         from topology_bench import synthetic_report
         if "report" not in st.session_state:
             st.session_state["report"] = synthetic_report(3000)
+        st.session_state["_xc_routed"] = True   # this router stands in for app.py's sidebar
         st.navigation([st.Page(page, default=True)]).run()
 
     at = AppTest.from_function(app, args=(ROOT, PAGE), default_timeout=300)

@@ -6,6 +6,7 @@ import streamlit as st
 
 from pages import _ui
 
+_ui.leave_legacy_pages_mode()  # before any widget: the first run of a fresh server must not build the sidebar
 st.set_page_config(page_title="xc — what each compiler did", page_icon=":material/compare_arrows:", layout="wide")
 
 _ui.sidebar_and_analyze()

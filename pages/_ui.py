@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
+import shutil
 import tempfile
 
 import streamlit as st
@@ -76,21 +78,33 @@ def sidebar_and_analyze() -> None:
         spec, npz_path = None, None
     store = _report_store()
     if key not in store:
-        if mode == "Upload":
-            tmp = tempfile.mkdtemp(prefix="xc-upload-")
-            spec = os.path.join(tmp, os.path.basename(upload.name))
-            with open(spec, "wb") as f:
-                f.write(data)
-            if npz is not None:
-                npz_path = os.path.join(tmp, "inputs.npz")
-                with open(npz_path, "wb") as f:
-                    f.write(npz_data)
-        result = _run_analysis(spec, targets, npz_path, options)
+        tmp = None
+        try:
+            if mode == "Upload":
+                # The upload lives on disk only while it is analysed; the folder goes, also on error.
+                tmp = tempfile.mkdtemp(prefix="xc-upload-")
+                spec = os.path.join(tmp, _safe_filename(upload.name))
+                with open(spec, "wb") as f:
+                    f.write(data)
+                if npz is not None:
+                    npz_path = os.path.join(tmp, "inputs.npz")
+                    with open(npz_path, "wb") as f:
+                        f.write(npz_data)
+            result = _run_analysis(spec, targets, npz_path, options)
+        finally:
+            if tmp:
+                shutil.rmtree(tmp, ignore_errors=True)
         if result is None:
             return
         store[key] = result
     st.session_state["report"] = store[key]
     st.session_state["report_error"] = None
+
+
+def _safe_filename(name: str) -> str:
+    """The browser's file name, kept for its extension and for the report, but never a path."""
+    base = re.sub(r"[^A-Za-z0-9._-]+", "_", os.path.basename(name or "upload"))[-120:].lstrip(".")
+    return base or "upload"
 
 
 def _target_options(sb, targets: list[str]) -> dict[str, dict]:
@@ -135,7 +149,7 @@ def _run_analysis(spec: str, targets: list[str], npz_path: str | None, options: 
                 bar.progress(min(1.0, ev["index"] / ev["total"]))
                 mark = {"ok": ":green-badge[ok]", "error": ":red-badge[error]",
                         "unavailable": ":gray-badge[unavailable]"}.get(ev["status"], "")
-                st.markdown(f"{mark} `{ev['target']}`" + (f": {ev['error']}" if ev.get("error") else ""))
+                st.markdown(f"{mark} `{ev['target']}`" + (f": {plain(ev['error'])}" if ev.get("error") else ""))
 
         try:
             report = analyze(spec, targets, inputs_npz=npz_path, target_options=options, progress=progress)
@@ -153,20 +167,38 @@ def _run_analysis(spec: str, targets: list[str], npz_path: str | None, options: 
         return report
 
 
+def leave_legacy_pages_mode() -> None:
+    """Rerun at once if this is Streamlit's legacy pages/ mode, before any widget exists.
+
+    With a pages/ folder beside app.py, the first script run of a process uses Streamlit's legacy multipage
+    mode until st.navigation has run once. In that run a request for a page (/drift?sample=...) runs the page
+    file alone, without the sidebar, and widget ids are computed under another script hash than in every later
+    run — so a sidebar built then is replaced by fresh widgets on the next click, and the sample the user picked
+    falls back to the first in the list. Clearing the flag (what st.navigation itself does) and rerunning means
+    the first widgets anyone sees are the ones that persist.
+    """
+    from streamlit.runtime.pages_manager import PagesManager
+    if PagesManager.uses_pages_directory:
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
 def require_report() -> dict | None:
     """The page's Report, or an explanation of why there is none (then the page stops)."""
     if not st.session_state.get("_xc_routed"):
-        # Streamlit keeps its legacy pages/ mode until app.py's st.navigation has run once in the process, so a
-        # fresh server whose first request names a page (/drift?sample=...) runs that file alone, without the
-        # sidebar. Leave the legacy mode (the flag st.navigation itself clears) and rerun through app.py.
-        from streamlit.runtime.pages_manager import PagesManager
-        PagesManager.uses_pages_directory = False
+        # A page file run on its own (the legacy mode above, first request of a fresh server): through app.py.
+        leave_legacy_pages_mode()
         st.rerun()
     report = st.session_state.get("report")
     if report is None:
-        st.error(st.session_state.get("report_error") or "No report yet.")
+        st.error(plain(st.session_state.get("report_error") or "No report yet."))
         st.stop()
     return report
+
+
+def plain(text: str) -> str:
+    """Text from a file or a compiler, shown as is: Markdown would turn `__import__` into bold "import"."""
+    return re.sub(r"([\\`*_{}\[\]()#+\-!|~<>$])", r"\\\1", text)
 
 
 def evidence_badge(kind: str | None) -> str:

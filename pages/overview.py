@@ -29,13 +29,13 @@ st.caption("Evidence: " + " · ".join(f"**{k}** — {v}" for k, v in _ui.EVIDENC
 for tid, t in report["targets"].items():
     if t["status"] != "ok":
         box = st.error if t["status"] == "error" else st.info
-        box(f"**{tid}** {t['status']}: {t['error']}")
+        box(f"**{tid}** {t['status']}: {_ui.plain(t['error'] or '')}")
 
 st.subheader("Per target")
 for tid, t in report["targets"].items():
     with st.expander(f"{tid} — {t['label']} ({t['status']})", expanded=False):
         if t["status"] != "ok" and not t.get("graph"):
-            st.write(t["error"])
+            st.write(_ui.plain(t["error"] or ""))
             continue
         left, right = st.columns(2)
         with left:

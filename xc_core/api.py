@@ -11,6 +11,7 @@ from typing import Callable
 from . import inputs as inputs_mod
 from .capture import capture
 from .errors import XcInputError
+from .limits import Limits
 from .report.build import build_report, host_info
 from .report.schema import validate_report
 from .sources import load_source
@@ -22,68 +23,81 @@ Progress = Callable[[dict], None]
 
 def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_npz: str | None = None,
             shapes: ShapeOverrides | None = None, out_dir: str | None = None,
-            target_options: dict[str, dict] | None = None, progress: Progress | None = None) -> dict:
+            target_options: dict[str, dict] | None = None, progress: Progress | None = None,
+            limits: Limits | None = None) -> dict:
     """Load, capture, compile for every target, compare, and return the Report.
 
     Bad input raises XcInputError (one line). A target that fails is an `error` entry in the report; the others
-    still complete. With `out_dir`, writes report.json and artifacts/<target>/ there.
+    still complete. With `out_dir`, writes report.json and artifacts/<target>/ there. `limits` bound every file,
+    archive and input (default: `Limits.from_env()`). Whatever loading unpacked is removed when this returns,
+    also on error.
     """
     emit = progress or (lambda event: None)
     targets = list(targets) if targets else target_ids()
     target_options = target_options or {}
-    user_arrays = inputs_mod.read_npz(inputs_npz) if inputs_npz else None
+    limits = limits or Limits.from_env()
+    user_arrays = inputs_mod.read_npz(inputs_npz, limits) if inputs_npz else None
     if user_arrays is not None:
         shapes = {**inputs_mod.npz_shapes(user_arrays), **(shapes or {})}
     emit({"stage": "load", "status": "running"})
-    src = load_source(source, shapes) if isinstance(source, str) else source
-    if user_arrays is not None:
-        feeds = inputs_mod.check_npz(user_arrays, src.inputs)
-        inputs_info = {"origin": "npz", "file": os.path.basename(inputs_npz)}
-    else:
-        feeds = inputs_mod.random_inputs(src.inputs)
-        inputs_info = {"origin": "seeded-random", "seed": inputs_mod.SEED,
-                       "distribution": "float: standard normal; int: uniform in each input's [low, high)"}
-    emit({"stage": "load", "status": "done", "source": src.name})
-
+    owns_source = isinstance(source, str)
+    src = load_source(source, shapes, limits) if owns_source else source
     tmp = None
-    if out_dir is None:
-        tmp = out_dir = tempfile.mkdtemp(prefix="xc-")
     try:
-        artifacts = os.path.join(out_dir, "artifacts")
-        os.makedirs(artifacts, exist_ok=True)
-        emit({"stage": "capture", "status": "running"})
-        t0 = time.perf_counter()
-        captured = capture(src, os.path.join(artifacts, "capture"), feeds)
-        emit({"stage": "capture", "status": "done", "seconds": time.perf_counter() - t0})
+        inputs_mod.check_input_size(src.inputs, limits)
+        if user_arrays is not None:
+            feeds = inputs_mod.check_npz(user_arrays, src.inputs)
+            inputs_info = {"origin": "npz", "file": os.path.basename(inputs_npz)}
+        else:
+            feeds = inputs_mod.random_inputs(src.inputs)
+            inputs_info = {"origin": "seeded-random", "seed": inputs_mod.SEED,
+                           "distribution": "float: standard normal; int: uniform in each input's [low, high)"}
+        emit({"stage": "load", "status": "done", "source": src.name})
 
-        from .analysis.layer_drift import module_boundaries
-        boundaries = module_boundaries(captured.before)
-        probes = [b["source_op"] for b in boundaries]
-        reference_id = ("torch" if src.module is not None else "onnx-reference" if captured.onnx_path else None)
-        planned = ([reference_id] if reference_id else []) + [t for t in targets if t != reference_id]
-        results = []
-        reference = None
-        for i, tid in enumerate(planned):
-            emit({"stage": "target", "target": tid, "status": "running", "index": i, "total": len(planned)})
-            target = make_target(tid, **target_options.get(tid, {}))
-            result = execute_target(target, captured, feeds, os.path.join(artifacts, tid), probes=probes)
-            emit({"stage": "target", "target": tid, "status": result.status, "error": result.error,
-                  "index": i + 1, "total": len(planned)})
-            if tid == reference_id:
-                reference = result
-            else:
-                results.append(result)
-        report = build_report(src, captured, inputs_info, reference, results, host_info(), boundaries)
-        report["artifacts_dir"] = None if tmp else os.path.abspath(artifacts)
-        validate_report(report)
-        if not tmp:
-            with open(os.path.join(out_dir, "report.json"), "w") as f:
-                json.dump(report, f, indent=1)
-        emit({"stage": "report", "status": "done"})
-        return report
+        if out_dir is None:
+            tmp = out_dir = tempfile.mkdtemp(prefix="xc-")
+        return _compile_and_compare(src, feeds, inputs_info, targets, target_options, out_dir, bool(tmp), emit)
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
+        if owns_source:
+            src.close()
+
+
+def _compile_and_compare(src: Source, feeds: dict, inputs_info: dict, targets: list[str],
+                         target_options: dict[str, dict], out_dir: str, temporary: bool, emit: Progress) -> dict:
+    artifacts = os.path.join(out_dir, "artifacts")
+    os.makedirs(artifacts, exist_ok=True)
+    emit({"stage": "capture", "status": "running"})
+    t0 = time.perf_counter()
+    captured = capture(src, os.path.join(artifacts, "capture"), feeds)
+    emit({"stage": "capture", "status": "done", "seconds": time.perf_counter() - t0})
+
+    from .analysis.layer_drift import module_boundaries
+    boundaries = module_boundaries(captured.before)
+    probes = [b["source_op"] for b in boundaries]
+    reference_id = ("torch" if src.module is not None else "onnx-reference" if captured.onnx_path else None)
+    planned = ([reference_id] if reference_id else []) + [t for t in targets if t != reference_id]
+    results = []
+    reference = None
+    for i, tid in enumerate(planned):
+        emit({"stage": "target", "target": tid, "status": "running", "index": i, "total": len(planned)})
+        target = make_target(tid, **target_options.get(tid, {}))
+        result = execute_target(target, captured, feeds, os.path.join(artifacts, tid), probes=probes)
+        emit({"stage": "target", "target": tid, "status": result.status, "error": result.error,
+              "index": i + 1, "total": len(planned)})
+        if tid == reference_id:
+            reference = result
+        else:
+            results.append(result)
+    report = build_report(src, captured, inputs_info, reference, results, host_info(), boundaries)
+    report["artifacts_dir"] = None if temporary else os.path.abspath(artifacts)
+    validate_report(report)
+    if not temporary:
+        with open(os.path.join(out_dir, "report.json"), "w") as f:
+            json.dump(report, f, indent=1)
+    emit({"stage": "report", "status": "done"})
+    return report
 
 
 def failed_targets(report: dict) -> list[str]:

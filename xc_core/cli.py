@@ -1,6 +1,7 @@
 """`python -m xc_core ...`: the same analysis as the dashboard, for CI and pull-request review.
 
-Exit codes: 0 success; 2 bad input or usage (one line on stderr, no traceback).
+Exit codes: 0 success; 2 bad input or usage (one line on stderr, no traceback); 1 an internal error (one line;
+XC_DEBUG=1 shows the traceback).
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import sys
 
 from .errors import XcInputError
 
-EXIT_OK, EXIT_USAGE = 0, 2
+EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 
 
 class _Parser(argparse.ArgumentParser):
@@ -34,6 +35,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "ort-coreml.bandwidth_gb_s=8, openvino-cpu.inference_precision=f32")
     a.add_argument("--out", required=True, metavar="DIR", help="writes DIR/report.json and DIR/artifacts/")
     a.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    from .limits import LIMITS
+    lim = a.add_argument_group("limits", "bounds checked before a file is read or unpacked, or inputs allocated; "
+                                         "each also has an environment variable")
+    for key, spec in LIMITS.items():
+        lim.add_argument(spec.flag, dest=key, type=int if spec.unit == "" else float, default=None,
+                         metavar="N", help=f"{spec.what} (default {spec.default:g}{' ' + spec.unit if spec.unit else ''};"
+                                           f" env {spec.env})")
     sub.add_parser("targets", help="list targets and whether each is available on this host")
     sub.add_parser("samples", help="list bundled sample models")
     return p
@@ -50,6 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     except XcInputError as e:
         print(f"xc: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except Exception as e:  # noqa: BLE001 — a bug in xc: one line, the traceback on request
+        if os.environ.get("XC_DEBUG"):
+            raise
+        text = str(e).strip().splitlines()
+        print(f"xc: internal error: {type(e).__name__}: {text[0][:300] if text else ''} (set XC_DEBUG=1 for the "
+              "traceback)", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 def _targets() -> int:
@@ -72,10 +87,12 @@ def _samples() -> int:
 def _analyze(args) -> int:
     from .api import analyze
     from .inputs import parse_shape_flags
+    from .limits import LIMITS, Limits
     from .targets import parse_target_list, parse_target_options
     targets = parse_target_list(args.targets)
     options = parse_target_options(args.option, targets)
     shapes = parse_shape_flags(args.shape)
+    limits = Limits.from_env(**{k: getattr(args, k) for k in LIMITS})
     if args.inputs and not os.path.isfile(args.inputs):
         raise XcInputError(f"--inputs {args.inputs}: no such file (accepted: an .npz written by numpy.savez)")
     try:
@@ -93,7 +110,7 @@ def _analyze(args) -> int:
             print("  capturing (torch.export / ONNX)…", file=sys.stderr)
 
     report = analyze(args.source, targets, inputs_npz=args.inputs, shapes=shapes, out_dir=args.out,
-                     target_options=options, progress=progress)
+                     target_options=options, progress=progress, limits=limits)
     if not args.quiet:
         print(summary_table(report))
         print(checklist_table(report))

@@ -3,25 +3,38 @@ zipped `.mlpackage`. The MIL program is read back from the spec; no source model
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
-import zipfile
 
 from ..errors import XcInputError
+from ..limits import Limits
+from . import safe_zip
 from .spec import InputSpec, Source
 
 _ARRAY_DTYPES = {65568: "float32", 65552: "float16", 131104: "int32", 65600: "float64"}
 
 
-def load_coreml(path: str) -> Source:
+def load_coreml(path: str, limits: Limits | None = None) -> Source:
+    """The unpacked package lives in the Source's temp_dirs until Source.close(); on error it is removed here."""
+    workdir = tempfile.mkdtemp(prefix="xc-coreml-")
+    try:
+        src = _load(path, workdir, limits or Limits.from_env())
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    src.temp_dirs.append(workdir)
+    return src
+
+
+def _load(path: str, workdir: str, limits: Limits) -> Source:
     name = os.path.basename(path)
     try:
         import coremltools as ct
         from coremltools.converters.mil.frontend.milproto.load import load as load_milproto
     except ImportError:
         raise XcInputError(f"{name}: reading Core ML models needs coremltools") from None
-    workdir = tempfile.mkdtemp(prefix="xc-coreml-")
-    if path.lower().endswith(".zip") or zipfile.is_zipfile(path):
-        package = _unzip_package(path, workdir, name)
+    if path.lower().endswith(".zip") or safe_zip.is_zip(path):
+        package = _unzip_package(path, workdir, name, limits)
         try:
             mlmodel = ct.models.MLModel(package, skip_model_load=True)
         except Exception as e:
@@ -53,17 +66,9 @@ def load_coreml(path: str) -> Source:
                   notes=["compiled Core ML model: inspected and emulated as it is; no reference to compare to"])
 
 
-def _unzip_package(path: str, workdir: str, name: str) -> str:
-    try:
-        with zipfile.ZipFile(path) as z:
-            for member in z.namelist():
-                # Refuse absolute paths and ".." (zip slip): an upload must not write outside its folder.
-                target = os.path.realpath(os.path.join(workdir, member))
-                if not target.startswith(os.path.realpath(workdir) + os.sep):
-                    raise XcInputError(f"{name}: the archive has an unsafe path '{member}'")
-            z.extractall(workdir)
-    except zipfile.BadZipFile:
-        raise XcInputError(f"{name}: not a zip archive (upload a .mlpackage folder zipped)") from None
+def _unzip_package(path: str, workdir: str, name: str, limits: Limits) -> str:
+    with safe_zip.open_zip(path, name, limits) as z:   # bounds, methods and paths (no zip slip) checked first
+        safe_zip.extract_all(z, workdir, name, limits)
     for root, dirs, _ in os.walk(workdir):
         for d in dirs:
             if d.endswith(".mlpackage"):

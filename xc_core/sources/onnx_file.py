@@ -18,7 +18,7 @@ ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "
                10: "float16", 11: "float64", 16: "bfloat16"}
 
 
-def load_onnx(path: str, shapes: "ShapeOverrides | None" = None) -> Source:
+def load_onnx(path: str, shapes: "ShapeOverrides | None" = None, limits=None) -> Source:
     import onnx
     name = os.path.basename(path)
     try:
@@ -26,8 +26,13 @@ def load_onnx(path: str, shapes: "ShapeOverrides | None" = None) -> Source:
     except Exception as e:  # protobuf raises DecodeError / RuntimeWarning subclasses
         raise XcInputError(f"{name}: not a valid ONNX protobuf ({type(e).__name__}); "
                            "accepted: an ONNX model file saved by onnx.save or torch.onnx.export") from None
+    _check_text_fields(model.graph, name)
+    if any(not isinstance(o.domain, str) for o in model.opset_import):
+        raise XcInputError(f"{name}: an opset domain is not valid UTF-8; ONNX names must be UTF-8 text")
     if _uses_external_data(model):
-        # Weights beside the file (model.onnx.data). onnx refuses locations outside the model's folder.
+        # Weights beside the file (model.onnx.data): each data file inside the model's folder and within the
+        # file-size limit before onnx reads it.
+        _check_external_files(model, os.path.dirname(os.path.abspath(path)), name, limits)
         try:
             from onnx.external_data_helper import load_external_data_for_model
             load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
@@ -45,6 +50,31 @@ def load_onnx(path: str, shapes: "ShapeOverrides | None" = None) -> Source:
     from . import sha256_file
     return Source(kind="onnx", name=name, sha256=sha256_file(path), inputs=onnx_input_specs(model, shapes),
                   onnx_model=model, path=path)
+
+
+def _check_text_fields(graph, name: str, where: str = "the graph") -> None:
+    """protobuf hands back `bytes` for a string field that is not valid UTF-8; every name must be text before
+    anything compares, prints or serialises it."""
+    def bad(x) -> bool:
+        return not isinstance(x, str)
+
+    for vi in list(graph.input) + list(graph.output) + list(graph.value_info):
+        if bad(vi.name):
+            raise XcInputError(f"{name}: a value in {where} has a name that is not valid UTF-8 ({vi.name[:40]!r}); "
+                               "ONNX names must be UTF-8 text")
+    for t in list(graph.initializer) + list(graph.sparse_initializer):
+        if bad(getattr(t, "name", "")):
+            raise XcInputError(f"{name}: an initializer in {where} has a name that is not valid UTF-8; ONNX names "
+                               "must be UTF-8 text")
+    for i, node in enumerate(graph.node):
+        fields = [node.name, node.op_type, node.domain, *node.input, *node.output, *(a.name for a in node.attribute)]
+        if any(bad(f) for f in fields):
+            raise XcInputError(f"{name}: node #{i} in {where} ({node.op_type if not bad(node.op_type) else '?'}) "
+                               "has a name, type or tensor name that is not valid UTF-8; ONNX names must be UTF-8 "
+                               "text")
+        for a in node.attribute:
+            for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                _check_text_fields(sub, name, f"a subgraph of node #{i}")
 
 
 def onnx_input_specs(model, shapes: "ShapeOverrides | None" = None) -> list[InputSpec]:
@@ -85,6 +115,28 @@ def onnx_input_specs(model, shapes: "ShapeOverrides | None" = None) -> list[Inpu
         raise XcInputError(f"--shape names unknown input(s) {sorted(unknown)}; the model's inputs are "
                            f"{[s.name for s in specs]}")
     return specs
+
+
+def _check_external_files(model, folder: str, name: str, limits) -> None:
+    from onnx import TensorProto
+    from ..limits import Limits
+    from . import check_file_size
+    limits = limits or Limits.from_env()
+    root = os.path.realpath(folder)
+    for t in model.graph.initializer:
+        if t.data_location != TensorProto.EXTERNAL:
+            continue
+        location = next((e.value for e in t.external_data if e.key == "location"), None)
+        if not isinstance(location, str) or not location:
+            raise XcInputError(f"{name}: an initializer's external data has no readable location")
+        target = os.path.realpath(os.path.join(root, location))
+        if not target.startswith(root + os.sep):
+            raise XcInputError(f"{name}: external data location {location[:80]!r} points outside the model's "
+                               "folder")
+        if not os.path.isfile(target):
+            raise XcInputError(f"{name}: the external data file {location[:80]!r} is missing; put it beside the "
+                               "model, or save the model as one file")
+        check_file_size(target, limits)
 
 
 def _uses_external_data(model) -> bool:

@@ -1,11 +1,18 @@
 """PyTorch sources: bundled samples, ExportedProgram .pt2, TorchScript .pt, and state_dicts of a sample's
-architecture. A pickled whole nn.Module is refused: loading it would run code named by the file."""
+architecture. A pickled whole nn.Module is refused: loading it would run code named by the file.
+
+What runs for each: a .pt2 is read by `pt2_archive` (no pickle, no evaluated text; its graph runs only registered
+torch operators); a TorchScript .pt is compiled by TorchScript, whose code can call only registered operators and
+whose unpickler rebuilds only TorchScript values; a state_dict goes through `torch.load(weights_only=True)` and
+must hold plain dense CPU tensors.
+"""
 from __future__ import annotations
 
 import os
-import zipfile
 
 from ..errors import XcInputError
+from ..limits import Limits
+from . import safe_zip
 from .onnx_file import DEFAULT_BATCH, DEFAULT_DIM, DEFAULT_INT_HIGH
 from .spec import InputSpec, ShapeOverrides, Source
 
@@ -35,29 +42,32 @@ def load_sample(name: str) -> Source:
     return Source(kind="sample", name=name, sha256=h.hexdigest(), inputs=list(sample.inputs), module=model)
 
 
-def load_exported_program(path: str, shapes: ShapeOverrides | None = None) -> Source:
-    import torch
+def load_exported_program(path: str, shapes: ShapeOverrides | None = None, limits: Limits | None = None) -> Source:
+    from .pt2_archive import load_pt2
     name = os.path.basename(path)
-    if not zipfile.is_zipfile(path):
+    if not safe_zip.is_zip(path):
         raise XcInputError(f"{name}: not a torch.export archive (a .pt2 is a zip written by torch.export.save)")
+    ep, notes = load_pt2(path, limits or Limits.from_env())
     try:
-        ep = torch.export.load(path)
-    except Exception as e:
-        raise XcInputError(f"{name}: torch.export.load failed ({type(e).__name__}: {_first_line(e)}); the file "
-                           "may be truncated or written by another torch version") from None
+        module = ep.module()
+    except Exception as e:  # noqa: BLE001 — unlifting checks the signature against the state dict
+        raise XcInputError(f"{name}: the exported program cannot be turned into a module "
+                           f"({type(e).__name__}: {_first_line(e)})") from None
     from . import sha256_file
     return Source(kind="exported-program", name=name, sha256=sha256_file(path),
-                  inputs=exported_program_inputs(ep, shapes), module=ep.module(), exported_program=ep, path=path)
+                  inputs=exported_program_inputs(ep, shapes), module=module, exported_program=ep, path=path,
+                  notes=notes)
 
 
-def load_torch_file(path: str, shapes: ShapeOverrides | None = None) -> Source:
+def load_torch_file(path: str, shapes: ShapeOverrides | None = None, limits: Limits | None = None) -> Source:
     name = os.path.basename(path)
-    if not zipfile.is_zipfile(path):
+    if not safe_zip.is_zip(path):
         # Legacy (non-zip) torch.save files are bare pickles. torch.load(weights_only=True) could read tensors
         # from them, but a bare pickle from an upload is exactly what we refuse to feed to any unpickler.
         raise XcInputError(PICKLED_MODULE.format(name=name).replace("this is a pickled Python object",
                                                                      "this is not a zip archive but a bare pickle"))
-    with zipfile.ZipFile(path) as z:
+    # torch reads the zip itself; check its directory (entries, sizes, methods, paths) before it does.
+    with safe_zip.open_zip(path, name, limits or Limits.from_env()) as z:
         names = z.namelist()
     if any(n.endswith("/constants.pkl") for n in names) and any("/code/" in n for n in names):
         return _load_torchscript(path, shapes)
@@ -110,6 +120,11 @@ def _load_state_dict(path: str, shapes: ShapeOverrides | None) -> Source:
     if not isinstance(obj, dict) or not obj or not all(isinstance(v, torch.Tensor) for v in obj.values()):
         raise XcInputError(f"{name}: a .pt that is not TorchScript must be a state_dict (a dict of tensors) of a "
                            f"bundled sample's architecture ({', '.join(SAMPLES)})")
+    for key, t in obj.items():
+        problem = _unusable_tensor(t)
+        if problem:
+            raise XcInputError(f"{name}: state_dict entry {str(key)[:80]!r} is {problem}; accepted: dense CPU "
+                               "tensors of a bundled sample's architecture")
     for sample_name, sample in SAMPLES.items():
         model = sample.model()
         expected = model.state_dict()
@@ -121,6 +136,20 @@ def _load_state_dict(path: str, shapes: ShapeOverrides | None) -> Source:
                           notes=[f"state_dict loaded into the architecture of sample '{sample_name}'"])
     raise XcInputError(f"{name}: this state_dict matches no known architecture (keys and shapes of "
                        f"{', '.join(SAMPLES)}); export the model to .pt2 or .onnx instead")
+
+
+def _unusable_tensor(t) -> str | None:
+    """Why a tensor from a state_dict cannot be loaded into a model here, or None."""
+    import torch
+    if t.device.type != "cpu":
+        return f"a tensor on the '{t.device.type}' device (it holds no data here)"
+    if t.layout != torch.strided:
+        return f"a {str(t.layout).replace('torch.', '')} tensor"
+    if t.is_quantized:
+        return f"a quantized tensor ({t.dtype})"
+    if t.is_complex():
+        return f"a complex tensor ({t.dtype})"
+    return None
 
 
 def exported_program_inputs(ep, shapes: ShapeOverrides | None = None) -> list[InputSpec]:

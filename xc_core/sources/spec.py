@@ -36,6 +36,13 @@ class Source:
     mil_program: Any = None   # coremltools MIL Program when the source is a compiled Core ML model
     path: str | None = None   # the file on disk, when there is one
     notes: list[str] = field(default_factory=list)
+    temp_dirs: list[str] = field(default_factory=list)  # what the loader unpacked; removed by close()
+
+    def close(self) -> None:
+        """Remove what loading unpacked (a zipped .mlpackage, …). Safe to call twice."""
+        import shutil
+        while self.temp_dirs:
+            shutil.rmtree(self.temp_dirs.pop(), ignore_errors=True)
 
     @property
     def is_pytorch(self) -> bool:

@@ -1,0 +1,103 @@
+"""Bounds checked before anything is read whole, unpacked or allocated: an upload must not be able to fill the
+server's memory or disk. Each limit has a default, an environment variable and a CLI flag; the error for a
+breached limit names all three, so whoever runs xc can raise it.
+
+The defaults fit realistic models (a 1 GiB checkpoint, a 4 GiB unpacked archive, a batch of large images) and
+stop crafted files long before the machine suffers.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields, replace
+
+from .errors import XcInputError
+
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Limit:
+    name: str
+    default: float
+    env: str
+    flag: str
+    unit: str            # "MiB" or "" (a count)
+    what: str            # what the limit bounds, for the message and --help
+
+
+LIMITS = {
+    "max_file_mb": Limit("max_file_mb", 1024, "XC_MAX_FILE_MB", "--max-file-mb", "MiB",
+                         "size of a model or inputs file"),
+    "max_unzipped_mb": Limit("max_unzipped_mb", 4096, "XC_MAX_UNZIPPED_MB", "--max-unzipped-mb", "MiB",
+                             "unpacked size of an archive (.pt2, .pt, .npz, zipped .mlpackage)"),
+    "max_zip_entries": Limit("max_zip_entries", 100_000, "XC_MAX_ZIP_ENTRIES", "--max-zip-entries", "",
+                             "number of files in an archive"),
+    # Weights barely compress; a megabyte that claims to inflate past a hundred is a zip bomb. Only entries
+    # above ZIP_RATIO_MIN_BYTES are held to it (small JSON manifests compress well legitimately).
+    "max_zip_ratio": Limit("max_zip_ratio", 100, "XC_MAX_ZIP_RATIO", "--max-zip-ratio", "×",
+                           "compression ratio of an archive entry"),
+    "max_input_mb": Limit("max_input_mb", 1024, "XC_MAX_INPUT_MB", "--max-input-mb", "MiB",
+                          "total size of the model inputs for the shapes that will run"),
+}
+ZIP_RATIO_MIN_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_file_mb: float = LIMITS["max_file_mb"].default
+    max_unzipped_mb: float = LIMITS["max_unzipped_mb"].default
+    max_zip_entries: int = int(LIMITS["max_zip_entries"].default)
+    max_zip_ratio: float = LIMITS["max_zip_ratio"].default
+    max_input_mb: float = LIMITS["max_input_mb"].default
+
+    @classmethod
+    def from_env(cls, **overrides) -> "Limits":
+        """Defaults, then the XC_MAX_* environment variables, then explicit overrides (CLI flags)."""
+        values = {}
+        for f in fields(cls):
+            lim = LIMITS[f.name]
+            raw = os.environ.get(lim.env)
+            if raw is not None and raw.strip():
+                values[f.name] = _parse(raw, lim, source=lim.env)
+        limits = replace(cls(), **values)
+        given = {k: v for k, v in overrides.items() if v is not None}
+        for k, v in given.items():
+            if v <= 0:
+                raise XcInputError(f"{LIMITS[k].flag} {v}: must be a positive number")
+        return replace(limits, **given)
+
+    def bytes(self, name: str) -> int:
+        return int(getattr(self, name) * MIB)
+
+
+def _parse(raw: str, lim: Limit, source: str) -> float:
+    try:
+        value = int(raw) if lim.unit == "" else float(raw)
+    except ValueError:
+        raise XcInputError(f"{source}={raw!r}: expected a {'number of MiB' if lim.unit else 'whole number'}") \
+            from None
+    if value <= 0:
+        raise XcInputError(f"{source}={raw!r}: must be positive")
+    return value
+
+
+def exceeded(name: str, subject: str, actual: float, limits: Limits) -> XcInputError:
+    """The one-line error for a breached limit: what is too big, by how much, and the two ways to raise it.
+    `subject` reads before the amount: "model.pt2: the archive unpacks to" → "… to 5.00 GiB, above …"."""
+    lim = LIMITS[name]
+    value = getattr(limits, name)
+    if lim.unit == "MiB":
+        amount, bound = human_bytes(actual), f"{value:g} MiB"
+    elif lim.unit == "×":
+        amount, bound = f"{actual:,.0f}×", f"{value:g}×"
+    else:
+        amount, bound = f"{int(actual):,}", f"{int(value):,}"
+    return XcInputError(f"{subject} {amount}, above the {bound} limit on the {lim.what} (raise it with "
+                        f"{lim.flag} or the environment variable {lim.env})")
+
+
+def human_bytes(n: float) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", MIB), ("KiB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{int(n)} bytes"

@@ -40,8 +40,9 @@ def test_torchscript_needs_shapes_then_loads(tmp_path):
     model, args = conv_bn_relu()
     path = tmp_path / "m.pt"
     torch.jit.script(model).save(str(path))
-    with pytest.raises(XcInputError, match="TorchScript does not record input shapes; pass --shape x="):
+    with pytest.raises(XcInputError, match="TorchScript does not record input shapes; give the shape of x") as e:
         load_source(str(path))
+    assert "--shape NAME=DxDx" in e.value.for_cli() and "Inputs panel" in e.value.for_dashboard()
     src = load_source(str(path), {"x": ([1, 3, 16, 16], None)})
     assert src.kind == "torchscript" and src.inputs[0].dtype == "float32"
 
@@ -63,8 +64,11 @@ def test_onnx_with_symbolic_dims_gets_documented_defaults(tmp_path):
     path = tmp_path / "m.onnx"
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     src = load_source(str(path))
-    assert src.inputs[0].shape == [1, 3, 16]
-    assert "batch=1" in src.inputs[0].note and "len=16" in src.inputs[0].note
+    assert src.inputs[0].dim_names == ("batch", None, "len")
+    from xc_core.input_shapes import resolve_inputs
+    (spec,), record = resolve_inputs(src.inputs)
+    assert spec.shape == [1, 3, 16]
+    assert "batch=1 (batch)" in spec.note and "len=16 (sequence)" in spec.note
 
 
 def _one_line(e: XcInputError):

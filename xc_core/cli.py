@@ -29,7 +29,14 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--targets", default="all", help="comma-separated target ids, or all (default)")
     a.add_argument("--inputs", metavar="FILE.npz", help="input arrays by input name (default: seeded random)")
     a.add_argument("--shape", action="append", metavar="NAME=DxD[:dtype]",
-                   help="input shape override, repeatable (required for TorchScript without --inputs)")
+                   help="an input's whole shape, repeatable (required for TorchScript without --inputs)")
+    a.add_argument("--dim", action="append", metavar="NAME=N",
+                   help="a symbolic dim by the model's name for it, in every input, repeatable (e.g. height=640)")
+    a.add_argument("--value", action="append", metavar="NAME=V",
+                   help="set every element of an input to V, repeatable (e.g. a sample rate that picks a branch)")
+    a.add_argument("--range", action="append", metavar="NAME=LOW:HIGH",
+                   help="draw an integer input from [LOW, HIGH), repeatable (default: the embedding's size "
+                        "where the graph shows one)")
     a.add_argument("--option", action="append", metavar="TARGET.KEY=VALUE",
                    help="a target option, repeatable; e.g. ort-nnapi.fp16=true (emulate NNAPI's relaxed fp16), "
                         "ort-coreml.bandwidth_gb_s=8, openvino-cpu.inference_precision=f32")
@@ -56,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             return _samples()
         return _analyze(args)
     except XcInputError as e:
-        print(f"xc: {e}", file=sys.stderr)
+        print(f"xc: {e.for_cli()}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as e:  # noqa: BLE001 — a bug in xc: one line, the traceback on request
         if os.environ.get("XC_DEBUG"):
@@ -86,7 +93,7 @@ def _samples() -> int:
 
 def _analyze(args) -> int:
     from .api import analyze
-    from .inputs import parse_shape_flags
+    from .inputs import parse_dim_flags, parse_range_flags, parse_shape_flags, parse_value_flags
     from .limits import LIMITS, Limits
     from .targets import parse_target_list, parse_target_options
     targets = parse_target_list(args.targets)
@@ -109,7 +116,8 @@ def _analyze(args) -> int:
         elif ev["stage"] == "capture" and ev["status"] == "running":
             print("  capturing (torch.export / ONNX)…", file=sys.stderr)
 
-    report = analyze(args.source, targets, inputs_npz=args.inputs, shapes=shapes, out_dir=args.out,
+    report = analyze(args.source, targets, inputs_npz=args.inputs, shapes=shapes, dims=parse_dim_flags(args.dim),
+                     values=parse_value_flags(args.value), ranges=parse_range_flags(args.range), out_dir=args.out,
                      target_options=options, progress=progress, limits=limits)
     if not args.quiet:
         print(summary_table(report))

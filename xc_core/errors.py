@@ -2,8 +2,92 @@
 
 
 class XcInputError(ValueError):
-    """Bad input (file, flag, sample name): the message names the problem and what is accepted."""
+    """Bad input (file, flag, sample name): the message names the problem and what is accepted.
+
+    `fix` names the remedy when it depends on where the message is shown (a CLI flag, a dashboard panel):
+    `for_cli` / `for_dashboard` append it in that place's words. `inputs` lists the inputs it concerns.
+    """
+
+    def __init__(self, message: str, *, fix: str | None = None, inputs: list[str] | None = None):
+        super().__init__(message)
+        self.fix = fix
+        self.inputs = list(inputs or [])
+
+    def for_cli(self) -> str:
+        hint = _FIX_HINTS.get(self.fix, (None, None))[0]
+        return f"{self} — {hint}" if hint else str(self)
+
+    def for_dashboard(self) -> str:
+        hint = _FIX_HINTS.get(self.fix, (None, None))[1]
+        return f"{self} — {hint}" if hint else str(self)
+
+
+# remedy -> (in the CLI's words, in the dashboard's words)
+_FIX_HINTS = {
+    "shapes": ("pass --shape NAME=DxDx…[:dtype] (or --dim NAME=V) or --inputs FILE.npz",
+               "set them in the Inputs panel in the sidebar, or upload an .npz of inputs"),
+}
 
 
 class TargetError(RuntimeError):
     """A target could not compile, inspect or run. Caught per target and stored in the report as a value."""
+
+
+# --- turning a runtime's exception into a line a user can act on ------------------------------------------------
+import re as _re
+
+# ONNX Runtime: "... Non-zero status code returned while running Concat node. Name:'/m/Concat' Status Message:
+# concatbase.h:135 PrepareForComputeImpl <cause>"
+_ORT_NODE = _re.compile(r"running (\S+) node\. Name:'([^']*)' Status Message: (.*)", _re.S)
+_ORT_PREFIX = _re.compile(r"^\[ONNXRuntimeError\] : \d+ : \w+ : ")
+_CXX_LOCATION = _re.compile(r"^(?:/\S+/)?\S+\.(?:cc|h|cpp|hpp):\d+ \S+ ")
+# OpenVINO: "Exception from src/inference/src/cpp/infer_request.cpp:224:" lines, and " Check 'cond' failed at
+# src/...:43:" suffixes, say where in OpenVINO the error was raised; the cause is on the other lines.
+_OV_LOCATION_LINE = _re.compile(r"^Exception from \S+:\d+:?$")
+_OV_CHECK_SUFFIX = _re.compile(r"\s*Check '.*' failed at \S+:\d+:?\s*$")
+_NOISE = _re.compile(r"^(Summary:|-- Conversion is failed for|Traceback|For more information, run with)")
+_NODE_HINTS = (_re.compile(r"ONNX node"), _re.compile(r"node with name", _re.I), _re.compile(r"validating node"))
+_ANSI = _re.compile(r"\x1b\[[0-9;]*m")
+
+
+def summarize_error(text: str, limit: int = 400) -> str:
+    """The part of a runtime's error message that names the node and the cause, on one line.
+
+    A bare source location ("Exception from src/inference/src/cpp/infer_request.cpp:224:") is never the summary;
+    ORT's "Status Message" is kept without its C++ location; long texts are cut at a word, never mid-word.
+    """
+    text = _ANSI.sub("", text or "").strip()
+    m = _ORT_NODE.search(text)
+    if m:
+        status = _CXX_LOCATION.sub("", m.group(3).strip().splitlines()[0])
+        return _cut(f"{m.group(1)} node '{m.group(2)}': {status}", limit)
+    lines = []
+    for raw in text.splitlines():
+        line = _ORT_PREFIX.sub("", raw.strip())
+        if not line or _OV_LOCATION_LINE.match(line) or _NOISE.match(line):
+            continue
+        line = _CXX_LOCATION.sub("", _OV_CHECK_SUFFIX.sub("", line)).rstrip(":").strip()
+        if line:
+            lines.append(line)
+    if not lines:
+        return _cut(text.splitlines()[0] if text else "", limit)
+    node = next((ln for hint in _NODE_HINTS for ln in lines if hint.search(ln)), None)
+    if node is None:
+        # A first line that ends in ":" announces the next one ("Failed to convert:" / "<the reason>").
+        announces = text.splitlines()[0].rstrip().endswith(":") and len(lines) > 1
+        return _cut(lines[0] + (": " + lines[1] if announces else ""), limit)
+    cause = next((ln for ln in reversed(lines) if ln != node and not _NODE_HINTS[2].search(ln)
+                  and not ln.startswith("Shape inference input shapes")), None)
+    shapes = next((ln for ln in lines if ln.startswith("Shape inference input shapes")), None)
+    out = node + (f": {cause}" if cause else "")
+    if shapes:
+        out += f" ({shapes[len('Shape inference '):]})"
+    return _cut(out, limit)
+
+
+def _cut(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(" ", 1)[0]
+    return cut.rstrip(",;:") + " …"

@@ -21,13 +21,23 @@ def random_inputs(specs: list[InputSpec], seed: int = SEED) -> dict[str, np.ndar
     rng = np.random.default_rng(seed)
     out = {}
     for s in specs:
-        if s.dtype == "bool":
-            out[s.name] = rng.integers(0, 2, s.shape).astype(bool)
+        # np.asarray: a 0-d draw comes back as a numpy scalar, which runtimes read as shape (1,), not ().
+        if s.value is not None:
+            out[s.name] = np.full(s.shape, s.value, dtype=_np_dtype(s.dtype))
+        elif s.dtype == "bool":
+            out[s.name] = np.asarray(rng.integers(0, 2, s.shape).astype(bool))
         elif s.low is not None:
-            out[s.name] = rng.integers(int(s.low), int(s.high), s.shape).astype(s.dtype)
+            out[s.name] = np.asarray(rng.integers(int(s.low), int(s.high), s.shape).astype(s.dtype))
         else:
-            out[s.name] = rng.standard_normal(s.shape).astype(s.dtype)
+            out[s.name] = np.asarray(rng.standard_normal(s.shape).astype(_np_dtype(s.dtype)))
     return out
+
+
+def _np_dtype(dtype: str):
+    if dtype == "bfloat16":
+        import ml_dtypes  # onnx depends on it: numpy's bfloat16
+        return ml_dtypes.bfloat16
+    return np.dtype(dtype)
 
 
 def input_bytes(specs: list[InputSpec]) -> int:
@@ -118,18 +128,54 @@ def npz_shapes(arrays: dict[str, np.ndarray]) -> ShapeOverrides:
 
 
 def check_npz(arrays: dict[str, np.ndarray], specs: list[InputSpec]) -> dict[str, np.ndarray]:
-    names = [s.name for s in specs]
-    missing = [n for n in names if n not in arrays]
-    if missing:
-        raise XcInputError(f"the .npz has no array for input(s) {missing}; it has {sorted(arrays)}, the model "
-                           f"takes {names}")
+    """The .npz arrays as the model's dtypes (names, ranks and fixed dims were checked by resolve_inputs)."""
+    return {s.name: np.asarray(arrays[s.name]).astype(_np_dtype(s.dtype), copy=False) for s in specs}
+
+
+def parse_dim_flags(flags: list[str] | None) -> dict[str, int]:
+    """--dim NAME=V (repeatable): every symbolic dim of that name, in every input."""
     out = {}
-    for s in specs:
-        a = arrays[s.name]
-        if list(a.shape) != list(s.shape) and s.note != "shape given by the user":
-            raise XcInputError(f"input '{s.name}': the .npz array has shape {list(a.shape)}, the model takes "
-                               f"{s.shape}")
-        out[s.name] = a.astype(s.dtype, copy=False)
+    for f in flags or []:
+        name, _, v = f.partition("=")
+        try:
+            value = int(v)
+            if not name or value <= 0:
+                raise ValueError
+        except ValueError:
+            raise XcInputError(f"--dim '{f}': expected NAME=N with N a positive integer, e.g. height=640 or "
+                               "sequence=128") from None
+        out[name] = value
+    return out
+
+
+def parse_value_flags(flags: list[str] | None) -> dict[str, float]:
+    """--value NAME=V (repeatable): every element of that input is V (a sample rate, a flag, a length)."""
+    out = {}
+    for f in flags or []:
+        name, _, v = f.partition("=")
+        try:
+            if not name:
+                raise ValueError
+            out[name] = float(v)
+        except ValueError:
+            raise XcInputError(f"--value '{f}': expected NAME=NUMBER, e.g. sample_rate=16000") from None
+    return out
+
+
+def parse_range_flags(flags: list[str] | None) -> dict[str, tuple[float, float]]:
+    """--range NAME=LOW:HIGH (repeatable): integer inputs drawn uniformly from [LOW, HIGH)."""
+    out = {}
+    for f in flags or []:
+        name, _, v = f.partition("=")
+        lo, _, hi = v.partition(":")
+        try:
+            low, high = int(lo), int(hi)
+            if not name or high <= low:
+                raise ValueError
+        except ValueError:
+            raise XcInputError(f"--range '{f}': expected NAME=LOW:HIGH with LOW < HIGH, e.g. input_ids=0:30522") \
+                from None
+        out[name] = (low, high)
     return out
 
 

@@ -98,6 +98,9 @@ def _q4(t, report) -> dict:
     if not drift:
         why = "no reference for this source" if report.get("reference") is None else "the target did not run"
         return {"verdict": NA if report.get("reference") is None else FAIL, "evidence": None, "detail": why}
+    if drift.get("failed"):
+        return {"verdict": NA, "evidence": drift["evidence"],
+                "detail": f"no numbers: {drift['failed']} — xc's emulation failed, not a finding about the model"}
     worst = drift["worst"] or {}
     if "error" in worst:
         return {"verdict": FAIL, "evidence": drift["evidence"], "detail": worst["error"]}

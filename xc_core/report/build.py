@@ -46,6 +46,7 @@ def build_report(source, captured, inputs_info: dict, reference, results: list, 
     if reference is not None:
         report["reference"] = {
             "id": reference.target, "status": reference.status, "error": reference.error,
+            "error_detail": reference.error_detail,
             "outputs": {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in reference.outputs.items()},
             "evidence": ev.MEASURED, "timings": reference.timings,
         }
@@ -77,6 +78,7 @@ def target_block(r, captured, reference) -> dict:
         "description": getattr(cls, "description", ""),
         "status": r.status,
         "error": r.error,
+        "error_detail": r.error_detail,
         "error_stage": r.error_stage,
         "evidence": dict(r.evidence),
         "op_count_before": None,
@@ -122,6 +124,14 @@ def target_block(r, captured, reference) -> dict:
         block["drift"] = {"reference": reference.target, "outputs": outs, "worst": worst(outs),
                           "evidence": r.evidence.get("numerics", ev.MEASURED),
                           "assumption": r.info.get("numerics_assumption")}
+        skipped = r.info.get("outputs_not_compared") or {}
+        if skipped:
+            block["drift"]["not_compared"] = skipped
+    elif r.status == OK and r.info.get("numerics_failed"):
+        # xc could not emulate this target's numbers: say so where the numbers would be, as xc's failure.
+        block["drift"] = {"reference": reference.target if reference is not None else None, "outputs": {},
+                          "worst": None, "evidence": r.evidence.get("numerics", ev.EMULATED),
+                          "assumption": None, "failed": r.info["numerics_failed"]["why"]}
     return block
 
 

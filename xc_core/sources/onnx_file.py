@@ -6,13 +6,9 @@ import os
 from ..errors import XcInputError
 from .spec import InputSpec, ShapeOverrides, Source
 
-# Symbolic or unknown dims get these defaults unless the user passes --shape or an .npz: batch-like dims are 1,
-# every other dim is 16 (small enough to stay fast, large enough for convs and attention). The chosen values are
-# written into the report next to each input.
+# Provisional values of symbolic dims until xc_core.input_shapes resolves them (by name, role and probing).
 DEFAULT_BATCH = 1
 DEFAULT_DIM = 16
-# Integer inputs of unknown meaning (token ids, indices) are drawn from [0, DEFAULT_INT_HIGH).
-DEFAULT_INT_HIGH = 16
 
 ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 9: "bool",
                10: "float16", 11: "float64", 16: "bfloat16"}
@@ -49,7 +45,7 @@ def load_onnx(path: str, shapes: "ShapeOverrides | None" = None, limits=None) ->
         raise XcInputError(f"{name}: the ONNX graph has no nodes")
     from . import sha256_file
     return Source(kind="onnx", name=name, sha256=sha256_file(path), inputs=onnx_input_specs(model, shapes),
-                  onnx_model=model, path=path)
+                  onnx_model=model, path=path, value_hints=onnx_branch_inputs(model))
 
 
 def _check_text_fields(graph, name: str, where: str = "the graph") -> None:
@@ -78,43 +74,99 @@ def _check_text_fields(graph, name: str, where: str = "the graph") -> None:
 
 
 def onnx_input_specs(model, shapes: "ShapeOverrides | None" = None) -> list[InputSpec]:
+    """Declared inputs. Symbolic or unknown dims are named in `dim_names` (the model's dim_param, or "?") and hold
+    a provisional value until `input_shapes.resolve_inputs` picks one. `shapes` is used only for inputs that
+    declare no shape at all (their rank is unknown)."""
     shapes = shapes or {}
     initializers = {i.name for i in model.graph.initializer}
+    int_bounds = onnx_index_bounds(model)
     specs = []
     for vi in model.graph.input:
         if vi.name in initializers:
             continue
         tt = vi.type.tensor_type
-        dtype = ONNX_DTYPES.get(tt.elem_type)
+        dtype = ONNX_DTYPES.get(tt.elem_type) if vi.type.HasField("tensor_type") else None
         if dtype is None:
-            raise XcInputError(f"input '{vi.name}' has an unsupported type (elem_type {tt.elem_type}); "
-                               "accepted: float, integer and bool tensors")
-        picked = []
-        shape = []
+            what = vi.type.WhichOneof("value") or "unknown"
+            raise XcInputError(f"input '{vi.name}' is of type {what}"
+                               + (f" (elem_type {tt.elem_type})" if what == "tensor_type" else "")
+                               + "; accepted: float, integer and bool tensors")
+        low = high = None
+        if dtype.startswith(("int", "uint")):
+            low, high = (0, int_bounds[vi.name]) if vi.name in int_bounds else (None, None)
+        if not tt.HasField("shape"):
+            if vi.name not in shapes:
+                raise XcInputError(f"input '{vi.name}' declares no shape (not even its rank); give its shape",
+                                   fix="shapes", inputs=[vi.name])
+            shape, given = shapes[vi.name]
+            specs.append(InputSpec(vi.name, list(shape), given or dtype, low, high, "shape given by the user"))
+            continue
+        shape, labels = [], []
         for i, d in enumerate(tt.shape.dim):
             if d.HasField("dim_value") and d.dim_value > 0:
                 shape.append(int(d.dim_value))
+                labels.append(None)
             else:
-                label = d.dim_param or "?"
-                value = DEFAULT_BATCH if i == 0 else DEFAULT_DIM
-                picked.append(f"{label}={value}")
-                shape.append(value)
-        note = ""
-        if vi.name in shapes:
-            shape, dtype = list(shapes[vi.name][0]), shapes[vi.name][1] or dtype
-            note = "shape given by the user"
-        elif picked:
-            note = "symbolic dims set to defaults: " + ", ".join(picked)
-        low = high = None
-        if dtype.startswith("int") or dtype == "uint8":
-            low, high = 0, DEFAULT_INT_HIGH
-            note = (note + "; " if note else "") + f"integer values drawn from [0, {DEFAULT_INT_HIGH})"
-        specs.append(InputSpec(vi.name, shape, dtype, low, high, note))
-    unknown = set(shapes) - {s.name for s in specs}
-    if unknown:
-        raise XcInputError(f"--shape names unknown input(s) {sorted(unknown)}; the model's inputs are "
-                           f"{[s.name for s in specs]}")
+                labels.append(d.dim_param or "?")
+                shape.append(DEFAULT_BATCH if i == 0 else DEFAULT_DIM)
+        specs.append(InputSpec(vi.name, shape, dtype, low, high, "", dim_names=tuple(labels) if any(labels) else ()))
     return specs
+
+
+def onnx_index_bounds(model) -> dict[str, int]:
+    """Integer inputs that index a table (Gather on an initializer: an embedding's vocabulary), and its size — ids
+    outside it fail at the Gather. Follows Cast / Unsqueeze / Reshape / Flatten / Squeeze between the two."""
+    from onnx import numpy_helper  # noqa: F401 — dims only, the table is never materialized
+    tables = {i.name: list(i.dims) for i in model.graph.initializer}
+    consumers: dict[str, list] = {}
+    for node in model.graph.node:
+        for t in node.input:
+            consumers.setdefault(t, []).append(node)
+    bounds: dict[str, int] = {}
+    for vi in model.graph.input:
+        frontier, seen = [vi.name], set()
+        for _ in range(4):
+            nxt = []
+            for t in frontier:
+                for node in consumers.get(t, []):
+                    if node.op_type == "Gather" and len(node.input) > 1 and node.input[1] == t \
+                            and node.input[0] in tables:
+                        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+                        dims = tables[node.input[0]]
+                        if dims and -len(dims) <= axis < len(dims):
+                            rows = int(dims[axis])
+                            bounds[vi.name] = min(bounds.get(vi.name, rows), rows)
+                    elif node.op_type in ("Cast", "Unsqueeze", "Reshape", "Flatten", "Squeeze") \
+                            and node.input[0] == t and node.name not in seen:
+                        seen.add(node.name)
+                        nxt.extend(node.output)
+            frontier = nxt
+    return bounds
+
+
+def onnx_branch_inputs(model) -> dict[str, str]:
+    """Scalar-ish inputs that reach the condition of an If within a few nodes: their value picks a branch, so a
+    random draw decides which half of the model is analysed."""
+    consumers: dict[str, list] = {}
+    for node in model.graph.node:
+        for t in node.input:
+            consumers.setdefault(t, []).append(node)
+    out = {}
+    for vi in model.graph.input:
+        frontier = [vi.name]
+        for _ in range(4):
+            nxt = []
+            for t in frontier:
+                for node in consumers.get(t, []):
+                    if node.op_type == "If" and node.input and node.input[0] == t:
+                        out[vi.name] = (f"its value picks a branch of If '{node.name or node.output[0]}' — give "
+                                        "the value the model will really see")
+                    else:
+                        nxt.extend(node.output)
+            frontier = nxt
+            if vi.name in out:
+                break
+    return out
 
 
 def _check_external_files(model, folder: str, name: str, limits) -> None:

@@ -13,7 +13,7 @@ import os
 from ..errors import XcInputError
 from ..limits import Limits
 from . import safe_zip
-from .onnx_file import DEFAULT_BATCH, DEFAULT_DIM, DEFAULT_INT_HIGH
+from .onnx_file import DEFAULT_BATCH, DEFAULT_DIM
 from .spec import InputSpec, ShapeOverrides, Source
 
 TORCH_DTYPES = {"torch.float32": "float32", "torch.float16": "float16", "torch.bfloat16": "bfloat16",
@@ -55,8 +55,8 @@ def load_exported_program(path: str, shapes: ShapeOverrides | None = None, limit
                            f"({type(e).__name__}: {_first_line(e)})") from None
     from . import sha256_file
     return Source(kind="exported-program", name=name, sha256=sha256_file(path),
-                  inputs=exported_program_inputs(ep, shapes), module=module, exported_program=ep, path=path,
-                  notes=notes)
+                  inputs=exported_program_inputs(ep), module=module, exported_program=ep, path=path,
+                  notes=notes, dim_bounds=exported_program_dim_bounds(ep))
 
 
 def load_torch_file(path: str, shapes: ShapeOverrides | None = None, limits: Limits | None = None) -> Source:
@@ -90,13 +90,11 @@ def _load_torchscript(path: str, shapes: ShapeOverrides | None) -> Source:
                                "whose forward takes Python values cannot be re-exported — export the model to "
                                ".pt2 or .onnx with that value fixed")
         if a.name not in shapes:
-            raise XcInputError(f"{name}: TorchScript does not record input shapes; pass --shape "
-                               f"{a.name}=1x3x224x224[:dtype] or --inputs FILE.npz (inputs: "
-                               f"{', '.join(x.name for x in args)})")
+            missing = [x.name for x in args if x.name not in shapes]
+            raise XcInputError(f"{name}: TorchScript does not record input shapes; give the shape of "
+                               f"{', '.join(missing)}", fix="shapes", inputs=missing)
         shape, dtype = shapes[a.name]
-        dtype = dtype or "float32"
-        low, high = (0, DEFAULT_INT_HIGH) if dtype.startswith("int") else (None, None)
-        specs.append(InputSpec(a.name, list(shape), dtype, low, high, "shape given by the user"))
+        specs.append(InputSpec(a.name, list(shape), dtype or "float32", None, None, "shape given by the user"))
     from . import sha256_file
     return Source(kind="torchscript", name=name, sha256=sha256_file(path), inputs=specs, module=module,
                   path=path, notes=["TorchScript has no nn.Module hierarchy after conversion: module paths are "
@@ -152,11 +150,10 @@ def _unusable_tensor(t) -> str | None:
     return None
 
 
-def exported_program_inputs(ep, shapes: ShapeOverrides | None = None) -> list[InputSpec]:
-    """Input specs from the placeholders' fake tensors; symbolic dims get defaults, int inputs that index an
-    embedding get the embedding's row count as their upper bound."""
+def exported_program_inputs(ep) -> list[InputSpec]:
+    """Input specs from the placeholders' fake tensors. Symbolic dims are named (torch's symbol, e.g. s77) in
+    `dim_names` and resolved later; int inputs that index an embedding get its row count as their bound."""
     import torch
-    shapes = shapes or {}
     sig = ep.graph_signature
     user_inputs = set(sig.user_inputs)
     embedding_rows = _embedding_bounds(ep)
@@ -168,24 +165,32 @@ def exported_program_inputs(ep, shapes: ShapeOverrides | None = None) -> list[In
         if not isinstance(val, torch.Tensor):
             raise XcInputError(f"input '{node.name}' is not a tensor; xc accepts models whose inputs are tensors")
         dtype = TORCH_DTYPES.get(str(val.dtype), str(val.dtype).replace("torch.", ""))
-        shape, picked = [], []
+        shape, labels = [], []
         for i, d in enumerate(val.shape):
             if isinstance(d, int):
                 shape.append(d)
+                labels.append(None)
             else:
-                v = DEFAULT_BATCH if i == 0 else DEFAULT_DIM
-                picked.append(f"{d}={v}")
-                shape.append(v)
-        note = "symbolic dims set to defaults: " + ", ".join(picked) if picked else ""
-        if node.name in shapes:
-            shape, dtype = list(shapes[node.name][0]), shapes[node.name][1] or dtype
-            note = "shape given by the user"
+                shape.append(DEFAULT_BATCH if i == 0 else DEFAULT_DIM)
+                labels.append(str(d))
         low = high = None
-        if dtype.startswith("int"):
-            low, high = 0, embedding_rows.get(node.name, DEFAULT_INT_HIGH)
-            note = (note + "; " if note else "") + f"integer values drawn from [0, {high})"
-        specs.append(InputSpec(node.name, shape, dtype, low, high, note))
+        if dtype.startswith(("int", "uint")) and node.name in embedding_rows:
+            low, high = 0, embedding_rows[node.name]
+        specs.append(InputSpec(node.name, shape, dtype, low, high, "",
+                               dim_names=tuple(labels) if any(labels) else ()))
     return specs
+
+
+def exported_program_dim_bounds(ep) -> dict[str, tuple[int | None, int | None]]:
+    """(min, max) per symbol from the program's range constraints; unbounded sides are None."""
+    def bound(v):
+        try:
+            n = int(v)
+        except (TypeError, ValueError, OverflowError, AttributeError):
+            return None  # oo / int_oo: unbounded on that side
+        return n if abs(n) < 1 << 62 else None
+
+    return {str(sym): (bound(vr.lower), bound(vr.upper)) for sym, vr in (ep.range_constraints or {}).items()}
 
 
 def _embedding_bounds(ep) -> dict[str, int]:

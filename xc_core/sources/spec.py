@@ -18,10 +18,13 @@ class InputSpec:
     low: float | None = None
     high: float | None = None
     note: str = ""  # how the shape was chosen (e.g. which symbolic dims got which default)
+    value: float | None = None   # every element set to this (a sample rate, a flag) instead of drawn
+    dim_names: tuple = ()        # per axis: the model's name for a symbolic dim (None where the dim is fixed)
 
     def to_dict(self) -> dict:
         return {"name": self.name, "shape": list(self.shape), "dtype": self.dtype,
-                "low": self.low, "high": self.high, "note": self.note}
+                "low": self.low, "high": self.high, "note": self.note, "value": self.value,
+                "dim_names": list(self.dim_names)}
 
 
 @dataclass
@@ -36,6 +39,10 @@ class Source:
     mil_program: Any = None   # coremltools MIL Program when the source is a compiled Core ML model
     path: str | None = None   # the file on disk, when there is one
     notes: list[str] = field(default_factory=list)
+    # Per symbolic dim name: (min, max) an ExportedProgram's range constraints allow.
+    dim_bounds: dict = field(default_factory=dict)
+    # Per input: why its value (not just its shape) matters, e.g. it picks a branch of an If.
+    value_hints: dict = field(default_factory=dict)
     temp_dirs: list[str] = field(default_factory=list)  # what the loader unpacked; removed by close()
 
     def close(self) -> None:

@@ -14,7 +14,11 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
+from ..errors import summarize_error
 from ..ir import Graph
+from ..outputs import normalize_outputs
+
+MAX_ERROR_DETAIL = 20_000
 
 OK, ERROR, UNAVAILABLE = "ok", "error", "unavailable"
 
@@ -25,6 +29,7 @@ class TargetResult:
     status: str = OK
     error: str | None = None
     error_stage: str | None = None    # compile | inspect | run
+    error_detail: str | None = None   # the runtime's whole message; `error` is its one-line summary
     graph: Graph | None = None
     stages: list[Graph] = field(default_factory=list)   # graphs after intermediate lowering stages
     outputs: dict[str, Any] = field(default_factory=dict)  # output name -> numpy array
@@ -121,10 +126,16 @@ def execute_target(target: Target, captured, inputs: dict, workdir: str,
             elif stage == "inspect":
                 result.graph = target._inspect(compiled, captured, result)
             else:
-                result.outputs = target._run(compiled, inputs, captured, result)
+                raw = target._run(compiled, inputs, captured, result)
+                result.outputs, skipped, matching = normalize_outputs(raw, list(captured.output_names or []))
+                if skipped:
+                    result.info["outputs_not_compared"] = skipped
+                if matching["matched_by"] != "name" or matching["converted"]:
+                    result.info["output_matching"] = matching
         except Exception as e:  # noqa: BLE001 — any compiler failure is a finding, not a crash
             result.status, result.error_stage = ERROR, stage
-            result.error = f"{stage} failed: {type(e).__name__}: {_first_line(e)}"
+            result.error = f"{stage} failed: {type(e).__name__}: {summarize_error(str(e)) or type(e).__name__}"
+            result.error_detail = str(e).strip()[:MAX_ERROR_DETAIL] or None
             result.info["traceback"] = traceback.format_exc(limit=6)
             if log:
                 log(f"{target.identity}: {result.error}")

@@ -124,7 +124,7 @@ class OpenVinoCpu(Target):
             name = next((n for n in names if n in inputs), None)
             if name is None:
                 raise KeyError(f"no value for model input {sorted(names)}")
-            feeds[port] = np.ascontiguousarray(inputs[name])
+            feeds[port] = np.asarray(inputs[name], order="C")
         values = cm(feeds)
         out = {}
         for i, port in enumerate(cm.outputs):
@@ -187,7 +187,7 @@ class OpenVinoCpu(Target):
             name = next((n for n in port.get_names() if n in inputs), None)
             if name is None:
                 raise KeyError(f"no value for model input {sorted(port.get_names())}")
-            feeds[port] = np.ascontiguousarray(inputs[name])
+            feeds[port] = np.asarray(inputs[name], order="C")
         values = cm(feeds)
         out = {}
         for port in cm.outputs:

@@ -31,7 +31,7 @@ def feeds_for(session, inputs: dict) -> dict:
     for i in session.get_inputs():
         if i.name not in inputs:
             raise KeyError(f"no value for model input '{i.name}' (have {sorted(inputs)})")
-        feeds[i.name] = np.ascontiguousarray(inputs[i.name])
+        feeds[i.name] = np.asarray(inputs[i.name], order="C")
     return feeds
 
 

@@ -69,22 +69,68 @@ class OrtMobileTarget(Target):
         basic = os.path.join(workdir, "model.basic.onnx")
         optimize_model(_path(captured.onnx_path), _path(basic), level=onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC)
         result.artifacts.append(basic)
-        model = ModelProtoWithShapeInfo(_path(basic)).model_with_shape_info
+        shipped = ModelProtoWithShapeInfo(_path(basic)).model_with_shape_info
         # Nodes ORT creates carry no name; per-node results (and fp16 block lists) need one.
         from ..capture import name_unnamed_nodes
-        name_unnamed_nodes(model)
-        onnx.save(model, basic)
+        name_unnamed_nodes(shipped)
+        onnx.save(shipped, basic)
+        # ORT's checker marks every node with a symbolic input shape "dynamic input shape". Check the shapes that
+        # will run (the inputs xc resolved, fixed with ORT's own make_input_shape_fixed) and, separately, the
+        # model as shipped: shipping dynamic shapes is itself a finding.
+        fixed_model, fixed_inputs = _with_fixed_inputs(shipped, captured.source.inputs, workdir)
+        model = fixed_model if fixed_inputs else shipped
+        if fixed_inputs:
+            fixed_path = os.path.join(workdir, "model.basic.fixed-shapes.onnx")
+            onnx.save(model, fixed_path)
+            result.artifacts.append(fixed_path)
         info = self._checker(model)
         result.info["onnxruntime_version"] = onnxruntime.__version__
-        result.info["checked_graph"] = ("the captured ONNX after ORT_ENABLE_BASIC optimization, shape-inferred — "
-                                        "what ORT partitions for the EP")
-        return {"model": model, "info": info, "basic_path": basic}
+        result.info["checked_graph"] = ("the captured ONNX after ORT_ENABLE_BASIC optimization, shape-inferred"
+                                        + (", with the input shapes that run fixed (" + ", ".join(
+                                            f"{k}={'x'.join(map(str, v))}" for k, v in fixed_inputs.items())
+                                           + ")" if fixed_inputs else "") + " — what ORT partitions for the EP")
+        return {"model": model, "info": info, "basic_path": fixed_path if fixed_inputs else basic,
+                "shipped": (shipped, self._checker(shipped)) if fixed_inputs else None}
 
     def _inspect(self, compiled, captured, result) -> Graph:
         from onnxruntime.tools.mobile_helpers.usability_checker import PartitioningInfo  # noqa: F401
         model, info = compiled["model"], compiled["info"]
         graph = onnx_ir_graph(model, "ep-partitioned")
         result.info.update(map_optimized_graph(graph, captured.onnx_graph))
+        result.info["partitioning"] = self._assign(graph, model, info)
+        b = boundaries(graph, *self._cost_model())
+        b["evidence"] = ev.PREDICTED_RUNTIME
+        result.info["boundaries"] = b
+        if compiled["shipped"] is not None:
+            shipped_model, shipped_info = compiled["shipped"]
+            shipped_graph = onnx_ir_graph(shipped_model, "ep-partitioned-as-shipped")
+            summary = self._assign(shipped_graph, shipped_model, shipped_info)
+            # Boundary tensors with symbolic shapes take the sizes they have at the resolved input shapes.
+            sb = boundaries(shipped_graph, *self._cost_model(), sizes=_tensor_sizes(model))
+            sb["evidence"] = ev.PREDICTED_RUNTIME
+            summary["boundaries"] = sb
+            summary["fallbacks_by_reason"] = _count_reasons(shipped_graph)
+            summary["note"] = ("the model as shipped, with its symbolic input dims: ORT's checker puts every node "
+                               "whose input shape is not fixed on the CPU EP")
+            result.info["partitioning_as_shipped"] = summary
+        return graph
+
+    def _size_boundaries_from_a_run(self, compiled, inputs, result) -> None:
+        """Boundary tensors whose size no shape gives (data-dependent) are measured: every boundary counts."""
+        blocks = [result.info["boundaries"]]
+        if "partitioning_as_shipped" in result.info:
+            blocks.append(result.info["partitioning_as_shipped"]["boundaries"])
+        try:
+            _size_boundaries(blocks, compiled, inputs, self._cost_model())
+        except Exception as e:  # noqa: BLE001 — the estimate then says how many boundaries it could not size
+            result.notes.append(f"boundary sizes could not be measured ({type(e).__name__})")
+
+    def _cost_model(self) -> tuple[float, float]:
+        return (float(self.options.get("bandwidth_gb_s", DEFAULT_BANDWIDTH_GB_S)),
+                float(self.options.get("transition_overhead_ms", DEFAULT_TRANSITION_OVERHEAD_MS)))
+
+    def _assign(self, graph: Graph, model, info) -> dict:
+        """Backend, kernel, partition and fallback reason per node, from the checker's groups; the summary."""
         checker = info.supported_ops_checker
         value_info = {v.name: v for v in list(model.graph.value_info) + list(model.graph.input)
                       + list(model.graph.output)}
@@ -111,7 +157,7 @@ class OrtMobileTarget(Target):
                 n.fallback_reason = self._reason(proto, checker, value_info, initializers)
         partitions = [len(g) for g in info.supported_groups]
         ng = max(info.num_nodes, 1)
-        result.info["partitioning"] = {
+        return {
             "ep": self.ep_name,
             "num_nodes": info.num_nodes,
             "num_supported_nodes": info.num_supported_nodes,
@@ -127,11 +173,6 @@ class OrtMobileTarget(Target):
             "accelerated_share_param_bytes": _param_share(model, in_group),
             "evidence": ev.PREDICTED_RUNTIME,
         }
-        b = boundaries(graph, float(self.options.get("bandwidth_gb_s", DEFAULT_BANDWIDTH_GB_S)),
-                       float(self.options.get("transition_overhead_ms", DEFAULT_TRANSITION_OVERHEAD_MS)))
-        b["evidence"] = ev.PREDICTED_RUNTIME
-        result.info["boundaries"] = b
-        return graph
 
     def _reason(self, proto, checker, value_info, initializers) -> str:
         """Replicates the checker's per-node predicate so every CPU-EP node says why."""
@@ -156,6 +197,7 @@ class OrtMobileTarget(Target):
         return "; ".join(reasons)
 
     def _run(self, compiled, inputs, captured, result):
+        self._size_boundaries_from_a_run(compiled, inputs, result)
         if not self.fp16:
             # The model ORT runs for these numbers is dumped, so intermediate values come from the same graph.
             optimized = os.path.join(os.path.dirname(compiled["basic_path"]), "model.basic.optimized.onnx")
@@ -166,29 +208,108 @@ class OrtMobileTarget(Target):
             result.info["numerics_assumption"] = (f"fp16 emulation off: these are the CPU EP's numbers for the "
                                                   f"partitioned graph, not a prediction of {self.ep_name}'s")
             return run_session(session, inputs)
-        from onnxconverter_common import float16
-        cpu_nodes = [n.id for n in result.graph.nodes if n.backend == "cpu"]
-        import onnx
-        model = onnx.ModelProto()
-        model.CopyFrom(compiled["model"])
-        del model.graph.value_info[:]  # stale fp32 value_info would contradict the converted nodes
-        model16 = float16.convert_float_to_float16(model, keep_io_types=True, node_block_list=cpu_nodes)
-        # onnxconverter-common types a converted Cast's output as fp16 but leaves its `to` at float: inside an fp16
-        # partition a cast to float is a cast to float16.
+        from ..emulate.fp16_onnx import EmulationFailed, emulate_fp16
         accelerated = {n.id for n in result.graph.nodes if n.backend != "cpu"}
-        for node in model16.graph.node:
-            if node.op_type == "Cast" and node.name in accelerated:  # not the casts the converter inserted
-                for a in node.attribute:
-                    if a.name == "to" and a.i == onnx.TensorProto.FLOAT:
-                        a.i = onnx.TensorProto.FLOAT16
-        path = os.path.join(os.path.dirname(compiled["basic_path"]), "model.fp16-emulation.onnx")
-        onnx.save(model16, path)
-        result.artifacts.append(path)
-        session = make_session(path, "ORT_DISABLE_ALL")
-        compiled["numerics_model"] = path
         result.evidence["numerics"] = ev.EMULATED
-        result.info["numerics_assumption"] = self.fp16_assumption
-        return run_session(session, inputs)
+        if not accelerated:
+            result.info["numerics_assumption"] = ("nothing is accelerated on this graph: every node runs on the CPU "
+                                                  "EP in fp32, so the numbers are the CPU EP's")
+            result.evidence["numerics"] = ev.MEASURED
+            compiled["numerics_model"] = compiled["basic_path"]
+            return run_session(make_session(compiled["basic_path"], "ORT_DISABLE_ALL"), inputs)
+
+        def run(path):
+            return run_session(make_session(path, "ORT_DISABLE_ALL"), inputs)
+
+        try:
+            em = emulate_fp16(compiled["model"], accelerated, os.path.dirname(compiled["basic_path"]), run)
+        except EmulationFailed as e:
+            # xc's emulation failed, not the model: partitions, fallbacks and boundaries stand; the numerics say so.
+            result.info["numerics_failed"] = {
+                "why": "xc's fp16 emulation could not build a model ONNX Runtime runs: " + str(e),
+                "attempts": e.attempts}
+            result.notes.append("fp16 emulation failed (xc's, not the model's); partitions and fallbacks are "
+                                "still ORT's prediction")
+            return {}
+        result.artifacts.append(em.path)
+        compiled["numerics_model"] = em.path
+        assumption = self.fp16_assumption
+        if em.method == "converted-partly":
+            assumption += (f"; {', '.join(em.kept_fp32_ops)} nodes kept in fp32 (the converter cannot type them in "
+                           "fp16)")
+        elif em.method == "rounded":
+            assumption = (f"emulated, weaker: the fp16 conversion of the {self.ep_name} partitions failed, so every "
+                          "tensor those nodes produce and every weight only they read is rounded to fp16, with "
+                          "the arithmetic in fp32 (fp16 storage, not fp16 compute)")
+        result.info["numerics_assumption"] = assumption
+        result.info["emulation"] = {"method": em.method, "attempts": em.attempts,
+                                    "kept_fp32_ops": em.kept_fp32_ops}
+        return em.outputs
+
+
+def _size_boundaries(blocks: list[dict], compiled, inputs, cost: tuple[float, float]) -> None:
+    from ..analysis.boundaries import fill_measured
+    from .ort_cpu import probe_values
+    wanted = {i["tensor"] for b in blocks for i in b["items"] if i["bytes"] is None}
+    if not wanted:
+        return
+    measured = probe_values(compiled["basic_path"], {t: t for t in wanted}, inputs)
+    for b in blocks:
+        b.update(fill_measured(b, measured, *cost))
+
+
+def _with_fixed_inputs(model, specs, workdir: str):
+    """A copy of `model` whose graph inputs have the shapes xc resolved (ORT's make_input_shape_fixed, then shape
+    inference again), and {input: shape} for the inputs that changed; ({} when nothing was symbolic)."""
+    import onnx
+    from onnxruntime.tools.onnx_model_utils import ModelProtoWithShapeInfo, make_input_shape_fixed
+    resolved = {s.name: list(s.shape) for s in specs}
+    fixed = onnx.ModelProto()
+    fixed.CopyFrom(model)
+    changed = {}
+    for vi in fixed.graph.input:
+        dims = vi.type.tensor_type.shape.dim if vi.type.HasField("tensor_type") else []
+        if vi.name in resolved and any(not d.HasField("dim_value") for d in dims) \
+                and len(dims) == len(resolved[vi.name]):
+            make_input_shape_fixed(fixed.graph, vi.name, resolved[vi.name])
+            changed[vi.name] = resolved[vi.name]
+    if not changed:
+        return model, {}
+    del fixed.graph.value_info[:]  # inferred again from the fixed inputs
+    tmp = os.path.join(workdir, ".fixed-inputs.onnx")
+    onnx.save(fixed, tmp)
+    try:
+        inferred = ModelProtoWithShapeInfo(_path(tmp)).model_with_shape_info
+    finally:
+        os.remove(tmp)
+    return inferred, changed
+
+
+def _tensor_sizes(model) -> dict[str, tuple[list, str]]:
+    """Tensor name -> (shape, dtype) where the model's shape inference knows it."""
+    from onnx import helper
+    out = {}
+    for vi in list(model.graph.value_info) + list(model.graph.input) + list(model.graph.output):
+        if not vi.type.HasField("tensor_type"):
+            continue
+        tt = vi.type.tensor_type
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+        if tt.HasField("shape") and all(d is not None for d in dims):
+            try:
+                out[vi.name] = (dims, str(helper.tensor_dtype_to_np_dtype(tt.elem_type)))
+            except Exception:  # noqa: BLE001 — an element type numpy cannot name
+                continue
+    return out
+
+
+def _count_reasons(graph: Graph) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for n in graph.nodes:
+        if n.fallback and n.kind == COMPUTE:
+            for r in (n.fallback_reason or "").split("; "):
+                key = r.split(" (")[0]
+                counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 def _param_share(model, in_group) -> float | None:

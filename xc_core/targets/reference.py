@@ -42,7 +42,7 @@ class TorchReference(Target):
     def _run(self, module, inputs, captured, result):
         import torch
         from torch.utils._pytree import tree_leaves
-        args = [torch.from_numpy(np.ascontiguousarray(inputs[s.name])) for s in captured.source.inputs]
+        args = [torch.from_numpy(np.asarray(inputs[s.name], order="C")) for s in captured.source.inputs]
         with torch.no_grad():
             leaves = [x for x in tree_leaves(module(*args)) if isinstance(x, torch.Tensor)]
         if len(leaves) != len(captured.output_names):
@@ -63,7 +63,7 @@ class TorchReference(Target):
         if missing:
             result.notes.append(f"{len(missing)} probe(s) are not nodes of the ExportedProgram: "
                                 + ", ".join(sorted(missing)[:5]))
-        user = [torch.from_numpy(np.ascontiguousarray(inputs[s.name])) for s in captured.source.inputs]
+        user = [torch.from_numpy(np.asarray(inputs[s.name], order="C")) for s in captured.source.inputs]
         args = _lifted_args(ep, user)
         recorded: dict[str, np.ndarray] = {}
 

@@ -1,8 +1,9 @@
 FROM python:3.11-slim
 WORKDIR /app
 # torch==2.13.0 resolves to the CPU wheel index below; PyPI's default torch wheel pulls several GB of CUDA.
-COPY requirements.txt .
-RUN pip install --no-cache-dir --extra-index-url https://download.pytorch.org/whl/cpu -r requirements.txt
+COPY requirements.txt requirements-nodeps.txt ./
+RUN pip install --no-cache-dir --extra-index-url https://download.pytorch.org/whl/cpu -r requirements.txt \
+ && pip install --no-cache-dir --no-deps -r requirements-nodeps.txt
 COPY app.py ./
 COPY .streamlit ./.streamlit
 COPY pages ./pages

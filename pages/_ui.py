@@ -10,6 +10,7 @@ import tempfile
 
 import streamlit as st
 
+from pages import _inputs_panel
 from xc_core.errors import XcInputError
 from xc_core.sources.samples import DEFAULT_SAMPLE, SAMPLES
 from xc_core.targets import REGISTRY, target_ids
@@ -68,14 +69,15 @@ def sidebar_and_analyze() -> None:
         return
 
     if mode == "Bundled sample":
-        key = f"sample:{sample}|{','.join(targets)}|{sorted(options.items())}"
-        spec, npz_path = f"sample:{sample}", None
+        source_key = f"sample:{sample}"
+        spec, npz_path, data, npz_data = f"sample:{sample}", None, None, b""
     else:
         data = upload.getvalue()
         npz_data = npz.getvalue() if npz is not None else b""
-        key = (hashlib.sha256(data).hexdigest() + "|" + hashlib.sha256(npz_data).hexdigest() + "|"
-               + ",".join(targets) + "|" + str(sorted(options.items())))
+        source_key = hashlib.sha256(data).hexdigest() + "|" + hashlib.sha256(npz_data).hexdigest()
         spec, npz_path = None, None
+    edits = _inputs_panel.overrides(source_key)
+    key = f"{source_key}|{','.join(targets)}|{sorted(options.items())}|{sorted(edits.items())}"
     store = _report_store()
     if key not in store:
         tmp = None
@@ -90,15 +92,31 @@ def sidebar_and_analyze() -> None:
                     npz_path = os.path.join(tmp, "inputs.npz")
                     with open(npz_path, "wb") as f:
                         f.write(npz_data)
-            result = _run_analysis(spec, targets, npz_path, options)
+            result = _run_analysis(spec, targets, npz_path, options, edits, source_key)
         finally:
             if tmp:
                 shutil.rmtree(tmp, ignore_errors=True)
-        if result is None:
-            return
-        store[key] = result
-    st.session_state["report"] = store[key]
-    st.session_state["report_error"] = None
+        if result is not None:
+            store[key] = result
+        elif st.session_state.get("report_refused"):
+            # A refusal is cached too: clicking through pages must not analyse a bad file again and again.
+            store[key] = {"_error": st.session_state["report_error"],
+                          "_needs_shapes": st.session_state.get("needs_shapes", [])}
+        else:
+            return  # an internal error: shown by require_report, tried again on the next run
+    cached = store[key]
+    report = None if "_error" in cached else cached
+    if report is not None:
+        if not edits:
+            _inputs_panel.remember_auto(source_key, report)
+        st.session_state["report"] = report
+        st.session_state["report_error"] = None
+        needs = []
+    else:
+        st.session_state["report"] = None
+        st.session_state["report_error"] = cached["_error"]
+        needs = cached["_needs_shapes"]
+    _inputs_panel.render(sb, source_key, report, needs)
 
 
 def _safe_filename(name: str) -> str:
@@ -135,14 +153,24 @@ def _target_options(sb, targets: list[str]) -> dict[str, dict]:
     return options
 
 
-def _run_analysis(spec: str, targets: list[str], npz_path: str | None, options: dict):
+def _run_analysis(spec: str, targets: list[str], npz_path: str | None, options: dict, edits: dict,
+                  source_key: str):
     from xc_core.api import analyze
+    from xc_core.views import run_status
+    st.session_state["needs_shapes"] = []
+    st.session_state["report_refused"] = False
     with st.status(f"Compiling for {len(targets)} target(s)…", expanded=True) as status:
         bar = st.progress(0.0)
 
         def progress(ev):
             if ev["stage"] == "capture" and ev["status"] == "running":
                 st.write("Capturing: torch.export → ONNX …")
+            elif ev["stage"] == "inputs" and ev["status"] == "done":
+                res = ev["resolution"]
+                failed = [p for p in res.get("probes", []) if not p["ok"]]
+                if failed:
+                    st.write(f"Input shapes: {len(failed)} size(s) failed on the reference before one ran "
+                             f"({plain(failed[0]['dims'])})")
             elif ev["stage"] == "target" and ev["status"] == "running":
                 st.write(f"`{ev['target']}` compiling …")
             elif ev["stage"] == "target":
@@ -152,19 +180,45 @@ def _run_analysis(spec: str, targets: list[str], npz_path: str | None, options: 
                 st.markdown(f"{mark} `{ev['target']}`" + (f": {plain(ev['error'])}" if ev.get("error") else ""))
 
         try:
-            report = analyze(spec, targets, inputs_npz=npz_path, target_options=options, progress=progress)
+            report = analyze(spec, targets, inputs_npz=npz_path, target_options=options, progress=progress,
+                             **edits)
         except XcInputError as e:
             status.update(label="Could not analyse this input", state="error")
             st.session_state["report"] = None
-            st.session_state["report_error"] = str(e)
+            st.session_state["report_error"] = e.for_dashboard()
+            st.session_state["report_refused"] = True
+            if e.fix == "shapes":
+                st.session_state["needs_shapes"] = e.inputs
             return None
         except Exception as e:  # noqa: BLE001 — never a traceback in the UI
             status.update(label="Analysis failed", state="error")
             st.session_state["report"] = None
             st.session_state["report_error"] = f"internal error: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
             return None
-        status.update(label="Compiled", state="complete", expanded=False)
+        label, state = run_status(report)
+        status.update(label=label, state=state, expanded=state == "error")
         return report
+
+
+def pages() -> dict:
+    """The page list st.navigation shows (paths relative to app.py)."""
+    return {
+        "Report": [
+            st.Page("pages/overview.py", title="Overview", icon=":material/dashboard:", default=True),
+        ],
+        "Compare": [
+            st.Page("pages/topology.py", title="Topology", icon=":material/account_tree:"),
+            st.Page("pages/heatmap.py", title="Heat map", icon=":material/grid_on:"),
+            st.Page("pages/fusion.py", title="Fusion", icon=":material/merge:"),
+            st.Page("pages/drift.py", title="Drift", icon=":material/show_chart:"),
+            st.Page("pages/precision.py", title="Precision", icon=":material/tune:"),
+            st.Page("pages/checklist.py", title="Checklist", icon=":material/checklist:"),
+        ],
+        "Accelerators": [
+            st.Page("pages/fallbacks.py", title="Fallbacks", icon=":material/warning:"),
+            st.Page("pages/coreml.py", title="Core ML", icon=":material/phone_iphone:"),
+        ],
+    }
 
 
 def leave_legacy_pages_mode() -> None:
@@ -179,6 +233,9 @@ def leave_legacy_pages_mode() -> None:
     """
     from streamlit.runtime.pages_manager import PagesManager
     if PagesManager.uses_pages_directory:
+        # st.navigation clears the flag itself and sends the real page list, so the browser never shows the
+        # pages/ folder listing; the rerun then builds everything under the ids every later run uses.
+        st.navigation(pages())
         PagesManager.uses_pages_directory = False
         st.rerun()
 
@@ -194,6 +251,13 @@ def require_report() -> dict | None:
         st.error(plain(st.session_state.get("report_error") or "No report yet."))
         st.stop()
     return report
+
+
+def full_message(detail: str | None, key: str) -> None:
+    """The runtime's whole message, one click away from its summary."""
+    if detail and "\n" in detail.strip():
+        with st.expander("Full message"):
+            st.code(detail, language=None)
 
 
 def plain(text: str) -> str:

@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from pages import _ui
-from xc_core.views import coreml_op_rows, coreml_targets
+from xc_core.views import coreml_op_rows, coreml_targets, fmt_sci
 
 report = _ui.require_report()
 _ui.header(report, "Core ML")
@@ -36,6 +36,15 @@ for col, tid in zip(cols, targets):
         st.caption("Predicted units: " + ", ".join(f"{k.upper()} {100 * v:.0f}%" for k, v in units["share"].items())
                    + (f" · no rule for: {', '.join(units['unknown_ops'])}" if units["unknown_ops"] else ""))
         st.caption(f"Conversion: {info.get('conversion', '—')} · coremltools {info.get('coremltools_version', '')}")
+        conv = info.get("onnx_conversion")
+        if conv:
+            drift = conv.get("conversion_drift") or {}
+            worst = max((m.get("rel_l2") or 0 for m in drift.values() if "error" not in m), default=None)
+            st.markdown(f"**ONNX → PyTorch conversion** {_ui.evidence_badge('measured')}: worst rel L2 "
+                        f"{fmt_sci(worst)} against ONNX Runtime — the conversion's own error, measured apart, so "
+                        "it is not blamed on Core ML")
+            if conv.get("preprocessing"):
+                st.caption("Prepared for the conversion: " + "; ".join(conv["preprocessing"]))
         zips = [p for p in t.get("artifacts") or [] if p.endswith(".zip") and os.path.exists(p)]
         if zips:
             with open(zips[0], "rb") as f:

@@ -22,8 +22,8 @@ with st.expander("Cost model (latency-cliff estimate)", expanded=False):
                                 key="fb_bandwidth")
     overhead = c2.number_input("Overhead per transition (ms)", 0.0, 10.0, float(first["transition_overhead_ms"]),
                                0.05, key="fb_overhead")
-    st.caption("estimate = Σ boundary bytes / bandwidth + transitions × overhead. Boundaries whose tensor shape "
-               "is symbolic are left out of the bytes and counted separately.")
+    st.caption("estimate = Σ boundary bytes / bandwidth + transitions × overhead. Every boundary counts: tensors "
+               "are sized at the input shapes that ran, and measured in a run where no shape says.")
 
 cols = st.columns(len(targets))
 for col, tid in zip(cols, targets):
@@ -40,10 +40,26 @@ for col, tid in zip(cols, targets):
         c.metric("Boundaries", bounds["count"], help=f"{bounds['total_bytes']:,} bytes cross")
         st.caption(f"{part['num_supported_nodes']}/{part['num_nodes']} nodes on {part['ep']}; "
                    f"assumes {bandwidth:g} GB/s and {overhead:g} ms per transition"
-                   + (f"; {bounds['symbolic_count']} boundary(ies) with symbolic shape not counted"
+                   + (f"; {bounds['symbolic_count']} boundary(ies) no shape or run could size (bytes not counted)"
                       if bounds["symbolic_count"] else ""))
         if part["unsupported_ops"]:
             st.caption("Unsupported ops: " + ", ".join(part["unsupported_ops"]))
+        shipped = t["info"].get("partitioning_as_shipped")
+        if shipped:
+            sb = shipped["boundaries"]
+            sest = latency_cliff(sb["total_bytes"], sb["count"], bandwidth, overhead)
+            st.markdown("**As shipped, with its dynamic dims** "
+                        + _ui.evidence_badge(shipped["evidence"]) + f" ORT verdict: **{shipped['suitability']}**")
+            a, b, c = st.columns(3)
+            a.metric("Accelerated", f"{100 * shipped['accelerated_share_nodes']:.0f}%",
+                     delta=f"{100 * (shipped['accelerated_share_nodes'] - part['accelerated_share_nodes']):.0f} pts",
+                     help="share of nodes the EP takes when the input dims stay symbolic")
+            b.metric("Partitions", shipped["num_partitions"])
+            c.metric("Latency cliff (est.)", f"{sest['estimate_ms']:.2f} ms")
+            reasons = ", ".join(f"{k} × {v}" for k, v in shipped.get("fallbacks_by_reason", {}).items())
+            st.caption(f"{shipped['nodes_unsupported_due_to_dynamic_input']} node(s) left on the CPU for a dynamic "
+                       f"input shape ({reasons or 'none'}). Fix the input shapes before converting for the "
+                       "device (onnxruntime.tools.make_dynamic_shape_fixed) to get the figures above.")
 
 st.subheader("Fallback nodes")
 picked = st.multiselect("Targets", targets, default=targets, key="fb_targets")

@@ -5,7 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from pages import _ui
-from xc_core.views import fmt_sci, overview_rows
+from xc_core.views import fmt_sci, input_rows, overview_rows, probe_rows
 
 report = _ui.require_report()
 _ui.header(report, "Overview")
@@ -26,10 +26,19 @@ df = df[[c for c in df.columns if c != "evidence"] + ["evidence"]]
 st.dataframe(df, hide_index=True, width="stretch")
 st.caption("Evidence: " + " · ".join(f"**{k}** — {v}" for k, v in _ui.EVIDENCE_HELP.items()))
 
+ref = report.get("reference") or {}
+if ref.get("status") == "error":
+    st.error(f"**The reference ({ref['id']}) failed** with the inputs xc picked, so no target can be compared: "
+             f"{_ui.plain(ref.get('error') or '')}. Set the input shapes or values in the Inputs panel.")
+    _ui.full_message(ref.get("error_detail"), "ref")
 for tid, t in report["targets"].items():
     if t["status"] != "ok":
         box = st.error if t["status"] == "error" else st.info
         box(f"**{tid}** {t['status']}: {_ui.plain(t['error'] or '')}")
+        _ui.full_message(t.get("error_detail"), tid)
+    elif (t.get("drift") or {}).get("failed"):
+        st.warning(f"**{tid}**: {_ui.plain(t['drift']['failed'])} — its partitions and fallbacks still stand; "
+                   "only its numbers are missing (xc's emulation failed, not the model).")
 
 st.subheader("Per target")
 for tid, t in report["targets"].items():
@@ -51,6 +60,12 @@ for tid, t in report["targets"].items():
                         f"{_ui.evidence_badge(drift.get('evidence'))}")
             if drift.get("assumption"):
                 st.caption(f"Assumption: {drift['assumption']}")
+            conv = (t.get("info") or {}).get("onnx_conversion")
+            if conv and conv.get("conversion_drift"):
+                worst_conv = max((m.get("rel_l2") or 0 for m in conv["conversion_drift"].values()
+                                  if "error" not in m), default=None)
+                st.caption(f"Includes the ONNX → PyTorch conversion (onnx2torch), whose own error is rel L2 "
+                           f"{fmt_sci(worst_conv)} — measured apart, see the Core ML page.")
             out_rows = []
             for name, m in (drift.get("outputs") or {}).items():
                 if "error" in m:
@@ -75,10 +90,14 @@ for tid, t in report["targets"].items():
             st.caption(" · ".join(f"{k}: {v}" for k, v in info.items()))
 
 st.subheader("Inputs")
-st.dataframe(pd.DataFrame([{**i, "shape": str(i["shape"])} for i in src["inputs"]]), hide_index=True,
-             width="stretch")
+st.dataframe(pd.DataFrame(input_rows(report)), hide_index=True, width="stretch")
 st.caption(f"Input values: {report['inputs']['origin']}"
-           + (f" (seed {report['inputs'].get('seed')})" if report["inputs"].get("seed") is not None else ""))
+           + (f" (seed {report['inputs'].get('seed')})" if report["inputs"].get("origin") == "seeded-random" else "")
+           + ". Change shapes, ranges and values in the Inputs panel in the sidebar.")
+probes = probe_rows(report)
+if probes:
+    with st.expander(f"How the input sizes were picked ({len(probes)} tried on the reference)"):
+        st.dataframe(pd.DataFrame(probes), hide_index=True, width="stretch")
 for note in src.get("notes") or []:
     st.caption(note)
 

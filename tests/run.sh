@@ -5,6 +5,7 @@ cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -r requirements.txt -r tests/requirements.txt
+.venv/bin/python -m pip install -q --no-deps -r requirements-nodeps.txt
 # The real-browser test drives Debian's Chromium (playwright's own browser download does not work here).
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \

@@ -45,3 +45,18 @@ def test_upload_mode_without_a_file_asks_for_one():
     at = run_app(source_mode="Upload")
     assert not at.exception
     assert "Upload a model" in at.error[0].value
+
+
+def test_inputs_panel_edits_rerun_the_analysis():
+    """The Inputs panel shows what xc picked; an edited field is an override of the next analysis."""
+    at = run_app(targets=["ort-cpu"])
+    assert not at.exception
+    auto = at.session_state["in|sample:tts-mini|auto"]
+    assert auto["ranges"]["tokens"][0] == 0 and auto["ranges"]["tokens"][1] > 5
+    assert at.number_input(key="in|sample:tts-mini|hi|tokens").value == auto["ranges"]["tokens"][1]
+    at = run_app(targets=["ort-cpu"], **{"in|sample:tts-mini|auto": auto, "in|sample:tts-mini|hi|tokens": 5})
+    assert not at.exception
+    tokens = at.session_state["report"]["source"]["inputs"][0]
+    assert (tokens["low"], tokens["high"]) == (0, 5)
+    rows = at.dataframe[-1].value
+    assert "integers in [0, 5)" in rows.loc[rows["input"] == "tokens", "values from"].iloc[0]

@@ -129,7 +129,7 @@ def test_pickled_module_is_refused_and_nothing_runs(tmp_path):
 def test_unsupported_extension_and_missing_file(tmp_path):
     p = tmp_path / "model.h5"
     p.write_bytes(b"x")
-    with pytest.raises(XcInputError, match="unsupported file type '.h5'"):
+    with pytest.raises(XcInputError, match="model.h5: not a model xc can read — its content is none of the accepted"):
         load_source(str(p))
     with pytest.raises(XcInputError, match="no such file"):
         load_source(str(tmp_path / "missing.onnx"))

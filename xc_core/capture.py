@@ -31,6 +31,7 @@ class Captured:
     output_names: list[str]
     exported_program: object = None
     timings: dict[str, float] = field(default_factory=dict)
+    ir_path: str | None = None        # an OpenVINO IR source's model.xml (what openvino-cpu compiles)
     notes: list[str] = field(default_factory=list)
 
     def onnx_node(self, name: str) -> Node | None:
@@ -55,6 +56,11 @@ def capture(source: Source, workdir: str, example_inputs: dict) -> Captured:
         for n in g.nodes:
             n.source_ops = [n.id] if n.kind != CONSTANT else []
         return Captured(source, None, g, g, [o.name for o in g.outputs])
+    if source.kind == "openvino-ir":
+        from .targets.openvino_cpu import openvino_model_graph
+        g = openvino_model_graph(source.openvino_model, "openvino-ir")
+        outputs = [o.get_any_name() for o in source.openvino_model.outputs]
+        return Captured(source, None, g, g, outputs, ir_path=source.openvino_xml)
     raise XcInputError(f"source kind '{source.kind}' cannot be captured")
 
 

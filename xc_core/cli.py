@@ -120,10 +120,27 @@ def _analyze(args) -> int:
                      values=parse_value_flags(args.value), ranges=parse_range_flags(args.range), out_dir=args.out,
                      target_options=options, progress=progress, limits=limits)
     if not args.quiet:
+        print(inputs_table(report))
         print(summary_table(report))
         print(checklist_table(report))
         print(f"wrote {os.path.join(args.out, 'report.json')}")
     return EXIT_OK
+
+
+def inputs_table(report: dict) -> str:
+    from .views import input_rows, probe_rows
+    lines = ["inputs:"]
+    for r in input_rows(report):
+        lines.append(f"  {r['input']} {r['shape']} {r['dtype']} — shape from {r['shape from']}, values from "
+                     f"{r['values from']}" + (f"; {r['note']}" if r["note"] else ""))
+    for p in probe_rows(report):
+        if not p["result"].startswith("ran"):
+            lines.append(f"  tried {p['tried']}: {p['result']}")
+    ref = report.get("reference") or {}
+    if ref.get("status") == "error":
+        lines.append(f"  the reference failed with these inputs: {ref.get('error')} — set them with --shape, --dim, "
+                     "--value or --inputs")
+    return "\n".join(lines) + "\n"
 
 
 def summary_table(report: dict) -> str:

@@ -78,8 +78,7 @@ def resolve_inputs(specs: list[InputSpec], *, shapes: dict | None = None, dims: 
             if s.dim_names and len(shape) != len(s.shape):
                 raise XcInputError(f"input '{s.name}' takes {len(s.shape)} dims ({describe(s)}); the given shape "
                                    f"{'x'.join(map(str, shape))} has {len(shape)}", fix="shapes")
-            out[s.name] = replace(s, shape=list(shape), dtype=dtype or s.dtype, dim_names=(),
-                                  note="shape given by the user")
+            out[s.name] = replace(s, shape=list(shape), dtype=dtype or s.dtype, note="shape given by the user")
             record["inputs"][s.name] = {"shape_from": "user"}
         else:
             out[s.name] = s
@@ -174,7 +173,7 @@ def _from_array(s: InputSpec, a: np.ndarray) -> InputSpec:
         what = {"f": "float", "i": "integer", "u": "integer", "b": "bool"}
         raise XcInputError(f"input '{s.name}': the .npz array is {a.dtype}; the model takes {s.dtype} "
                            f"({what.get(kind, kind)} values)")
-    return replace(s, shape=list(a.shape), dim_names=(), note="values from the .npz")
+    return replace(s, shape=list(a.shape), note="values from the .npz")
 
 
 def describe(s: InputSpec) -> str:

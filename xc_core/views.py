@@ -22,7 +22,8 @@ def overview_rows(report: dict) -> list[dict]:
                     else "—"),
             "fused groups": (t.get("fusions") or {}).get("count", "—") if t.get("fusions") else "—",
             "precision": ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in mix.items()) or "—",
-            "worst drift (rel L2)": (worst.get("error") or
+            "worst drift (rel L2)": ("emulation failed (xc's)" if (t.get("drift") or {}).get("failed") else
+                                     worst.get("error") or
                                      (f"{fmt_sci(worst.get('rel_l2'))} ({worst.get('output')})"
                                       if worst else "—")),
             "evidence": ", ".join(f"{k}: {v}" for k, v in ev.items()),
@@ -42,15 +43,57 @@ def overview_rows(report: dict) -> list[dict]:
         if part:
             share = part["accelerated_share_nodes"]
             pshare = part.get("accelerated_share_param_bytes")
+            shipped = (t.get("info") or {}).get("partitioning_as_shipped")
             rows[-1].update({
                 "accelerated share": f"{100 * share:.0f}% nodes" + (f", {100 * pshare:.0f}% weights"
-                                                                   if pshare is not None else ""),
+                                                                   if pshare is not None else "")
+                + (f" (as shipped: {100 * shipped['accelerated_share_nodes']:.0f}%)" if shipped else ""),
                 "partitions": part["num_partitions"],
                 "fallbacks": sum(1 for n in (t.get("graph") or {}).get("nodes", []) if n.get("fallback")),
                 "ORT verdict": part["suitability"],
                 "latency cliff (est.)": (f"{bounds['latency_cliff']['estimate_ms']:.2f} ms" if bounds else "—"),
             })
     return rows
+
+
+def run_status(report: dict) -> tuple[str, str]:
+    """(label, state) for the analysis status box: never "compiled" when nothing compiled, and the likely cause."""
+    targets = report["targets"].values()
+    ok = sum(t["status"] == "ok" for t in targets)
+    failed = sum(t["status"] == "error" for t in targets)
+    unavailable = sum(t["status"] == "unavailable" for t in targets)
+    ref = report.get("reference") or {}
+    counts = f"{ok} ok, {failed} failed" + (f", {unavailable} unavailable" if unavailable else "")
+    if ref.get("status") == "error":
+        return (f"The reference itself failed with the inputs xc picked ({counts}) — set the input shapes or "
+                "values", "error")
+    if ok == 0 and failed:
+        return f"No target compiled: {counts}", "error"
+    return f"Compiled: {counts}", "complete"
+
+
+def input_rows(report: dict) -> list[dict]:
+    """Per input: the shape that ran, in the model's dim names, and where its shape and values came from."""
+    resolution = (report.get("inputs") or {}).get("resolution") or {}
+    per_input = resolution.get("inputs") or {}
+    rows = []
+    for i in report["source"]["inputs"]:
+        names = i.get("dim_names") or []
+        dims = [f"{names[a]}={d}" if a < len(names) and names[a] else str(d) for a, d in enumerate(i["shape"])]
+        rec = per_input.get(i["name"], {})
+        values = rec.get("values_from") or report["inputs"].get("origin")
+        if i.get("low") is not None and values == "seeded-random":
+            values += f", integers in [{i['low']:g}, {i['high']:g})"
+        rows.append({"input": i["name"], "shape": "[" + ", ".join(dims) + "]", "dtype": i["dtype"],
+                     "shape from": rec.get("shape_from", "declared"), "values from": values,
+                     "note": i.get("note") or ""})
+    return rows
+
+
+def probe_rows(report: dict) -> list[dict]:
+    resolution = (report.get("inputs") or {}).get("resolution") or {}
+    return [{"tried": p["dims"], "result": "ran" if p["ok"] else f"failed: {p['error']}"}
+            for p in resolution.get("probes") or []]
 
 
 def accelerated_targets(report: dict) -> list[str]:

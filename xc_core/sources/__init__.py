@@ -13,11 +13,13 @@ import os
 
 from ..errors import XcInputError
 from ..limits import Limits, exceeded
+from . import safe_zip
 from .spec import InputSpec, ShapeOverrides, Source
 
-ACCEPTED = ("accepted: sample:NAME, a PyTorch ExportedProgram .pt2 (torch.export.save), a TorchScript .pt "
-            "(torch.jit.save), a state_dict .pt of a bundled sample's architecture, an ONNX .onnx, or a Core ML "
-            "ML program (.mlmodel, or a .mlpackage zipped as .zip)")
+ACCEPTED = ("accepted: sample:NAME, a PyTorch ExportedProgram .pt2 (torch.export.save), a TorchScript archive "
+            "(torch.jit.save: .pt, .jit, .ptl), a state_dict of a bundled sample's architecture (.pt or "
+            ".safetensors), an ONNX model, a Core ML ML program (.mlmodel, or a .mlpackage zipped), or an "
+            "OpenVINO IR (.xml + .bin, zipped)")
 
 
 def sha256_file(path: str) -> str:
@@ -42,23 +44,60 @@ def load_source(spec: str, shapes: ShapeOverrides | None = None, limits: Limits 
     if os.path.isdir(spec):
         raise XcInputError(f"{spec}: is a directory ({ACCEPTED})")
     ext = os.path.splitext(spec)[1].lower()
+    name = os.path.basename(spec)
     size = os.path.getsize(spec)
     if size == 0:
-        raise XcInputError(f"{os.path.basename(spec)}: the file is empty ({ACCEPTED})")
+        raise XcInputError(f"{name}: the file is empty ({ACCEPTED})")
     check_file_size(spec, limits)
-    if ext == ".onnx":
+    from . import sniff
+    # By content, not by name: the extension only spares parsing an .onnx / .mlmodel twice.
+    kind = sniff.sniff(spec, limits) if ext not in (".onnx", ".mlmodel") or safe_zip.is_zip(spec) else \
+        (sniff.ONNX if ext == ".onnx" else sniff.MLMODEL)
+    src = _load_kind(kind, spec, name, shapes, limits)
+    expected = _EXTENSIONS.get(kind, ())
+    if ext and expected and ext not in expected and not spec.lower().endswith(".mlpackage.zip"):
+        src.notes.append(f"read as {_KIND_LABEL[kind]} by its content (the file is named {ext})")
+    return src
+
+
+_EXTENSIONS = {sniff_kind: exts for sniff_kind, exts in (
+    ("pt2", (".pt2",)), ("torchscript", (".pt", ".pth", ".jit", ".ptl", ".torchscript")),
+    ("torch-zip", (".pt", ".pth", ".bin", ".ckpt")), ("onnx", (".onnx",)), ("mlmodel", (".mlmodel",)),
+    ("mlpackage-zip", (".zip",)), ("openvino-ir-zip", (".zip",)), ("safetensors", (".safetensors",)))}
+_KIND_LABEL = {"pt2": "a torch.export archive", "torchscript": "TorchScript", "torch-zip": "a torch.save file",
+               "onnx": "ONNX", "mlmodel": "a Core ML model", "mlpackage-zip": "a zipped .mlpackage",
+               "openvino-ir-zip": "a zipped OpenVINO IR", "safetensors": "safetensors weights"}
+
+
+def _load_kind(kind: str, spec: str, name: str, shapes, limits: Limits) -> Source:
+    from . import sniff
+    if kind == sniff.ONNX:
         from .onnx_file import load_onnx
         return load_onnx(spec, shapes, limits)
-    if ext == ".pt2":
+    if kind == sniff.PT2:
         from .pytorch import load_exported_program
         return load_exported_program(spec, shapes, limits)
-    if ext in (".mlmodel", ".zip") or spec.lower().endswith(".mlpackage.zip"):
+    if kind in (sniff.MLMODEL, sniff.MLPACKAGE_ZIP):
         from .coreml_file import load_coreml
         return load_coreml(spec, limits)
-    if ext in (".pt", ".pth", ".bin"):
+    if kind in (sniff.TORCHSCRIPT, sniff.TORCH_ZIP, sniff.PICKLE):
         from .pytorch import load_torch_file
         return load_torch_file(spec, shapes, limits)
-    raise XcInputError(f"{os.path.basename(spec)}: unsupported file type '{ext or 'none'}' ({ACCEPTED})")
+    if kind == sniff.SAFETENSORS:
+        from .pytorch import load_safetensors
+        return load_safetensors(spec, limits)
+    if kind == sniff.OPENVINO_ZIP:
+        from .openvino_ir import load_openvino_ir
+        return load_openvino_ir(spec, limits)
+    if kind == sniff.NPZ:
+        raise XcInputError(f"{name}: an .npz of arrays, not a model — give it as the inputs of a model "
+                           "(--inputs in the CLI, the Inputs .npz upload in the dashboard)")
+    ext = os.path.splitext(name)[1].lower()
+    if ext in (".pt2", ".pt", ".pth", ".zip", ".ptl", ".jit"):
+        raise XcInputError(f"{name}: not a readable archive — a {ext} file is a zip, and this one has no readable zip "
+                           "directory (truncated or damaged?); for .pt2 re-save it with torch.export.save")
+    raise XcInputError(f"{name}: not a model xc can read — its content is none of the accepted formats "
+                       f"({ACCEPTED})")
 
 
 def check_file_size(path: str, limits: Limits) -> None:

@@ -29,8 +29,10 @@ def load_coreml(path: str, limits: Limits | None = None) -> Source:
 def _load(path: str, workdir: str, limits: Limits) -> Source:
     name = os.path.basename(path)
     try:
-        import coremltools as ct
-        from coremltools.converters.mil.frontend.milproto.load import load as load_milproto
+        from ..targets.coreml import _quiet
+        with _quiet():  # coremltools prints version warnings on import
+            import coremltools as ct
+            from coremltools.converters.mil.frontend.milproto.load import load as load_milproto
     except ImportError:
         raise XcInputError(f"{name}: reading Core ML models needs coremltools") from None
     if path.lower().endswith(".zip") or safe_zip.is_zip(path):

@@ -118,6 +118,25 @@ def _load_state_dict(path: str, shapes: ShapeOverrides | None) -> Source:
     if not isinstance(obj, dict) or not obj or not all(isinstance(v, torch.Tensor) for v in obj.values()):
         raise XcInputError(f"{name}: a .pt that is not TorchScript must be a state_dict (a dict of tensors) of a "
                            f"bundled sample's architecture ({', '.join(SAMPLES)})")
+    return _state_dict_source(obj, path, "state_dict")
+
+
+def load_safetensors(path: str, limits: Limits | None = None) -> Source:
+    """safetensors weights of a bundled sample's architecture: a JSON header and raw tensor bytes, no pickle."""
+    name = os.path.basename(path)
+    try:
+        from safetensors.torch import load_file
+        obj = load_file(path, device="cpu")
+    except Exception as e:  # noqa: BLE001 — a malformed header or truncated data
+        raise XcInputError(f"{name}: not readable safetensors ({type(e).__name__}: {_first_line(e)})") from None
+    if not obj:
+        raise XcInputError(f"{name}: the safetensors file holds no tensors")
+    return _state_dict_source(obj, path, "safetensors weights")
+
+
+def _state_dict_source(obj: dict, path: str, what: str) -> Source:
+    from .samples import SAMPLES
+    name = os.path.basename(path)
     for key, t in obj.items():
         problem = _unusable_tensor(t)
         if problem:
@@ -127,12 +146,16 @@ def _load_state_dict(path: str, shapes: ShapeOverrides | None) -> Source:
         model = sample.model()
         expected = model.state_dict()
         if set(expected) == set(obj) and all(expected[k].shape == obj[k].shape for k in obj):
-            model.load_state_dict(obj)
+            try:
+                model.load_state_dict(obj)
+            except Exception as e:  # noqa: BLE001 — a dtype the parameter cannot take
+                raise XcInputError(f"{name}: the {what} fit sample '{sample_name}' by shape but not by type "
+                                   f"({type(e).__name__}: {_first_line(e)})") from None
             from . import sha256_file
             return Source(kind="state-dict", name=name, sha256=sha256_file(path), inputs=list(sample.inputs),
                           module=model.eval(), path=path,
-                          notes=[f"state_dict loaded into the architecture of sample '{sample_name}'"])
-    raise XcInputError(f"{name}: this state_dict matches no known architecture (keys and shapes of "
+                          notes=[f"{what} loaded into the architecture of sample '{sample_name}'"])
+    raise XcInputError(f"{name}: these {what} match no known architecture (keys and shapes of "
                        f"{', '.join(SAMPLES)}); export the model to .pt2 or .onnx instead")
 
 

@@ -29,7 +29,7 @@ class InputSpec:
 
 @dataclass
 class Source:
-    kind: str                 # sample | exported-program | torchscript | state-dict | onnx | coreml
+    kind: str                 # sample | exported-program | torchscript | state-dict | onnx | coreml | openvino-ir
     name: str
     sha256: str
     inputs: list[InputSpec]
@@ -37,6 +37,8 @@ class Source:
     exported_program: Any = None   # torch.export.ExportedProgram when the source is PyTorch
     onnx_model: Any = None    # onnx.ModelProto when the source is ONNX
     mil_program: Any = None   # coremltools MIL Program when the source is a compiled Core ML model
+    openvino_model: Any = None  # openvino.Model when the source is an OpenVINO IR
+    openvino_xml: str | None = None
     path: str | None = None   # the file on disk, when there is one
     notes: list[str] = field(default_factory=list)
     # Per symbolic dim name: (min, max) an ExportedProgram's range constraints allow.

@@ -51,8 +51,13 @@ class CoreMLTarget(Target):
         return True, ""
 
     def accepts(self, captured):
-        if captured.source.kind not in ("sample", "exported-program", "torchscript", "state-dict", "coreml"):
-            return False, "Core ML targets need a PyTorch source or a Core ML model (ONNX → Core ML is not supported)"
+        kind = captured.source.kind
+        if kind == "onnx":
+            from .onnx_to_torch import available
+            ok, why = available()
+            return (True, "") if ok else (False, f"ONNX → Core ML needs onnx2torch: {why}")
+        if kind not in ("sample", "exported-program", "torchscript", "state-dict", "coreml"):
+            return False, f"Core ML targets take PyTorch, ONNX or Core ML sources, not {kind}"
         return True, ""
 
     # -- compile ----------------------------------------------------------------------------------------------
@@ -85,6 +90,9 @@ class CoreMLTarget(Target):
                     errors.append(f"{label}: {_first_line(e)}")
             else:
                 raise RuntimeError("coremltools could not convert the model — " + " | ".join(errors))
+            if captured.source.kind == "onnx":
+                result.info["onnx_conversion"] = {k: v for k, v in self._onnx_conversion.items()
+                                                  if k != "module_names"}
             package = os.path.join(workdir, "model.mlpackage")
             mlmodel.save(package)
             archive = shutil.make_archive(package, "zip", workdir, "model.mlpackage")
@@ -96,6 +104,9 @@ class CoreMLTarget(Target):
         """(label, model, convert kwargs) in the order to try."""
         import coremltools as ct
         src = captured.source
+        if src.kind == "onnx":
+            yield from self._onnx_route(captured)
+            return
         if src.kind == "torchscript":
             shapes = [ct.TensorType(name=s.name, shape=s.shape, dtype=_ct_dtype(s.dtype)) for s in src.inputs]
             yield "TorchScript path (torch.jit module)", src.module, {"inputs": shapes}
@@ -111,13 +122,24 @@ class CoreMLTarget(Target):
             self._decomposed = decomposed
             yield label, decomposed, {}
 
+    def _onnx_route(self, captured):
+        """ONNX → PyTorch (onnx2torch) → traced TorchScript, converted by coremltools' TorchScript frontend."""
+        import coremltools as ct
+        from .onnx_to_torch import ROUTE, convert
+        traced, self._onnx_module, self._onnx_conversion = convert(captured.onnx_path, captured.source.inputs)
+        shapes = [ct.TensorType(name=_mil_name(s.name), shape=s.shape, dtype=_ct_dtype(s.dtype))
+                  for s in captured.source.inputs]
+        yield ROUTE, traced, {"inputs": shapes}
+
     # -- inspect ----------------------------------------------------------------------------------------------
     def _inspect(self, compiled, captured, result) -> Graph:
         after = mil_ir_graph(compiled["after"], "mil-default-pipeline")
         if compiled["before"] is not None:
             before = mil_ir_graph(compiled["before"], "mil-frontend")
+            _sanitize_like_coremltools(before)
             self._attach_provenance(before, compiled, captured)
             map_optimized_graph(after, before)
+            _drop_survivors(after, before)
             # Ops that survived untouched keep the before op's provenance by name.
             before_by_name = before.by_id()
             for n in after.nodes:
@@ -148,6 +170,18 @@ class CoreMLTarget(Target):
         from ..capture import decomposed_origin
         source_ids = {n.id for n in captured.before.nodes}
         decomposed = compiled.get("decomposed")
+        if captured.source.kind == "onnx":
+            # Each ONNX node became one onnx2torch submodule named after it; the TorchScript frontend keeps that
+            # module name in the op's scope (read into module_path).
+            index = captured.before.by_id()
+            by_module = self._onnx_conversion.get("module_names", {})
+            for n in before.nodes:
+                parts = (n.module_path or "").split(".")
+                origin = next((by_module.get(p) for p in reversed(parts) if by_module.get(p) in index), None)
+                if origin:
+                    n.source_ops, n.module_path = [origin], index[origin].module_path
+                    n.source_location = index[origin].source_location
+            return
         names = {i: i for i in source_ids}
         if decomposed is not None:
             for dname, origin in decomposed_origin(decomposed, source_ids).items():
@@ -182,6 +216,10 @@ class CoreMLTarget(Target):
 
     # -- run --------------------------------------------------------------------------------------------------
     def _run(self, compiled, inputs, captured, result):
+        if captured.source.kind == "onnx" and getattr(self, "_onnx_module", None) is not None:
+            from .onnx_to_torch import conversion_drift
+            result.info["onnx_conversion"]["conversion_drift"] = conversion_drift(
+                captured.onnx_path, self._onnx_module, captured.source.inputs, inputs)
         prog = compiled["after"]
         fn = prog.functions["main"]
         if ON_MACOS and compiled.get("mlmodel") is not None:
@@ -243,6 +281,47 @@ def mil_probe_values(graph: Graph, recorded: dict, before: Graph, probes: list[s
         value = np.asarray(recorded[(matching or nodes)[-1].outputs[0].name])
         out[op] = value.astype(np.float32) if np.issubdtype(value.dtype, np.floating) else value
     return out
+
+
+def _sanitize_like_coremltools(g: Graph) -> None:
+    """The default pipeline's sanitize pass renames ops and vars (`input_tensor.5` → `input_tensor_5`, `61` →
+    `var_61`); give the frontend program the same names so before and after line up by name and tensor."""
+    from coremltools.converters.mil.mil.passes.defs.preprocess import NameSanitizer
+    ops, vars_ = NameSanitizer(prefix="op_"), NameSanitizer(prefix="var_")
+    var_names: dict[str, str] = {}
+
+    def var(name: str) -> str:
+        if name not in var_names:
+            var_names[name] = vars_.sanitize_name(name)
+        return var_names[name]
+
+    for t in list(g.inputs) + list(g.outputs):
+        t.name = var(t.name)
+    for n in g.nodes:
+        n.id = ops.sanitize_name(n.id)
+        for t in list(n.inputs) + list(n.outputs):
+            t.name = var(t.name)
+
+
+def _drop_survivors(after: Graph, before: Graph) -> None:
+    """A before-op that still exists after the pipeline (same name) was not fused into anything else. Region
+    tracing can over-reach where passes renamed vars (the TorchScript frontend's `input.3`-style names); trim it."""
+    after_ids = {n.id for n in after.nodes}
+    index = before.by_id()
+    for n in after.nodes:
+        if len(n.fused_from) > 1:
+            kept = [b for b in n.fused_from if b == n.id or b not in after_ids]
+            if kept != n.fused_from:
+                n.fused_from = kept
+                ops = [op for b in kept if b in index for op in index[b].source_ops]
+                n.source_ops = list(dict.fromkeys(ops)) or n.source_ops
+
+
+def _mil_name(name: str) -> str:
+    """MIL input names must be identifiers; ONNX allows `input:0` or `/x`."""
+    import re
+    clean = re.sub(r"\W", "_", name)
+    return clean if clean and not clean[0].isdigit() else f"input_{clean}"
 
 
 def _mil_op_count(g: Graph) -> int:

@@ -30,6 +30,11 @@ class OpenVinoCpu(Target):
                             "the same layers fused the same way (Result/Output, Reorder and Convert layers aside) — "
                             "outputs whose exposure changed a fusion are dropped and the check repeated once")
 
+    def accepts(self, captured):
+        if captured.ir_path:
+            return True, ""   # an OpenVINO IR source compiles as it is
+        return super().accepts(captured)
+
     def _config(self) -> dict:
         config = {}
         if "inference_precision" in self.options:
@@ -47,7 +52,7 @@ class OpenVinoCpu(Target):
     def _compile(self, captured, workdir, result):
         import openvino as ov
         core = ov.Core()
-        model = core.read_model(captured.onnx_path)
+        model = core.read_model(captured.ir_path or captured.onnx_path)
         compiled = core.compile_model(model, "CPU", self._config())
         os.makedirs(workdir, exist_ok=True)
         runtime_xml = os.path.join(workdir, "runtime_model.xml")
@@ -140,6 +145,8 @@ class OpenVinoCpu(Target):
     # -- intermediates (per-layer drift) ----------------------------------------------------------------------
     def _intermediates(self, compiled, inputs, captured, result, probes):
         from .ort_cpu import onnx_probe_tensors
+        if captured.onnx_path is None:
+            return {}  # an IR source has no reference to compare layer values with
         producer = {t.name: n.id for n in captured.onnx_graph.nodes for t in n.outputs}
         # The tensor a runtime layer writes is the output of its last original layer (fused_from is in ONNX order).
         materialized = {n.fused_from[-1] for n in result.graph.nodes if n.kind == COMPUTE and n.fused_from}
@@ -270,6 +277,28 @@ def _fill_gaps(g: Graph, onnx_graph: Graph) -> None:
             n.module_path = _common_path(paths) if paths else n.module_path
             n.source_location = n.source_location or next((x.source_location for x in src if x.source_location),
                                                           None)
+
+
+def openvino_model_graph(model, stage: str) -> Graph:
+    """An openvino.Model (an IR as read) in the IR: one node per op, named by its friendly name."""
+    g = Graph(name=stage, stage=stage)
+    for op in model.get_ordered_ops():
+        kind = LAYER_KINDS.get(op.get_type_name(), COMPUTE)
+        inputs = []
+        for inp in op.inputs():
+            prod = inp.get_source_output()
+            inputs.append(TensorInfo(f"{prod.get_node().get_friendly_name()}:{prod.get_index()}",
+                                     _shape(prod.get_partial_shape()), prod.get_element_type().get_type_name()))
+        outputs = [TensorInfo(f"{op.get_friendly_name()}:{o.get_index()}", _shape(o.get_partial_shape()),
+                              o.get_element_type().get_type_name()) for o in op.outputs()]
+        name = op.get_friendly_name()
+        g.nodes.append(Node(id=name, op_type=op.get_type_name(), domain="openvino", kind=kind, inputs=inputs,
+                            outputs=outputs, source_ops=[name] if kind == COMPUTE else []))
+    g.inputs = [TensorInfo(p.get_friendly_name(), _shape(p.get_partial_shape()),
+                           p.get_element_type().get_type_name()) for p in model.get_parameters()]
+    g.outputs = [TensorInfo(r.get_friendly_name(), _shape(r.get_output_partial_shape(0)),
+                            r.get_element_type().get_type_name()) for r in model.get_results()]
+    return g
 
 
 def _friendly_name_map(model, captured) -> dict[str, str]:

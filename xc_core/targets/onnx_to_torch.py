@@ -1,0 +1,230 @@
+"""ONNX → Core ML for the Core ML targets: coremltools no longer reads ONNX, so an ONNX source goes
+ONNX → PyTorch (onnx2torch) → torch.jit.trace → coremltools' TorchScript frontend.
+
+Why trace and not torch.export: onnx2torch's modules read shape tensors' values at run time (Reshape, Unsqueeze,
+Pad, Resize …), which torch.export sees as data-dependent and refuses; tracing records them as the constants they
+are at the input shapes that run. onnx2torch makes one submodule per ONNX node, named after it, and the
+TorchScript frontend keeps module names in each MIL op's scope — so every Core ML op maps back to its ONNX node.
+
+The conversion has its own error, which must never be blamed on Core ML: `convert` also runs the converted module
+and measures it against ONNX Runtime (all optimizations off) on the same inputs.
+
+What the route needs from the graph first (each recorded in the report):
+- the input shapes that run, fixed (ONNX Runtime's make_input_shape_fixed): torch.export then traces static shapes;
+- opset 17 at most (onnx.version_converter): onnx2torch has no converter for ReduceMean-18 and some newer ops;
+- `Reshape(allowzero=1)` with a constant shape holding no zero is the same as allowzero=0, which onnx2torch reads.
+
+onnx2torch imports torchvision at import time for two converters (NonMaxSuppression, RoiAlign); PyPI's torchvision
+links a CUDA torch and does not load beside the CPU build, so it is imported with a stand-in `torchvision.ops`
+whose functions raise — only models with those two ops fail, and they say why.
+"""
+from __future__ import annotations
+
+import sys
+import types
+
+import numpy as np
+
+ROUTE = "ONNX → PyTorch (onnx2torch) → torch.jit.trace → coremltools (TorchScript frontend)"
+MAX_OPSET = 17
+
+
+def import_onnx2torch():
+    try:
+        import onnx2torch
+        return onnx2torch
+    except ModuleNotFoundError as e:
+        if e.name != "torchvision":
+            raise
+
+    def needs_torchvision(*args, **kwargs):
+        raise RuntimeError("this op's onnx2torch converter needs torchvision, which xc does not install (PyPI's "
+                           "build links a CUDA torch)")
+
+    stub, ops = types.ModuleType("torchvision"), types.ModuleType("torchvision.ops")
+    ops.nms = ops.box_convert = ops.roi_align = needs_torchvision
+    stub.ops = ops
+    sys.modules["torchvision"], sys.modules["torchvision.ops"] = stub, ops
+    try:
+        import onnx2torch
+    finally:
+        # Nobody else may see the stand-in: torch.onnx, for one, checks whether torchvision is installed.
+        sys.modules.pop("torchvision", None)
+        sys.modules.pop("torchvision.ops", None)
+    return onnx2torch
+
+
+def available() -> tuple[bool, str]:
+    try:
+        import_onnx2torch()
+    except Exception as e:  # noqa: BLE001
+        return False, f"onnx2torch is not importable ({type(e).__name__}: {e})"
+    return True, ""
+
+
+def prepare(model, specs) -> tuple[object, list[str]]:
+    """The ONNX graph onnx2torch and torch.export can take, and what was changed to get it."""
+    import onnx
+    from onnx import numpy_helper
+    from onnxruntime.tools.onnx_model_utils import make_input_shape_fixed
+    notes = []
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    for s in specs:
+        vi = next((v for v in m.graph.input if v.name == s.name), None)
+        if vi is not None and vi.type.HasField("tensor_type") and any(
+                not d.HasField("dim_value") for d in vi.type.tensor_type.shape.dim):
+            make_input_shape_fixed(m.graph, s.name, list(s.shape))
+            notes.append(f"input '{s.name}' fixed to {'x'.join(map(str, s.shape))}")
+    if True:
+        # With the inputs fixed, shape arithmetic (Shape → Gather → Concat → Reshape) folds to constants, which
+        # torch.export needs: onnx2torch reads shape tensors' values, a data-dependent guard otherwise. Only
+        # constant folding (onnxscript), no fusion: every fusion stays Core ML's decision.
+        import onnx_ir
+        import onnxscript.optimizer as opt
+        ir_model = onnx_ir.from_proto(m)
+        opt.fold_constants(ir_model)
+        opt.remove_unused_nodes(ir_model)
+        m = onnx_ir.to_proto(ir_model)
+        notes.append("shape arithmetic folded to constants (onnxscript fold_constants)")
+    notes += _rewrite_for_onnx2torch(m)
+    opset = max((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), default=MAX_OPSET)
+    if opset > MAX_OPSET:
+        m = onnx.version_converter.convert_version(m, MAX_OPSET)
+        notes.append(f"opset {opset} → {MAX_OPSET} (onnx.version_converter)")
+    consts = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    for node in m.graph.node:
+        if node.op_type == "Reshape":
+            for a in node.attribute:
+                if a.name == "allowzero" and a.i == 1 and len(node.input) > 1 and node.input[1] in consts \
+                        and 0 not in consts[node.input[1]].tolist():
+                    a.i = 0
+                    notes.append(f"Reshape '{node.name}': allowzero=1 → 0 (its shape holds no zero)")
+    return m, notes
+
+
+def _rewrite_for_onnx2torch(m) -> list[str]:
+    """Same-meaning rewrites of ops onnx2torch has no converter for (and the version converter cannot lower):
+    CastLike → Cast to the target's type; Gelu → its erf / tanh formula."""
+    import onnx
+    from onnx import TensorProto, helper
+    inferred = onnx.shape_inference.infer_shapes(m)
+    elem = {vi.name: vi.type.tensor_type.elem_type for vi in list(inferred.graph.value_info)
+            + list(inferred.graph.input) + list(inferred.graph.output) if vi.type.HasField("tensor_type")}
+    elem.update({i.name: i.data_type for i in m.graph.initializer})
+    notes, nodes, counts = [], [], {"CastLike": 0, "Gelu": 0}
+    for n in m.graph.node:
+        if n.op_type == "CastLike" and n.domain in ("", "ai.onnx") and elem.get(n.input[1]):
+            nodes.append(helper.make_node("Cast", [n.input[0]], list(n.output), name=n.name, to=elem[n.input[1]]))
+            counts["CastLike"] += 1
+        elif n.op_type == "Gelu" and n.domain in ("", "ai.onnx"):
+            approx = next((a.s.decode() for a in n.attribute if a.name == "approximate"), "none")
+            nodes += _gelu(n, approx)
+            counts["Gelu"] += 1
+        else:
+            nodes.append(n)
+    if any(counts.values()):
+        del m.graph.node[:]
+        m.graph.node.extend(nodes)
+        notes += [f"{k} × {v} rewritten ({'Cast to the target type' if k == 'CastLike' else 'erf / tanh formula'})"
+                  for k, v in counts.items() if v]
+    del TensorProto
+    return notes
+
+
+def _gelu(n, approx: str) -> list:
+    """Gelu as elementwise ONNX ops, named after the Gelu so provenance still points at it."""
+    from onnx import TensorProto, helper
+    x, y, p = n.input[0], n.output[0], n.name or n.output[0]
+
+    def c(name, value):
+        return helper.make_node("Constant", [], [f"{p}/{name}"], name=f"{p}/{name}",
+                                value=helper.make_tensor(f"{p}/{name}_v", TensorProto.FLOAT, [], [value]))
+
+    def op(kind, ins, out):
+        return helper.make_node(kind, ins, [f"{p}/{out}"], name=f"{p}/{out}")
+
+    if approx == "tanh":   # 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+        nodes = [c("k", 0.7978845608028654), c("a", 0.044715), c("half", 0.5), c("one", 1.0),
+                 op("Mul", [x, x], "x2"), op("Mul", [f"{p}/x2", x], "x3"), op("Mul", [f"{p}/x3", f"{p}/a"], "ax3"),
+                 op("Add", [x, f"{p}/ax3"], "inner"), op("Mul", [f"{p}/inner", f"{p}/k"], "scaled"),
+                 op("Tanh", [f"{p}/scaled"], "t"), op("Add", [f"{p}/t", f"{p}/one"], "onep")]
+    else:                  # 0.5·x·(1 + erf(x/√2))
+        nodes = [c("rs2", 0.7071067811865476), c("half", 0.5), c("one", 1.0),
+                 op("Mul", [x, f"{p}/rs2"], "xs"), op("Erf", [f"{p}/xs"], "t"), op("Add", [f"{p}/t", f"{p}/one"], "onep")]
+    nodes += [op("Mul", [x, f"{p}/half"], "hx"),
+              helper.make_node("Mul", [f"{p}/hx", f"{p}/onep"], [y], name=p)]
+    return nodes
+
+
+def convert(onnx_path: str, specs):
+    """(traced TorchScript module, the converted nn.Module, {"route", "preprocessing"}) for an ONNX model, traced at
+    the input shapes that run (example values from the seeded inputs: only their shapes and dtypes matter)."""
+    import onnx
+    import torch
+    from ..inputs import random_inputs
+    onnx2torch = import_onnx2torch()
+    source = onnx.load(onnx_path)
+    check_domains(source)
+    model, notes = prepare(source, specs)
+    try:
+        module = onnx2torch.convert(model).eval()
+    except NotImplementedError as e:
+        raise RuntimeError(f"onnx2torch cannot convert this graph: {_unconverted(e)}") from None
+    feeds = random_inputs(specs)
+    args = tuple(torch.from_numpy(np.asarray(feeds[s.name], order="C")) for s in specs)
+    with torch.no_grad():
+        traced = torch.jit.trace(module, args, check_trace=False, strict=False)
+    return traced, module, {"route": ROUTE, "preprocessing": notes, "module_names": module_names(model)}
+
+
+def module_names(model) -> dict[str, str]:
+    """onnx2torch submodule name -> ONNX node name (onnx2torch's own naming: dots become slashes, repeats get _N)."""
+    from onnx2torch.onnx_graph import OnnxGraph
+    out, counters = {}, {}
+    for node in model.graph.node:
+        base = OnnxGraph.generate_node_name(node)
+        n = counters.setdefault(base, 0)
+        counters[base] += 1
+        out[base + (f"_{n}" if n else "")] = node.name
+    return out
+
+
+def check_domains(model) -> None:
+    """onnx2torch converts the default ONNX domain only: say which ops are outside it before it fails obscurely."""
+    others = sorted({f"{n.domain}:{n.op_type}" for n in model.graph.node if n.domain not in ("", "ai.onnx")})
+    if others:
+        raise RuntimeError("onnx2torch converts only the default ONNX domain; this graph uses "
+                           + ", ".join(others[:6]))
+
+
+def conversion_drift(onnx_path: str, module, specs, feeds: dict) -> dict:
+    """The converted module against ONNX Runtime (all optimizations off) on the analysis inputs, per output: the
+    conversion's own error, reported apart from Core ML's."""
+    import torch
+    args = tuple(torch.from_numpy(np.asarray(feeds[s.name], order="C")) for s in specs)
+    with torch.no_grad():
+        converted = module(*args)
+    leaves = [t.detach().numpy() for t in torch.utils._pytree.tree_leaves(converted) if isinstance(t, torch.Tensor)]
+    return _conversion_drift(onnx_path, feeds, leaves)
+
+
+def _conversion_drift(onnx_path: str, feeds: dict, converted: list) -> dict:
+    """The converted module's outputs against ONNX Runtime's (all optimizations off), output by output."""
+    from ..analysis.drift import drift_metrics
+    from .ort_common import make_session, run_session
+    ref = run_session(make_session(onnx_path, "ORT_DISABLE_ALL"), feeds)
+    out = {}
+    for (name, r), c in zip(ref.items(), converted):
+        out[name] = drift_metrics(np.asarray(r), np.asarray(c)) if np.shape(r) == np.shape(c) else \
+            {"error": f"shape {list(np.shape(c))} from the conversion, {list(np.shape(r))} from ONNX Runtime"}
+    return out
+
+
+def _unconverted(e: Exception) -> str:
+    text = str(e)
+    import re
+    m = re.search(r"operation_type='([^']+)', version=(\d+)", text)
+    if m:
+        return f"no converter for {m.group(1)}-{m.group(2)}"
+    return text.splitlines()[0][:200] if text else type(e).__name__

@@ -70,3 +70,32 @@ def test_compare_pages(sample, page):
         assert len(at.dataframe) >= 2
     if page == "drift":
         assert set(at.dataframe[0].value["pass"]) <= {"pass", "fail"}
+
+
+def _page_with_report(page: str, report: dict):
+    """One page alone, rendering a given report (as the router would have put it in session state)."""
+    at = AppTest.from_file(os.path.join(ROOT, "pages", f"{page}.py"), default_timeout=300)
+    at.session_state["_xc_routed"] = True
+    at.session_state["report"] = report
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_fallbacks_page_shows_the_model_as_shipped_beside_the_resolved_shapes(tmp_path):
+    from realistic_models import detector_onnx
+    from xc_core.api import analyze
+    report = analyze(detector_onnx(str(tmp_path / "det.onnx")), ["ort-nnapi"])
+    at = _page_with_report("fallbacks", report)
+    assert any("As shipped, with its dynamic dims" in m.value for m in at.markdown)
+    accelerated = next(m for m in at.metric if m.label == "Accelerated")
+    assert accelerated.value == "0%"
+    assert any("left on the CPU for a dynamic input shape" in c.value for c in at.caption)
+
+
+def test_core_ml_page_shows_the_onnx_conversion_apart(tmp_path):
+    from realistic_models import two_in_three_out_onnx
+    from xc_core.api import analyze
+    report = analyze(two_in_three_out_onnx(str(tmp_path / "m.onnx")), ["coreml-cpu"])
+    at = _page_with_report("coreml", report)
+    assert any("ONNX → PyTorch conversion" in m.value and "not blamed on Core ML" in m.value for m in at.markdown)

@@ -31,6 +31,16 @@ def _report_store() -> dict:
     return {}
 
 
+@st.cache_resource
+def _analysis_lock():
+    """One analysis at a time per server process. Streamlit sessions are threads of one process, and
+    torch.export / torch.onnx.export keep process-wide state: two at once fail each other ("Trying to pop empty
+    mode stack"), and the failure would be cached as the model's. Until targets run in worker processes, the
+    second session waits its turn."""
+    import threading
+    return threading.Lock()
+
+
 def sidebar_and_analyze() -> None:
     st.session_state["_xc_routed"] = True
     sb = st.sidebar
@@ -92,7 +102,15 @@ def sidebar_and_analyze() -> None:
                     npz_path = os.path.join(tmp, "inputs.npz")
                     with open(npz_path, "wb") as f:
                         f.write(npz_data)
-            result = _run_analysis(spec, targets, npz_path, options, edits, source_key)
+            lock = _analysis_lock()
+            if not lock.acquire(blocking=False):
+                with st.spinner("Another session is analysing a model; this one starts when it is done…"):
+                    lock.acquire()
+            try:
+                result = _run_analysis(spec, targets, npz_path, options, edits, source_key) \
+                    if key not in store else store[key]
+            finally:
+                lock.release()
         finally:
             if tmp:
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -253,7 +271,7 @@ def require_report() -> dict | None:
     return report
 
 
-def full_message(detail: str | None, key: str) -> None:
+def full_message(detail: str | None) -> None:
     """The runtime's whole message, one click away from its summary."""
     if detail and "\n" in detail.strip():
         with st.expander("Full message"):

@@ -40,7 +40,7 @@ for col, tid in zip(cols, targets):
         if conv:
             drift = conv.get("conversion_drift") or {}
             worst = max((m.get("rel_l2") or 0 for m in drift.values() if "error" not in m), default=None)
-            st.markdown(f"**ONNX → PyTorch conversion** {_ui.evidence_badge('measured')}: worst rel L2 "
+            st.markdown(f"**ONNX → PyTorch conversion** {_ui.evidence_badge(conv.get('evidence'))}: worst rel L2 "
                         f"{fmt_sci(worst)} against ONNX Runtime — the conversion's own error, measured apart, so "
                         "it is not blamed on Core ML")
             if conv.get("preprocessing"):

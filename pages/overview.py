@@ -30,12 +30,12 @@ ref = report.get("reference") or {}
 if ref.get("status") == "error":
     st.error(f"**The reference ({ref['id']}) failed** with the inputs xc picked, so no target can be compared: "
              f"{_ui.plain(ref.get('error') or '')}. Set the input shapes or values in the Inputs panel.")
-    _ui.full_message(ref.get("error_detail"), "ref")
+    _ui.full_message(ref.get("error_detail"))
 for tid, t in report["targets"].items():
     if t["status"] != "ok":
         box = st.error if t["status"] == "error" else st.info
         box(f"**{tid}** {t['status']}: {_ui.plain(t['error'] or '')}")
-        _ui.full_message(t.get("error_detail"), tid)
+        _ui.full_message(t.get("error_detail"))
     elif (t.get("drift") or {}).get("failed"):
         st.warning(f"**{tid}**: {_ui.plain(t['drift']['failed'])} — its partitions and fallbacks still stand; "
                    "only its numbers are missing (xc's emulation failed, not the model).")

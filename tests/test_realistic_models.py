@@ -74,7 +74,7 @@ def test_onnx_uploads_get_core_ml_with_the_conversion_measured_apart(reports):
         for tid in ("coreml-ane", "coreml-cpu"):
             t = reports(name)["targets"][tid]
             conv = t["info"]["onnx_conversion"]
-            assert conv["route"].startswith("ONNX → PyTorch (onnx2torch)")
+            assert conv["route"].startswith("ONNX → PyTorch (onnx2torch)") and conv["evidence"] == "measured"
             assert conv["conversion_drift"] and all(m["rel_l2"] < 1e-5 for m in conv["conversion_drift"].values())
             assert reports(name)["alignment"]["coverage"][tid]["ratio"] > 0.5   # Core ML ops trace to ONNX nodes
 

@@ -32,6 +32,9 @@ class Captured:
     exported_program: object = None
     timings: dict[str, float] = field(default_factory=dict)
     ir_path: str | None = None        # an OpenVINO IR source's model.xml (what openvino-cpu compiles)
+    # Derived from the captured model once and shared by the targets that need it (coreml-ane and coreml-cpu
+    # take the same ONNX → PyTorch conversion). Rebuilt, not shipped, wherever a target runs.
+    derived: dict = field(default_factory=dict, repr=False)
     notes: list[str] = field(default_factory=list)
 
     def onnx_node(self, name: str) -> Node | None:

@@ -116,7 +116,6 @@ def onnx_input_specs(model, shapes: "ShapeOverrides | None" = None) -> list[Inpu
 def onnx_index_bounds(model) -> dict[str, int]:
     """Integer inputs that index a table (Gather on an initializer: an embedding's vocabulary), and its size — ids
     outside it fail at the Gather. Follows Cast / Unsqueeze / Reshape / Flatten / Squeeze between the two."""
-    from onnx import numpy_helper  # noqa: F401 — dims only, the table is never materialized
     tables = {i.name: list(i.dims) for i in model.graph.initializer}
     consumers: dict[str, list] = {}
     for node in model.graph.node:

@@ -367,6 +367,4 @@ def _short(v: Any, n: int = 80) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def _why(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0][:160]}" if text else type(e).__name__
+_why = safe_zip._why

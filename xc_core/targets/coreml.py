@@ -125,8 +125,8 @@ class CoreMLTarget(Target):
     def _onnx_route(self, captured):
         """ONNX → PyTorch (onnx2torch) → traced TorchScript, converted by coremltools' TorchScript frontend."""
         import coremltools as ct
-        from .onnx_to_torch import ROUTE, convert
-        traced, self._onnx_module, self._onnx_conversion = convert(captured.onnx_path, captured.source.inputs)
+        from .onnx_to_torch import ROUTE, convert_once
+        traced, self._onnx_module, self._onnx_conversion = convert_once(captured)
         shapes = [ct.TensorType(name=_mil_name(s.name), shape=s.shape, dtype=_ct_dtype(s.dtype))
                   for s in captured.source.inputs]
         yield ROUTE, traced, {"inputs": shapes}
@@ -217,9 +217,9 @@ class CoreMLTarget(Target):
     # -- run --------------------------------------------------------------------------------------------------
     def _run(self, compiled, inputs, captured, result):
         if captured.source.kind == "onnx" and getattr(self, "_onnx_module", None) is not None:
-            from .onnx_to_torch import conversion_drift
-            result.info["onnx_conversion"]["conversion_drift"] = conversion_drift(
-                captured.onnx_path, self._onnx_module, captured.source.inputs, inputs)
+            from .onnx_to_torch import conversion_drift_once
+            result.info["onnx_conversion"]["conversion_drift"] = conversion_drift_once(
+                captured, self._onnx_module, inputs)
         prog = compiled["after"]
         fn = prog.functions["main"]
         if ON_MACOS and compiled.get("mlmodel") is not None:

@@ -107,7 +107,7 @@ def _rewrite_for_onnx2torch(m) -> list[str]:
     """Same-meaning rewrites of ops onnx2torch has no converter for (and the version converter cannot lower):
     CastLike → Cast to the target's type; Gelu → its erf / tanh formula."""
     import onnx
-    from onnx import TensorProto, helper
+    from onnx import helper
     inferred = onnx.shape_inference.infer_shapes(m)
     elem = {vi.name: vi.type.tensor_type.elem_type for vi in list(inferred.graph.value_info)
             + list(inferred.graph.input) + list(inferred.graph.output) if vi.type.HasField("tensor_type")}
@@ -128,7 +128,6 @@ def _rewrite_for_onnx2torch(m) -> list[str]:
         m.graph.node.extend(nodes)
         notes += [f"{k} × {v} rewritten ({'Cast to the target type' if k == 'CastLike' else 'erf / tanh formula'})"
                   for k, v in counts.items() if v]
-    del TensorProto
     return notes
 
 
@@ -175,7 +174,8 @@ def convert(onnx_path: str, specs):
     args = tuple(torch.from_numpy(np.asarray(feeds[s.name], order="C")) for s in specs)
     with torch.no_grad():
         traced = torch.jit.trace(module, args, check_trace=False, strict=False)
-    return traced, module, {"route": ROUTE, "preprocessing": notes, "module_names": module_names(model)}
+    return traced, module, {"route": ROUTE, "preprocessing": notes, "module_names": module_names(model),
+                            "evidence": "measured"}
 
 
 def module_names(model) -> dict[str, str]:
@@ -196,6 +196,21 @@ def check_domains(model) -> None:
     if others:
         raise RuntimeError("onnx2torch converts only the default ONNX domain; this graph uses "
                            + ", ".join(others[:6]))
+
+
+def convert_once(captured):
+    """`convert` for this capture, done once however many Core ML targets ask."""
+    key = ("onnx2torch", captured.onnx_path)
+    if key not in captured.derived:
+        captured.derived[key] = convert(captured.onnx_path, captured.source.inputs)
+    return captured.derived[key]
+
+
+def conversion_drift_once(captured, module, feeds: dict) -> dict:
+    key = ("onnx2torch-drift", captured.onnx_path)
+    if key not in captured.derived:
+        captured.derived[key] = conversion_drift(captured.onnx_path, module, captured.source.inputs, feeds)
+    return captured.derived[key]
 
 
 def conversion_drift(onnx_path: str, module, specs, feeds: dict) -> dict:

@@ -87,13 +87,7 @@ class OpenVinoCpu(Target):
             kind = LAYER_KINDS.get(layer_type, COMPUTE)
             src = [onnx_nodes[a] for a in absorbed]
             dynamic_src = [s for s in src if s.kind == COMPUTE]
-            inputs = []
-            for inp in op.inputs():
-                prod = inp.get_source_output()
-                inputs.append(TensorInfo(f"{prod.get_node().get_friendly_name()}:{prod.get_index()}",
-                                         _shape(prod.get_partial_shape()), prod.get_element_type().get_type_name()))
-            outputs = [TensorInfo(f"{op.get_friendly_name()}:{o.get_index()}", _shape(o.get_partial_shape()),
-                                  o.get_element_type().get_type_name()) for o in op.outputs()]
+            inputs, outputs = _port_tensors(op)
             paths = [s.module_path for s in dynamic_src if s.module_path is not None]
             from .onnx_regions import _common_path, _unique
             node = Node(id=op.get_friendly_name(), op_type=layer_type, domain="openvino", kind=kind,
@@ -111,10 +105,7 @@ class OpenVinoCpu(Target):
                 node.source_ops = _unique(s for a in src for s in a.source_ops)
             g.nodes.append(node)
         _fill_gaps(g, captured.onnx_graph)
-        g.inputs = [TensorInfo(p.get_friendly_name(), _shape(p.get_partial_shape()),
-                               p.get_element_type().get_type_name()) for p in runtime.get_parameters()]
-        g.outputs = [TensorInfo(r.get_friendly_name(), _shape(r.get_output_partial_shape(0)),
-                                r.get_element_type().get_type_name()) for r in runtime.get_results()]
+        g.inputs, g.outputs = _graph_io(runtime)
         result.info["unmapped_original_layers"] = sorted(unmapped_names)[:200]
         carried = {a for n in g.nodes for a in n.fused_from}
         result.info["constant_folded"] = [n.id for n in captured.onnx_graph.nodes
@@ -284,21 +275,31 @@ def openvino_model_graph(model, stage: str) -> Graph:
     g = Graph(name=stage, stage=stage)
     for op in model.get_ordered_ops():
         kind = LAYER_KINDS.get(op.get_type_name(), COMPUTE)
-        inputs = []
-        for inp in op.inputs():
-            prod = inp.get_source_output()
-            inputs.append(TensorInfo(f"{prod.get_node().get_friendly_name()}:{prod.get_index()}",
-                                     _shape(prod.get_partial_shape()), prod.get_element_type().get_type_name()))
-        outputs = [TensorInfo(f"{op.get_friendly_name()}:{o.get_index()}", _shape(o.get_partial_shape()),
-                              o.get_element_type().get_type_name()) for o in op.outputs()]
+        inputs, outputs = _port_tensors(op)
         name = op.get_friendly_name()
         g.nodes.append(Node(id=name, op_type=op.get_type_name(), domain="openvino", kind=kind, inputs=inputs,
                             outputs=outputs, source_ops=[name] if kind == COMPUTE else []))
-    g.inputs = [TensorInfo(p.get_friendly_name(), _shape(p.get_partial_shape()),
-                           p.get_element_type().get_type_name()) for p in model.get_parameters()]
-    g.outputs = [TensorInfo(r.get_friendly_name(), _shape(r.get_output_partial_shape(0)),
-                            r.get_element_type().get_type_name()) for r in model.get_results()]
+    g.inputs, g.outputs = _graph_io(model)
     return g
+
+
+def _port_tensors(op) -> tuple[list[TensorInfo], list[TensorInfo]]:
+    """An op's input and output tensors, named "<producer friendly name>:<port>"."""
+    inputs = []
+    for inp in op.inputs():
+        prod = inp.get_source_output()
+        inputs.append(TensorInfo(f"{prod.get_node().get_friendly_name()}:{prod.get_index()}",
+                                 _shape(prod.get_partial_shape()), prod.get_element_type().get_type_name()))
+    outputs = [TensorInfo(f"{op.get_friendly_name()}:{o.get_index()}", _shape(o.get_partial_shape()),
+                          o.get_element_type().get_type_name()) for o in op.outputs()]
+    return inputs, outputs
+
+
+def _graph_io(model) -> tuple[list[TensorInfo], list[TensorInfo]]:
+    return ([TensorInfo(p.get_friendly_name(), _shape(p.get_partial_shape()), p.get_element_type().get_type_name())
+             for p in model.get_parameters()],
+            [TensorInfo(r.get_friendly_name(), _shape(r.get_output_partial_shape(0)),
+                        r.get_element_type().get_type_name()) for r in model.get_results()])
 
 
 def _friendly_name_map(model, captured) -> dict[str, str]:

@@ -5,13 +5,12 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import shutil
-import tempfile
 
 import streamlit as st
 
 from pages import _inputs_panel
-from xc_core.errors import XcInputError
+from xc_core.service import DONE, FAILED
+from xc_core.store import run_key
 from xc_core.sources.samples import DEFAULT_SAMPLE, SAMPLES
 from xc_core.targets import REGISTRY, target_ids
 
@@ -26,19 +25,11 @@ EVIDENCE_HELP = {
 
 
 @st.cache_resource
-def _report_store() -> dict:
-    """Reports by content key, shared across sessions: re-opening a model already analysed is instant."""
-    return {}
-
-
-@st.cache_resource
-def _analysis_lock():
-    """One analysis at a time per server process. Streamlit sessions are threads of one process, and
-    torch.export / torch.onnx.export keep process-wide state: two at once fail each other ("Trying to pop empty
-    mode stack"), and the failure would be cached as the model's. Until targets run in worker processes, the
-    second session waits its turn."""
-    import threading
-    return threading.Lock()
+def _service():
+    """One per server process: analyses run in the background, once per key for every session, and finished
+    reports come from the run store ($XC_HOME), so they survive a restart."""
+    from xc_core.service import AnalysisService
+    return AnalysisService()
 
 
 def sidebar_and_analyze() -> None:
@@ -65,76 +56,76 @@ def sidebar_and_analyze() -> None:
                                        "or a Core ML ML program (.mlmodel / zipped .mlpackage)")
         npz = sb.file_uploader("Inputs (.npz, optional)", type=["npz"], key="upload_npz")
     available = [t for t in target_ids() if REGISTRY[t].available()[0]]
+    # ?targets=ort-cpu,openvino-cpu in the URL preselects targets (links to a comparison).
+    wanted_targets = [t for t in (st.query_params.get("targets") or "").split(",") if t in REGISTRY]
+    if "targets" not in st.session_state and wanted_targets:
+        st.session_state["targets"] = wanted_targets
     targets = sb.multiselect("Targets", target_ids(), default=available, key="targets",
                              format_func=lambda t: f"{t} — {REGISTRY[t].label}")
     options = _target_options(sb, targets)
     if not targets:
-        st.session_state["report"] = None
+        st.session_state["report"] = st.session_state["pending"] = None
         st.session_state["report_error"] = "Pick at least one target in the sidebar."
         return
     if mode == "Upload" and upload is None:
-        st.session_state["report"] = None
+        st.session_state["report"] = st.session_state["pending"] = None
         st.session_state["report_error"] = ("Upload a model (.pt2, .pt, .onnx) in the sidebar, or switch to a "
                                             "bundled sample.")
         return
 
+    limits = _worker_limits(sb)
     if mode == "Bundled sample":
         source_key = f"sample:{sample}"
-        spec, npz_path, data, npz_data = f"sample:{sample}", None, None, b""
+        spec, files, submit = f"sample:{sample}", None, {}
     else:
         data = upload.getvalue()
         npz_data = npz.getvalue() if npz is not None else b""
         source_key = hashlib.sha256(data).hexdigest() + "|" + hashlib.sha256(npz_data).hexdigest()
-        spec, npz_path = None, None
+        # The upload is written to a scratch folder only while it is analysed; the folder goes, also on error.
+        model_file = _safe_filename(upload.name)
+        spec, files, submit = None, {model_file: data}, {"model_file": model_file}
+        if npz is not None:
+            files["inputs.npz"] = npz_data
+            submit["inputs_npz"] = "inputs.npz"
     edits = _inputs_panel.overrides(source_key)
-    key = f"{source_key}|{','.join(targets)}|{sorted(options.items())}|{sorted(edits.items())}"
-    store = _report_store()
-    if key not in store:
-        tmp = None
-        try:
-            if mode == "Upload":
-                # The upload lives on disk only while it is analysed; the folder goes, also on error.
-                tmp = tempfile.mkdtemp(prefix="xc-upload-")
-                spec = os.path.join(tmp, _safe_filename(upload.name))
-                with open(spec, "wb") as f:
-                    f.write(data)
-                if npz is not None:
-                    npz_path = os.path.join(tmp, "inputs.npz")
-                    with open(npz_path, "wb") as f:
-                        f.write(npz_data)
-            lock = _analysis_lock()
-            if not lock.acquire(blocking=False):
-                with st.spinner("Another session is analysing a model; this one starts when it is done…"):
-                    lock.acquire()
-            try:
-                result = _run_analysis(spec, targets, npz_path, options, edits, source_key) \
-                    if key not in store else store[key]
-            finally:
-                lock.release()
-        finally:
-            if tmp:
-                shutil.rmtree(tmp, ignore_errors=True)
-        if result is not None:
-            store[key] = result
-        elif st.session_state.get("report_refused"):
-            # A refusal is cached too: clicking through pages must not analyse a bad file again and again.
-            store[key] = {"_error": st.session_state["report_error"],
-                          "_needs_shapes": st.session_state.get("needs_shapes", [])}
+    key = run_key(source=source_key, targets=targets, options=options, edits=edits, limits=limits.to_dict())
+    report, needs = None, []
+    if st.session_state.get("report_key") == key and st.session_state.get("report") is not None:
+        report = st.session_state["report"]          # this session already holds it: no store read per click
+    else:
+        svc = _service()
+        a = svc.get(key) or svc.submit(key, spec, files, targets=targets, target_options=options,
+                                       worker_limits=limits, **submit, **edits)
+        st.session_state["pending"] = a.key if a.active else None
+        st.session_state["failed"] = a.key if a.state == FAILED else None
+        if a.state == DONE:
+            report = a.report
+            st.session_state["report_key"] = key
+            st.session_state["report_error"] = None
         else:
-            return  # an internal error: shown by require_report, tried again on the next run
-    cached = store[key]
-    report = None if "_error" in cached else cached
+            st.session_state["report_key"] = None
+            st.session_state["report_error"] = a.error if not a.active else None
+            needs = a.needs_shapes
     if report is not None:
         if not edits:
             _inputs_panel.remember_auto(source_key, report)
-        st.session_state["report"] = report
-        st.session_state["report_error"] = None
-        needs = []
-    else:
-        st.session_state["report"] = None
-        st.session_state["report_error"] = cached["_error"]
-        needs = cached["_needs_shapes"]
+        st.session_state["pending"] = None
+    st.session_state["report"] = report
     _inputs_panel.render(sb, source_key, report, needs)
+
+
+def _worker_limits(sb):
+    """Per-worker limits; part of the run's identity (a target that timed out may pass with more time)."""
+    from xc_core.worker import DEFAULT_MEMORY_GIB, DEFAULT_TIMEOUT_S, WorkerLimits
+    base = WorkerLimits.from_env()
+    with sb.expander("Worker limits"):
+        st.caption("Every target compiles in its own worker process; one that crashes, hangs or runs out of "
+                   "memory becomes that target's error.")
+        timeout = st.number_input("Time per target (s)", 5.0, 3600.0, float(base.timeout_s), 5.0,
+                                  key="limit_timeout", help=f"default {DEFAULT_TIMEOUT_S:g} s (XC_TIMEOUT_S)")
+        memory = st.number_input("Memory per target (GiB)", 0.5, 256.0, float(base.memory_gib), 0.5,
+                                 key="limit_memory", help=f"default {DEFAULT_MEMORY_GIB:g} GiB (XC_MEMORY_GIB)")
+    return WorkerLimits(float(timeout), float(memory))
 
 
 def _safe_filename(name: str) -> str:
@@ -171,51 +162,66 @@ def _target_options(sb, targets: list[str]) -> dict[str, dict]:
     return options
 
 
-def _run_analysis(spec: str, targets: list[str], npz_path: str | None, options: dict, edits: dict,
-                  source_key: str):
-    from xc_core.api import analyze
-    from xc_core.views import run_status
-    st.session_state["needs_shapes"] = []
-    st.session_state["report_refused"] = False
-    with st.status(f"Compiling for {len(targets)} target(s)…", expanded=True) as status:
-        bar = st.progress(0.0)
+@st.fragment(run_every=0.5)
+def _progress(key: str) -> None:
+    """Polls the background analysis; when it ends, the whole app reruns and the page renders the report."""
+    from xc_core.service import QUEUED
+    svc = _service()
+    a = svc.get(key)
+    if a is None or not a.active:
+        st.rerun()
+    if a.state == QUEUED:
+        ahead = svc.queue_position(a)
+        label = "Waiting for a free analysis slot" + (f" ({ahead} ahead)" if ahead else "") + "…"
+    else:
+        label = "Compiling…"
+    with st.status(label, expanded=True):
+        lines, fraction = progress_lines(a.events)
+        st.progress(fraction)
+        for line in lines:
+            st.markdown(line)
 
-        def progress(ev):
-            if ev["stage"] == "capture" and ev["status"] == "running":
-                st.write("Capturing: torch.export → ONNX …")
-            elif ev["stage"] == "inputs" and ev["status"] == "done":
-                res = ev["resolution"]
-                failed = [p for p in res.get("probes", []) if not p["ok"]]
+
+def _take_finished(key: str) -> bool:
+    """If the analysis this session waits for has ended, take its outcome into the session (a page may rerun
+    without the sidebar, e.g. from the polling fragment)."""
+    a = _service().get(key)
+    if a is None or a.active:
+        return False
+    st.session_state["pending"] = None
+    if a.state == DONE:
+        st.session_state.update(report=a.report, report_key=key, report_error=None)
+    else:
+        st.session_state.update(report=None, report_key=None, report_error=a.error,
+                                failed=key if a.state == FAILED else None)
+    return True
+
+
+def progress_lines(events: list[dict]) -> tuple[list[str], float]:
+    """The analysis so far, one line per step or target, from analyze()'s progress events."""
+    lines: dict[str, str] = {}
+    fraction = 0.0
+    for ev in list(events):
+        stage = ev["stage"]
+        if stage in ("load", "inputs", "capture"):
+            words = {"load": "Loading the model", "inputs": "Choosing input shapes",
+                     "capture": "Capturing: torch.export → ONNX"}[stage]
+            lines[stage] = f"{words} …" if ev["status"] == "running" else f":green-badge[done] {words}"
+            if stage == "inputs" and ev["status"] == "done":
+                failed = [p for p in ev["resolution"].get("probes", []) if not p["ok"]]
                 if failed:
-                    st.write(f"Input shapes: {len(failed)} size(s) failed on the reference before one ran "
-                             f"({plain(failed[0]['dims'])})")
-            elif ev["stage"] == "target" and ev["status"] == "running":
-                st.write(f"`{ev['target']}` compiling …")
-            elif ev["stage"] == "target":
-                bar.progress(min(1.0, ev["index"] / ev["total"]))
+                    lines[stage] += (f" — {len(failed)} size(s) failed on the reference before one ran "
+                                     f"({plain(str(failed[0]['dims']))})")
+        elif stage == "target":
+            tid = ev["target"]
+            if ev["status"] == "running":
+                lines[tid] = f"`{tid}` {ev.get('step', 'starting')} …"
+            else:
                 mark = {"ok": ":green-badge[ok]", "error": ":red-badge[error]",
                         "unavailable": ":gray-badge[unavailable]"}.get(ev["status"], "")
-                st.markdown(f"{mark} `{ev['target']}`" + (f": {plain(ev['error'])}" if ev.get("error") else ""))
-
-        try:
-            report = analyze(spec, targets, inputs_npz=npz_path, target_options=options, progress=progress,
-                             **edits)
-        except XcInputError as e:
-            status.update(label="Could not analyse this input", state="error")
-            st.session_state["report"] = None
-            st.session_state["report_error"] = e.for_dashboard()
-            st.session_state["report_refused"] = True
-            if e.fix == "shapes":
-                st.session_state["needs_shapes"] = e.inputs
-            return None
-        except Exception as e:  # noqa: BLE001 — never a traceback in the UI
-            status.update(label="Analysis failed", state="error")
-            st.session_state["report"] = None
-            st.session_state["report_error"] = f"internal error: {type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
-            return None
-        label, state = run_status(report)
-        status.update(label=label, state=state, expanded=state == "error")
-        return report
+                lines[tid] = f"{mark} `{tid}`" + (f": {plain(ev['error'])}" if ev.get("error") else "")
+                fraction = min(1.0, ev["index"] / max(1, ev["total"]))
+    return list(lines.values()), fraction
 
 
 def pages() -> dict:
@@ -265,8 +271,16 @@ def require_report() -> dict | None:
         leave_legacy_pages_mode()
         st.rerun()
     report = st.session_state.get("report")
+    if report is None and st.session_state.get("pending") and not _take_finished(st.session_state["pending"]):
+        _progress(st.session_state["pending"])
+        st.stop()
+    report = st.session_state.get("report")
     if report is None:
         st.error(plain(st.session_state.get("report_error") or "No report yet."))
+        if st.session_state.get("failed") and st.button("Try again", key="retry"):
+            _service().forget(st.session_state["failed"])
+            st.session_state["failed"] = None
+            st.rerun()
         st.stop()
     return report
 

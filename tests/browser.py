@@ -20,12 +20,16 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def dashboard():
-    port = free_port()
-    log = open(os.path.join(os.environ.get("TMPDIR", "/tmp"), f"xc-streamlit-{port}.log"), "w")
+def dashboard(env: dict | None = None, port: int | None = None):
+    """A Streamlit server on a free port; its log is kept (and its path printed) only if the body failed."""
+    import tempfile
+    port = port or free_port()
+    fd, log_path = tempfile.mkstemp(prefix=f"streamlit-{port}-", suffix=".log")
+    log = os.fdopen(fd, "w")
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
                              "--server.port", str(port), "--browser.gatherUsageStats", "false"],
-                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+    failed = True
     try:
         deadline = time.time() + 120
         while time.time() < deadline:
@@ -33,10 +37,15 @@ def dashboard():
                 break
             time.sleep(0.5)
         yield f"http://127.0.0.1:{port}/"
+        failed = False
     finally:
         proc.terminate()
         proc.wait(timeout=30)
         log.close()
+        if failed:
+            print(f"streamlit log: {log_path}")
+        else:
+            os.remove(log_path)
 
 
 def settle(page, timeout_ms=600_000):
@@ -49,3 +58,17 @@ def settle(page, timeout_ms=600_000):
             window.__xcIdle = busy ? 0 : (window.__xcIdle || 0) + 1;
             return window.__xcIdle >= 4;
         }""", timeout=timeout_ms, polling=500)
+
+
+def health_latencies(url: str, stop, out: list) -> None:
+    """Poll Streamlit's health endpoint until `stop` is set; append each answer's latency in seconds (a
+    timeout counts as 5 s)."""
+    import urllib.request
+    while not stop.is_set():
+        t0 = time.monotonic()
+        try:
+            urllib.request.urlopen(url + "_stcore/health", timeout=5).read()
+            out.append(time.monotonic() - t0)
+        except OSError:
+            out.append(5.0)
+        stop.wait(0.2)

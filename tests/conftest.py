@@ -7,6 +7,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+# The run store and scratch folders of this test session live in one temporary XC_HOME, never the user's.
+import tempfile  # noqa: E402
+os.environ.setdefault("XC_HOME", tempfile.mkdtemp(prefix="pytest-xc-home-"))
+
 _SAMPLE_REPORTS = {}
 # Every target, so one analysis per sample serves all tests that read sample reports.
 ALL_TARGETS = ("ort-cpu", "ort-nnapi", "ort-coreml", "ort-cpu-int8", "coreml-ane", "coreml-cpu", "openvino-cpu")
@@ -24,3 +28,22 @@ def sample_report(tmp_path_factory):
             _SAMPLE_REPORTS[key] = analyze(f"sample:{name}", list(targets), out_dir=str(out)), str(out)
         return _SAMPLE_REPORTS[key]
     return get
+
+
+def _xc_temp_entries() -> set[str]:
+    tmp = tempfile.gettempdir()
+    return {n for n in os.listdir(tmp) if n.startswith("xc-")}
+
+
+_TEMP_BEFORE = _xc_temp_entries()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """No run may leave folders behind: none in xc's scratch area, no xc-* folder in the system temp dir."""
+    from xc_core.store import home
+    work = os.path.join(home(), "work")
+    left = sorted(os.listdir(work)) if os.path.isdir(work) else []
+    new_temp = sorted(_xc_temp_entries() - _TEMP_BEFORE)
+    if (left or new_temp) and exitstatus == 0:
+        session.exitstatus = 1
+        print(f"\nleft behind: scratch {left[:5]}, temp {new_temp[:5]}")

@@ -4,16 +4,19 @@ Each scenario starts a fresh AppTest with its widget state preset: with the app'
 the sidebar tree on a rerun (a harness quirk; the served app is checked in test_browser.py)."""
 import os
 
+from apptest_wait import until_report
 from streamlit.testing.v1 import AppTest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run_app(**state):
-    at = AppTest.from_file(os.path.join(ROOT, "app.py"), default_timeout=600)
-    for k, v in state.items():
-        at.session_state[k] = v
-    return at.run()
+    def make():
+        at = AppTest.from_file(os.path.join(ROOT, "app.py"), default_timeout=600)
+        for k, v in state.items():
+            at.session_state[k] = v
+        return at
+    return until_report(make)
 
 
 def test_opens_on_tts_mini_overview():

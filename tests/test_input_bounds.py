@@ -220,7 +220,15 @@ def test_malformed_input_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch, k
     code, err = _run(capsys, tmp_path, *argv)
     _one_line_exit_2(code, err, needle)
     assert os.listdir(tmp_path / "tmp") == [], "something unpacked was left behind"
+    assert _scratch_left() == [], "a run folder was left behind"
     assert not (tmp_path.parent / "escaped.txt").exists()
+
+
+def _scratch_left() -> list[str]:
+    """Run folders (and the workers' temp folders inside them) still in xc's scratch area."""
+    from xc_core.store import home
+    work = os.path.join(home(), "work")
+    return os.listdir(work) if os.path.isdir(work) else []
 
 
 def test_unpacked_mlpackage_is_removed_after_the_analysis(tmp_path, monkeypatch):
@@ -245,9 +253,9 @@ def test_unpacked_mlpackage_is_removed_after_the_analysis(tmp_path, monkeypatch)
     monkeypatch.setattr("tempfile.tempdir", str(scratch))
     report = analyze(str(zipped), ["coreml-ane"])
     assert report["targets"]["coreml-ane"]["status"] == "ok"
-    assert os.listdir(scratch) == []
+    assert os.listdir(scratch) == [] and _scratch_left() == []
     wrong = tmp_path / "wrong.npz"
     np.savez(wrong, nope=np.zeros(3, np.float32))   # fails after the package was unpacked
     with pytest.raises(XcInputError, match="the .npz has no array for input"):
         analyze(str(zipped), ["coreml-ane"], inputs_npz=str(wrong))
-    assert os.listdir(scratch) == []
+    assert os.listdir(scratch) == [] and _scratch_left() == []

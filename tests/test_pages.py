@@ -2,6 +2,7 @@
 import os
 
 import pytest
+from apptest_wait import until_report
 from streamlit.testing.v1 import AppTest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -10,10 +11,12 @@ ALL_TARGETS = ["ort-cpu", "ort-nnapi", "ort-coreml", "ort-cpu-int8", "coreml-ane
 
 
 def run_page(page: str, sample: str, targets=ALL_TARGETS):
-    at = AppTest.from_file(os.path.join(ROOT, "app.py"), default_timeout=900)
-    at.session_state["sample"] = sample
-    at.session_state["targets"] = targets
-    at.run()
+    def make():
+        at = AppTest.from_file(os.path.join(ROOT, "app.py"), default_timeout=900)
+        at.session_state["sample"] = sample
+        at.session_state["targets"] = targets
+        return at
+    at = until_report(make)
     assert not at.exception, at.exception
     at.switch_page(f"pages/{page}.py").run()
     assert not at.exception, at.exception

@@ -264,10 +264,13 @@ def _charts(at):
 
 
 def run_router(sample: str):
+    from apptest_wait import until_report
     from streamlit.testing.v1 import AppTest
-    at = AppTest.from_file(ROUTER, default_timeout=900)
-    at.session_state["sample"] = sample
-    at.run()
+    def make():
+        at = AppTest.from_file(ROUTER, default_timeout=900)
+        at.session_state["sample"] = sample
+        return at
+    at = until_report(make)
     assert not at.exception, at.exception
     return at
 

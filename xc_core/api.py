@@ -1,23 +1,23 @@
 """The one façade the CLI and the dashboard call: analyze(source, targets, ...) -> Report (a plain dict)."""
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import tempfile
-import time
+import threading
+from dataclasses import asdict
 from typing import Callable
 
 from . import inputs as inputs_mod
-from .capture import capture
 from .errors import XcInputError
-from .input_shapes import resolve_inputs
 from .limits import Limits
+from .pipeline import captured_summary, prepare, run_target
 from .report.build import build_report, host_info
 from .report.schema import validate_report
-from .sources import load_source
 from .sources.spec import ShapeOverrides, Source
-from .targets import ERROR, execute_target, make_target, target_ids
+from .store import scratch_dir, write_json_atomic
+from .targets import ERROR, TargetResult, make_target, target_ids
+from .targets.base import MAX_ERROR_DETAIL
+from .worker import Job, Outcome, WorkerLimits, run_jobs
 
 Progress = Callable[[dict], None]
 
@@ -26,92 +26,186 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
             shapes: ShapeOverrides | None = None, dims: dict[str, int] | None = None,
             values: dict[str, float] | None = None, ranges: dict[str, tuple[float, float]] | None = None,
             out_dir: str | None = None, target_options: dict[str, dict] | None = None,
-            progress: Progress | None = None, limits: Limits | None = None) -> dict:
+            progress: Progress | None = None, limits: Limits | None = None,
+            worker_limits: WorkerLimits | None = None, jobs: int | None = None,
+            cancel: threading.Event | None = None, isolate: bool = True) -> dict:
     """Load, capture, compile for every target, compare, and return the Report.
 
     Inputs: `inputs_npz` arrays, `shapes` (whole inputs), `dims` (named symbolic dims), `values` (every element of
     an input), `ranges` (integer inputs); every other symbolic dim is picked by name and role and probed on the
-    reference (xc_core.input_shapes). Bad input raises XcInputError (one line). A target that fails is an `error`
-    entry in the report; the others still complete. With `out_dir`, writes report.json and artifacts/<target>/
-    there. `limits` bound every file, archive and input (default: `Limits.from_env()`). Whatever loading
-    unpacked is removed when this returns, also on error.
+    reference (xc_core.input_shapes). Bad input raises XcInputError (one line). A target that fails — an
+    exception, a crash, a hang past `worker_limits.timeout_s`, memory past `worker_limits.memory_gib` — is an
+    `error` entry in the report; the others still complete.
+
+    A source given as a path or `sample:NAME` is loaded, captured and compiled in isolated worker processes
+    (xc_core.worker), up to `jobs` targets at once (default: the machine's cores). A `Source` object built in
+    this process (a module you hold) runs here, one target after another; so does everything with
+    `isolate=False` (a debugger, a test that patches xc).
+
+    With `out_dir`, writes report.json, inputs.npz, capture/ and artifacts/<target>/ there; without, the run
+    folder is scratch space removed when this returns. `limits` bound every file, archive and input (default:
+    `Limits.from_env()`). Whatever loading unpacked is removed when this returns, also on error.
     """
     emit = progress or (lambda event: None)
     targets = list(targets) if targets else target_ids()
     target_options = target_options or {}
     limits = limits or Limits.from_env()
+    worker_limits = worker_limits or WorkerLimits.from_env()
+    jobs = default_jobs() if jobs is None else max(1, int(jobs))
     user_arrays = inputs_mod.read_npz(inputs_npz, limits) if inputs_npz else None
-    emit({"stage": "load", "status": "running"})
-    owns_source = isinstance(source, str)
     # TorchScript records no shapes at all: its loader needs them (from --shape or the .npz) to know its inputs.
     loader_shapes = {**(inputs_mod.npz_shapes(user_arrays) if user_arrays else {}), **(shapes or {})}
-    src = load_source(source, loader_shapes, limits) if owns_source else source
-    tmp = None
+    isolated = isinstance(source, str) and isolate
+    owned = None
+    run_dir = os.path.abspath(out_dir) if out_dir else scratch_dir("run")
+    os.makedirs(run_dir, exist_ok=True)
     try:
-        emit({"stage": "inputs", "status": "running"})
-        ts_given = set(loader_shapes) if src.kind == "torchscript" else set()
-        specs, resolution = resolve_inputs(
-            src.inputs, shapes={k: v for k, v in (shapes or {}).items() if k not in ts_given}, dims=dims,
-            values=values, ranges=ranges, arrays=user_arrays, probe=reference_probe(src, limits),
-            dim_bounds=src.dim_bounds, value_hints=src.value_hints)
-        src.inputs = specs
-        inputs_mod.check_input_size(src.inputs, limits)
-        if user_arrays is not None:
-            feeds = inputs_mod.check_npz(user_arrays, src.inputs)
+        if isolated:
+            spec = {"spec": source, "loader_shapes": loader_shapes, "shapes": shapes, "dims": dims,
+                    "values": values, "ranges": ranges, "inputs_npz": inputs_npz, "limits": asdict(limits)}
+            prepared = _prepare_isolated(spec, run_dir, worker_limits, emit, cancel)
+            captured, feeds = captured_summary(run_dir), None
         else:
-            feeds = inputs_mod.random_inputs(src.inputs)
-        inputs_info = {"origin": "npz" if user_arrays is not None else "seeded-random", "seed": inputs_mod.SEED,
-                       "distribution": "float: standard normal; int: uniform in each input's [low, high)",
-                       "resolution": resolution}
-        if inputs_npz:
-            inputs_info["file"] = os.path.basename(inputs_npz)
-        emit({"stage": "inputs", "status": "done", "resolution": resolution})
-        emit({"stage": "load", "status": "done", "source": src.name})
+            emit({"stage": "load", "status": "running"})
+            if isinstance(source, str):
+                from .sources import load_source
+                source = owned = load_source(source, loader_shapes, limits)
+            emit({"stage": "inputs", "status": "running"})
+            prepared = prepare(source, run_dir, shapes=shapes, dims=dims, values=values, ranges=ranges,
+                               user_arrays=user_arrays, loader_shapes=loader_shapes, inputs_npz=inputs_npz,
+                               limits=limits, stage=lambda s: emit({"stage": s, "status": "running"}))
+            captured, feeds = prepared.pop("_live")
+        emit({"stage": "inputs", "status": "done", "resolution": prepared["inputs_info"]["resolution"]})
+        emit({"stage": "load", "status": "done", "source": prepared["source_name"]})
+        emit({"stage": "capture", "status": "done", "seconds": prepared["capture_seconds"]})
 
-        if out_dir is None:
-            tmp = out_dir = tempfile.mkdtemp(prefix="xc-")
-        return _compile_and_compare(src, feeds, inputs_info, targets, target_options, out_dir, bool(tmp), emit)
+        from .analysis.layer_drift import module_boundaries
+        boundaries = module_boundaries(captured.before)
+        probes = [b["source_op"] for b in boundaries]
+        reference_id = prepared["reference_id"]
+        planned = ([reference_id] if reference_id else []) + [t for t in targets if t != reference_id]
+        made = [make_target(tid, **target_options.get(tid, {})) for tid in planned]
+        if isolated:
+            job_args = {"run_dir": run_dir, "spec": source, "loader_shapes": loader_shapes,
+                        "limits": asdict(limits), "probes": probes}
+            by_id = _run_targets_isolated(made, job_args, run_dir, worker_limits, jobs, emit, cancel)
+        else:
+            by_id = {}
+            for i, target in enumerate(made):
+                emit({"stage": "target", "target": target.identity, "status": "running", "index": i,
+                      "total": len(made)})
+                by_id[target.identity] = run_target(target, captured, feeds, run_dir, probes)
+                r = by_id[target.identity]
+                emit({"stage": "target", "target": r.target, "status": r.status, "error": r.error,
+                      "index": i + 1, "total": len(made)})
+        reference = by_id.pop(made[0].identity) if reference_id else None
+        results = [by_id[t.identity] for t in made if t.identity in by_id]
+        report = build_report(captured.source, captured, prepared["inputs_info"], reference, results, host_info(),
+                              boundaries)
+        report["run"] = {"isolated": isolated, "jobs": jobs if isolated else 1, "limits": worker_limits.to_dict()}
+        report["artifacts_dir"] = os.path.abspath(os.path.join(run_dir, "artifacts")) if out_dir else None
+        validate_report(report)
+        if out_dir:
+            write_json_atomic(os.path.join(run_dir, "report.json"), report)
+        emit({"stage": "report", "status": "done"})
+        return report
     finally:
-        if tmp:
-            shutil.rmtree(tmp, ignore_errors=True)
-        if owns_source:
-            src.close()
+        if owned is not None:
+            owned.close()
+        shutil.rmtree(os.path.join(run_dir, "work"), ignore_errors=True)
+        if not out_dir:
+            shutil.rmtree(run_dir, ignore_errors=True)
 
 
-def _compile_and_compare(src: Source, feeds: dict, inputs_info: dict, targets: list[str],
-                         target_options: dict[str, dict], out_dir: str, temporary: bool, emit: Progress) -> dict:
-    artifacts = os.path.join(out_dir, "artifacts")
-    os.makedirs(artifacts, exist_ok=True)
-    emit({"stage": "capture", "status": "running"})
-    t0 = time.perf_counter()
-    captured = capture(src, os.path.join(artifacts, "capture"), feeds)
-    emit({"stage": "capture", "status": "done", "seconds": time.perf_counter() - t0})
+def default_jobs() -> int:
+    """Targets at once: the cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
 
-    from .analysis.layer_drift import module_boundaries
-    boundaries = module_boundaries(captured.before)
-    probes = [b["source_op"] for b in boundaries]
-    reference_id = ("torch" if src.module is not None else "onnx-reference" if captured.onnx_path else None)
-    planned = ([reference_id] if reference_id else []) + [t for t in targets if t != reference_id]
-    results = []
-    reference = None
-    for i, tid in enumerate(planned):
-        emit({"stage": "target", "target": tid, "status": "running", "index": i, "total": len(planned)})
-        target = make_target(tid, **target_options.get(tid, {}))
-        result = execute_target(target, captured, feeds, os.path.join(artifacts, tid), probes=probes)
-        emit({"stage": "target", "target": tid, "status": result.status, "error": result.error,
-              "index": i + 1, "total": len(planned)})
-        if tid == reference_id:
-            reference = result
-        else:
-            results.append(result)
-    report = build_report(src, captured, inputs_info, reference, results, host_info(), boundaries)
-    report["artifacts_dir"] = None if temporary else os.path.abspath(artifacts)
-    validate_report(report)
-    if not temporary:
-        with open(os.path.join(out_dir, "report.json"), "w") as f:
-            json.dump(report, f, indent=1)
-    emit({"stage": "report", "status": "done"})
-    return report
+
+# What a worker step was doing, in the words of an error message.
+_STEP_WORDS = {"load": "loading the model", "inputs": "trying input shapes on the reference",
+               "capture": "capturing it (torch.export / ONNX export)"}
+
+
+def _prepare_isolated(spec: dict, run_dir: str, limits: WorkerLimits, emit: Progress, cancel) -> dict:
+    def on_stage(_job, step):
+        emit({"stage": step, "status": "running"})
+    job = Job("prepare", "xc_core.pipeline:prepare_job", {**spec, "run_dir": run_dir},
+              os.path.join(run_dir, "work", "prepare"))
+    out = run_jobs([job], limits, 1, on_stage, cancel=cancel)["prepare"]
+    if out.ok:
+        return out.value
+    if out.input_error:
+        e = out.input_error
+        raise XcInputError(e["message"], fix=e.get("fix"), inputs=e.get("inputs"))
+    name = spec["spec"].split(":", 1)[1] if spec["spec"].startswith("sample:") else os.path.basename(spec["spec"])
+    if out.error == "cancelled":
+        raise XcInputError(f"{name}: the analysis was cancelled")
+    step = _STEP_WORDS.get(out.stage or "", "preparing the model")
+    if out.detail and out.error and not out.error.startswith(("killed", "exceeded", "the worker")):
+        # An exception in xc's own code (not the model crashing a library): an internal error, as before.
+        raise RuntimeError(f"{step}: {out.error}")
+    raise XcInputError(f"{name}: {step} {out.error} — nothing was compiled (raise the limit with --timeout / "
+                       "--memory, or set the inputs with --shape, --dim or --inputs)")
+
+
+def _run_targets_isolated(made: list, job_args: dict, run_dir: str, limits: WorkerLimits, jobs: int,
+                          emit: Progress, cancel) -> dict:
+    """One worker per target, `jobs` at once; a crash, a limit or an exception is that target's error."""
+    job_list, by_job = [], {}
+    for i, target in enumerate(made):
+        cls = type(target)
+        name = f"{i:02d}-{target.id}"
+        by_job[name] = target
+        job_list.append(Job(name, "xc_core.pipeline:target_job",
+                            {**job_args, "target_class": f"{cls.__module__}:{cls.__qualname__}",
+                             "options": dict(target.options)},
+                            os.path.join(run_dir, "work", name)))
+    total, finished = len(made), [0]
+    started: set[str] = set()
+
+    def on_stage(job_name, step):
+        target = by_job[job_name]
+        if job_name not in started:
+            started.add(job_name)
+            emit({"stage": "target", "target": target.identity, "status": "running", "index": finished[0],
+                  "total": total})
+        emit({"stage": "target", "target": target.identity, "status": "running", "step": step,
+              "index": finished[0], "total": total})
+
+    results = {}
+
+    def on_done(out: Outcome):
+        target = by_job[out.name]
+        r = _result_of(target, out, os.path.join(run_dir, "work", out.name))
+        results[target.identity] = r
+        finished[0] += 1
+        emit({"stage": "target", "target": r.target, "status": r.status, "error": r.error,
+              "index": finished[0], "total": total})
+
+    run_jobs(job_list, limits, jobs, on_stage, on_done, cancel)
+    return results
+
+
+def _result_of(target, out: Outcome, workdir: str) -> TargetResult:
+    worker = {"seconds": out.seconds, "peak_rss_mib": out.peak_rss_mib}
+    if out.ok:
+        r = TargetResult.load(workdir)
+        r.info["worker"] = worker
+        return r
+    r = TargetResult(target=target.identity, status=ERROR, evidence=dict(target.evidence),
+                     error_stage=out.stage, error_detail=(out.detail or "")[-MAX_ERROR_DETAIL:] or None)
+    if out.input_error:
+        r.error = out.input_error["message"]
+    elif out.error.startswith(("killed", "exceeded", "the worker", "cancelled")):
+        r.error = out.error          # the reason in words: "killed by SIGSEGV in compile"
+    else:
+        r.error = f"{out.stage or 'worker'} failed: {out.error}"
+    r.info["worker"] = worker
+    return r
 
 
 def reference_probe(src: Source, limits: Limits):

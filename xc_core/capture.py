@@ -36,6 +36,17 @@ class Captured:
     # take the same ONNX → PyTorch conversion). Rebuilt, not shipped, wherever a target runs.
     derived: dict = field(default_factory=dict, repr=False)
     notes: list[str] = field(default_factory=list)
+    # In a worker, the ExportedProgram stays on disk until a target asks for it (most never do).
+    exported_program_file: str | None = None
+
+    def program(self):
+        """The captured ExportedProgram (PyTorch sources), or None. A worker reads it back from the run folder
+        with xc's own .pt2 loader, the same one uploads go through."""
+        if self.exported_program is None and self.exported_program_file:
+            from .limits import Limits
+            from .sources.pt2_archive import load_pt2
+            self.exported_program, _ = load_pt2(self.exported_program_file, Limits.from_env())
+        return self.exported_program
 
     def onnx_node(self, name: str) -> Node | None:
         return self._onnx_index().get(name)

@@ -42,6 +42,17 @@ def build_parser() -> argparse.ArgumentParser:
                         "ort-coreml.bandwidth_gb_s=8, openvino-cpu.inference_precision=f32")
     a.add_argument("--out", required=True, metavar="DIR", help="writes DIR/report.json and DIR/artifacts/")
     a.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    from .worker import DEFAULT_MEMORY_GIB, DEFAULT_TIMEOUT_S
+    w = a.add_argument_group("workers", "loading + capture, the reference and every target run in isolated worker "
+                                        "processes; a crash, a hang or runaway memory becomes that target's error")
+    w.add_argument("--jobs", type=int, default=None, metavar="N",
+                   help="targets compiled at once (default: the machine's cores)")
+    w.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help=f"wall time per worker (default {DEFAULT_TIMEOUT_S:g}; env XC_TIMEOUT_S)")
+    w.add_argument("--memory", type=float, default=None, metavar="GIB",
+                   help=f"resident memory per worker (default {DEFAULT_MEMORY_GIB:g}; env XC_MEMORY_GIB)")
+    w.add_argument("--no-store", action="store_true",
+                   help="do not record the run in xc's run store ($XC_HOME, default the user data dir)")
     from .limits import LIMITS
     lim = a.add_argument_group("limits", "bounds checked before a file is read or unpacked, or inputs allocated; "
                                          "each also has an environment variable")
@@ -100,6 +111,10 @@ def _analyze(args) -> int:
     options = parse_target_options(args.option, targets)
     shapes = parse_shape_flags(args.shape)
     limits = Limits.from_env(**{k: getattr(args, k) for k in LIMITS})
+    from .worker import WorkerLimits
+    worker_limits = WorkerLimits.from_env(args.timeout, args.memory)
+    if args.jobs is not None and args.jobs < 1:
+        raise XcInputError(f"--jobs {args.jobs}: must be at least 1")
     if args.inputs and not os.path.isfile(args.inputs):
         raise XcInputError(f"--inputs {args.inputs}: no such file (accepted: an .npz written by numpy.savez)")
     try:
@@ -118,13 +133,38 @@ def _analyze(args) -> int:
 
     report = analyze(args.source, targets, inputs_npz=args.inputs, shapes=shapes, dims=parse_dim_flags(args.dim),
                      values=parse_value_flags(args.value), ranges=parse_range_flags(args.range), out_dir=args.out,
-                     target_options=options, progress=progress, limits=limits)
+                     target_options=options, progress=progress, limits=limits, worker_limits=worker_limits,
+                     jobs=args.jobs)
+    if not args.no_store:
+        _record(args, report, targets, options, shapes, limits)
     if not args.quiet:
         print(inputs_table(report))
         print(summary_table(report))
         print(checklist_table(report))
         print(f"wrote {os.path.join(args.out, 'report.json')}")
     return EXIT_OK
+
+
+def _record(args, report: dict, targets, options, shapes, limits) -> None:
+    """Keep the run in the store (history, re-opening in the dashboard). A store that cannot be written is a
+    warning, not a failed analysis."""
+    from dataclasses import asdict
+
+    from .store import RunStore, run_key
+    try:
+        key = run_key(source=report["source"]["sha256"], npz=_file_sha(args.inputs), targets=targets,
+                      options=options, shapes=shapes, dims=args.dim, values=args.value, ranges=args.range,
+                      limits=asdict(limits))
+        RunStore().put(key, report, args.out)
+    except (OSError, ValueError) as e:
+        print(f"xc: warning: the run was not recorded in the store ({e})", file=sys.stderr)
+
+
+def _file_sha(path: str | None) -> str | None:
+    if not path:
+        return None
+    from .sources import sha256_file
+    return sha256_file(path)
 
 
 def inputs_table(report: dict) -> str:

@@ -61,7 +61,7 @@ def build_report(source, captured, inputs_info: dict, reference, results: list, 
             "coverage": {tid: coverage(g) for tid, g in graphs.items()},
             "source_ops": source_op_table(captured.before, graphs),
         }
-        partitioned = {r.target for r in results if "partitioning" in r.info}
+        partitioned = {r.target for r in results if r.partitioning is not None}
         matrix = fusion_matrix(captured.before, graphs, partitioned)
         matrix["evidence"] = ev.REPORTED
         report["fusion_matrix"] = matrix
@@ -89,13 +89,13 @@ def target_block(r, captured, reference) -> dict:
         "precision": None,
         "graph": None,
         "drift": None,
-        "info": {k: v for k, v in r.info.items() if k != "traceback" and not k.startswith("_")},
+        "info": _info(r),
         "notes": list(r.notes),
         "timings": dict(r.timings),
         "artifacts": list(r.artifacts),
     }
-    if r.status == "error" and "traceback" in r.info:
-        block["traceback"] = r.info["traceback"]
+    if r.status == "error" and r.traceback:
+        block["traceback"] = r.traceback
     if r.graph is not None and captured is not None:
         g = r.graph
         before = captured.before
@@ -124,28 +124,45 @@ def target_block(r, captured, reference) -> dict:
                 outs[name] = {"error": f"the target produced no output '{name}' (it has {sorted(r.outputs)})"}
         block["drift"] = {"reference": reference.target, "outputs": outs, "worst": worst(outs),
                           "evidence": r.evidence.get("numerics", ev.MEASURED),
-                          "assumption": r.info.get("numerics_assumption")}
+                          "assumption": r.numerics_assumption}
         skipped = r.info.get("outputs_not_compared") or {}
         if skipped:
             block["drift"]["not_compared"] = skipped
-    elif r.status == OK and r.info.get("numerics_failed"):
+    elif r.status == OK and r.numerics_failed:
         # xc could not emulate this target's numbers: say so where the numbers would be, as xc's failure.
         block["drift"] = {"reference": reference.target if reference is not None else None, "outputs": {},
                           "worst": None, "evidence": r.evidence.get("numerics", ev.EMULATED),
-                          "assumption": None, "failed": r.info["numerics_failed"]["why"]}
+                          "assumption": None, "failed": r.numerics_failed["why"]}
     return block
+
+
+# Typed TargetResult fields and the report's `info` keys the pages read them under.
+_INFO_FIELDS = {"partitioning": "partitioning", "partitioning_as_shipped": "partitioning_as_shipped",
+                "boundaries": "boundaries", "compute_units": "compute_units_predicted",
+                "numerics_assumption": "numerics_assumption", "numerics_failed": "numerics_failed",
+                "intermediates_method": "intermediates_method"}
+
+
+def _info(r) -> dict:
+    info = dict(r.info)
+    for attr, key in _INFO_FIELDS.items():
+        if getattr(r, attr) is not None:
+            info[key] = getattr(r, attr)
+    if r.contract:
+        info["read_back_check"] = list(r.contract)
+    return info
 
 
 def _add_layer_drift(block: dict, r, reference, boundaries: list[dict]) -> None:
     from ..analysis.layer_drift import layer_drift
-    ref = (reference.info.get("_intermediates_by_op") if reference is not None else None) or {}
-    mine = r.info.get("_intermediates_by_op") or {}
+    ref = reference.intermediates if reference is not None else {}
+    mine = r.intermediates
     if not ref or not mine:
         block["layer_drift"] = None
         return
     ld = layer_drift(ref, mine, boundaries)
-    ld["method"] = r.info.get("intermediates_method")
-    ld["reference_method"] = reference.info.get("intermediates_method")
+    ld["method"] = r.intermediates_method
+    ld["reference_method"] = reference.intermediates_method
     ld["evidence"] = r.evidence.get("numerics", ev.MEASURED)
     block["layer_drift"] = ld
 
@@ -162,7 +179,7 @@ def _summary(a) -> dict:
 
 def input_graph_for(r, captured):
     """The graph a target's compiler was given: what `fused_from` ids refer to."""
-    return r.info.get("_input_graph") or captured.onnx_graph
+    return r.input_graph or captured.onnx_graph
 
 
 def _graph_block(g, evidence: str) -> dict:

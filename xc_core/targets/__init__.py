@@ -8,6 +8,21 @@ from .base import ERROR, OK, REGISTRY, UNAVAILABLE, Target, TargetResult, execut
 REFERENCE_IDS = ("torch", "onnx-reference")
 
 
+def load_plugins() -> None:
+    """Modules named in XC_PLUGINS (comma-separated) register more targets when imported; workers import a
+    target's module by name, so a plug-in target runs isolated like the built-in ones."""
+    import importlib
+    import os
+    for name in filter(None, (m.strip() for m in os.environ.get("XC_PLUGINS", "").split(","))):
+        try:
+            importlib.import_module(name)
+        except ImportError as e:
+            raise XcInputError(f"XC_PLUGINS: cannot import '{name}' ({e})") from None
+
+
+load_plugins()
+
+
 def target_ids() -> list[str]:
     """Compiled targets (references excluded), in display order."""
     return [t for t in REGISTRY if t not in REFERENCE_IDS]

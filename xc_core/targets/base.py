@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable, ClassVar
 
 from ..errors import summarize_error
@@ -25,19 +25,89 @@ OK, ERROR, UNAVAILABLE = "ok", "error", "unavailable"
 
 @dataclass
 class TargetResult:
+    """What one target run produced. Every field is plain data or an IR Graph or a numpy array, so a result
+    crosses a process boundary as files (`save` / `load`) and becomes a report block without private keys."""
     target: str                       # identity: the id, plus options when a target takes any
     status: str = OK
     error: str | None = None
-    error_stage: str | None = None    # compile | inspect | run
+    error_stage: str | None = None    # compile | inspect | run (or the worker stage a kill happened in)
     error_detail: str | None = None   # the runtime's whole message; `error` is its one-line summary
     graph: Graph | None = None
     stages: list[Graph] = field(default_factory=list)   # graphs after intermediate lowering stages
+    # The graph this target's compiler was given, when it is not the captured ONNX (int8: the quantized model;
+    # Core ML: the MIL program before its passes). `fused_from` ids refer to it.
+    input_graph: Graph | None = None
     outputs: dict[str, Any] = field(default_factory=dict)  # output name -> numpy array
+    intermediates: dict[str, Any] = field(default_factory=dict)  # source op id -> numpy array (per-layer drift)
+    intermediates_method: str | None = None
+    partitioning: dict | None = None            # accelerated targets: partitions, unsupported ops, shares
+    partitioning_as_shipped: dict | None = None  # the same, for the model with its dynamic dims
+    boundaries: dict | None = None              # accelerator <-> CPU boundaries and the latency-cliff estimate
+    compute_units: dict | None = None           # Core ML: share and counts per compute unit
+    numerics_assumption: str | None = None      # what the output numbers stand for
+    numerics_failed: dict | None = None         # xc could not emulate the numbers: why, and what it tried
     evidence: dict[str, str] = field(default_factory=dict)  # assignment / precision / numerics -> kind
     info: dict[str, Any] = field(default_factory=dict)      # target-specific, JSON-serialisable facts
     notes: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     artifacts: list[str] = field(default_factory=list)
+    traceback: str | None = None
+    contract: list[str] = field(default_factory=list)  # what the conformance checks found wrong
+
+    _GRAPHS = ("graph", "input_graph")
+    _ARRAYS = ("outputs", "intermediates")
+
+    def save(self, folder: str) -> None:
+        """result.json (plain JSON) + arrays.npz (every array, read back with allow_pickle=False)."""
+        import json
+        import os
+
+        import numpy as np
+        data, arrays = {}, {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in self._GRAPHS:
+                data[f.name] = value.to_dict() if value is not None else None
+            elif f.name == "stages":
+                data[f.name] = [g.to_dict() for g in value]
+            elif f.name in self._ARRAYS:
+                names = {}
+                for k, a in value.items():
+                    key = f"a{len(arrays)}"
+                    arrays[key] = np.asarray(a)
+                    names[k] = key
+                data[f.name] = names
+            else:
+                data[f.name] = value
+        with open(os.path.join(folder, "arrays.npz"), "wb") as fh:
+            np.savez(fh, **arrays)
+        with open(os.path.join(folder, "result.json"), "w") as fh:
+            json.dump(data, fh, default=_json_scalar)
+
+    @classmethod
+    def load(cls, folder: str) -> "TargetResult":
+        import json
+        import os
+
+        import numpy as np
+        with open(os.path.join(folder, "result.json")) as fh:
+            data = json.load(fh)
+        with np.load(os.path.join(folder, "arrays.npz"), allow_pickle=False) as z:
+            for name in cls._ARRAYS:
+                data[name] = {k: z[key] for k, key in data[name].items()}
+        for name in cls._GRAPHS:
+            data[name] = Graph.from_dict(data[name]) if data[name] is not None else None
+        data["stages"] = [Graph.from_dict(g) for g in data["stages"]]
+        return cls(**data)
+
+
+def _json_scalar(o):
+    import numpy as np
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(f"{type(o).__name__} in a TargetResult is not plain data")
 
 
 class Target(abc.ABC):
@@ -106,8 +176,11 @@ def register(cls: type[Target]) -> type[Target]:
 
 
 def execute_target(target: Target, captured, inputs: dict, workdir: str,
-                   log: Callable[[str], None] | None = None, probes: list[str] | None = None) -> TargetResult:
-    """Compile, inspect and run one target; every failure becomes a value in the result."""
+                   log: Callable[[str], None] | None = None, probes: list[str] | None = None,
+                   on_stage: Callable[[str], None] | None = None) -> TargetResult:
+    """Compile, inspect and run one target; every failure becomes a value in the result. `on_stage` hears each
+    step as it starts (a worker passes it on, so a kill can say which step it interrupted)."""
+    on_stage = on_stage or (lambda s: None)
     result = TargetResult(target=target.identity, evidence=dict(target.evidence))
     ok, why = target.available()
     if not ok:
@@ -120,6 +193,7 @@ def execute_target(target: Target, captured, inputs: dict, workdir: str,
     compiled = None
     for stage in ("compile", "inspect", "run"):
         t0 = time.perf_counter()
+        on_stage(stage)
         try:
             if stage == "compile":
                 compiled = target._compile(captured, workdir, result)
@@ -136,22 +210,55 @@ def execute_target(target: Target, captured, inputs: dict, workdir: str,
             result.status, result.error_stage = ERROR, stage
             result.error = f"{stage} failed: {type(e).__name__}: {summarize_error(str(e)) or type(e).__name__}"
             result.error_detail = str(e).strip()[:MAX_ERROR_DETAIL] or None
-            result.info["traceback"] = traceback.format_exc(limit=6)
+            result.traceback = traceback.format_exc(limit=6)
             if log:
                 log(f"{target.identity}: {result.error}")
             # A graph that was read back is still worth showing when only running failed.
             return result
         finally:
             result.timings[stage] = round(time.perf_counter() - t0, 4)
+    result.contract = check_result(result, captured)
     if probes and target.intermediates_method:
+        on_stage("intermediates")
         t0 = time.perf_counter()
         try:
-            result.info["_intermediates_by_op"] = target._intermediates(compiled, inputs, captured, result, probes)
-            result.info["intermediates_method"] = target.intermediates_method
+            result.intermediates = target._intermediates(compiled, inputs, captured, result, probes)
+            result.intermediates_method = target.intermediates_method
         except Exception as e:  # noqa: BLE001 — per-layer drift is optional; say why it is missing
             result.notes.append(f"intermediate values unavailable: {type(e).__name__}: {_first_line(e)}")
         result.timings["intermediates"] = round(time.perf_counter() - t0, 4)
     return result
+
+
+def check_result(result: TargetResult, captured) -> list[str]:
+    """What every target must return, checked the same way for all: unique node ids, `fused_from` ids that are
+    nodes of the graph the compiler was given, `source_ops` that are nodes of the captured graph, a backend on
+    every compute node. Problems are listed (and shown as a note), not raised: a flaw in how xc read a graph
+    back must not hide what the compiler did. The conformance test requires none for every registered target."""
+    g = result.graph
+    if g is None:
+        return []
+    problems = []
+    ids = [n.id for n in g.nodes]
+    dup = sorted({i for i in ids if ids.count(i) > 1}) if len(set(ids)) != len(ids) else []
+    if dup:
+        problems.append(f"{len(dup)} node id(s) repeat: {', '.join(dup[:5])}")
+    given = {n.id for n in (result.input_graph or captured.onnx_graph).nodes}
+    bad_fused = sorted({f for n in g.nodes for f in n.fused_from if f not in given})
+    if bad_fused:
+        problems.append(f"{len(bad_fused)} fused_from id(s) are not nodes of the graph the compiler was given: "
+                        + ", ".join(bad_fused[:5]))
+    source = {n.id for n in captured.before.nodes}
+    bad_src = sorted({s for n in g.nodes for s in n.source_ops if s not in source})
+    if bad_src:
+        problems.append(f"{len(bad_src)} source_ops id(s) are not nodes of the captured graph: "
+                        + ", ".join(bad_src[:5]))
+    no_backend = [n.id for n in g.compute_nodes() if not n.backend]
+    if no_backend:
+        problems.append(f"{len(no_backend)} compute node(s) have no backend: {', '.join(no_backend[:5])}")
+    if problems and result.status == OK:
+        result.notes.extend(f"xc's read-back check: {p}" for p in problems)
+    return problems
 
 
 def _first_line(e: Exception) -> str:

@@ -112,7 +112,7 @@ class CoreMLTarget(Target):
             yield "TorchScript path (torch.jit module)", src.module, {"inputs": shapes}
             # Scripted (not traced) modules keep Python control flow the TorchScript frontend may refuse; the
             # ExportedProgram xc converted them to is the next path.
-        ep = captured.exported_program
+        ep = captured.program()
         for label, table in (("ExportedProgram.run_decompositions({})", {}),
                              ("ExportedProgram.run_decompositions() (default table)", None)):
             try:
@@ -147,7 +147,7 @@ class CoreMLTarget(Target):
                 if b is not None and not n.source_ops:
                     n.source_ops, n.module_path = list(b.source_ops), b.module_path
             result.stages.append(before)
-            result.info["_input_graph"] = before
+            result.input_graph = before
             result.info["mil_ops_before"] = _mil_op_count(before)
         else:
             for n in after.nodes:
@@ -163,7 +163,7 @@ class CoreMLTarget(Target):
         if self.accelerated:
             b = boundaries(after, DEFAULT_BANDWIDTH_GB_S, DEFAULT_TRANSITION_OVERHEAD_MS)
             b["evidence"] = result.evidence["assignment"]
-            result.info["boundaries"] = b
+            result.boundaries = b
         return after
 
     def _attach_provenance(self, before: Graph, compiled, captured) -> None:
@@ -207,7 +207,7 @@ class CoreMLTarget(Target):
             if self.accelerated and p.unit == CPU and n.kind == COMPUTE:
                 n.fallback, n.fallback_reason = True, p.reason
         total = sum(units.values()) or 1
-        result.info["compute_units_predicted"] = {
+        result.compute_units = {
             "share": {k: round(v / total, 4) for k, v in sorted(units.items())},
             "counts": units,
             "unknown_ops": sorted({n.op_type for n in graph.nodes if n.backend == UNKNOWN}),
@@ -226,7 +226,7 @@ class CoreMLTarget(Target):
             outputs = _macos_predict(compiled["mlmodel"], inputs, captured)
             if outputs is not None:
                 result.evidence["numerics"] = ev.MEASURED
-                result.info["numerics_assumption"] = "Core ML predict on this Mac"
+                result.numerics_assumption = "Core ML predict on this Mac"
                 return outputs
         from ..emulate.mil_interpreter import run_program
         feeds = {}
@@ -240,8 +240,8 @@ class CoreMLTarget(Target):
             else:
                 raise KeyError(f"no value for Core ML input '{name}' (have {sorted(inputs)})")
         outs, intermediates = run_program(prog, feeds, record=True)
-        result.info["_intermediates"] = intermediates
-        result.info["numerics_assumption"] = (
+        self._recorded = intermediates  # for _intermediates, same process
+        result.numerics_assumption = (
             f"emulated: xc executed the compiled MIL program in numpy with its own dtypes ({self.compute_precision} "
             "where the program computes in it); Core ML's kernels on the device may round differently")
         names = list(outs)
@@ -252,7 +252,7 @@ class CoreMLTarget(Target):
         return out
 
     def _intermediates(self, compiled, inputs, captured, result, probes):
-        recorded = result.info.get("_intermediates")
+        recorded = getattr(self, "_recorded", None)
         if not recorded:
             # On macOS the outputs come from Core ML's predict, which records nothing in between.
             return {}

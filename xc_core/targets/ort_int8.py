@@ -43,10 +43,10 @@ class OrtCpuInt8(OrtTarget):
         for n in quantized.nodes:
             n.attributes.pop("_metadata", None)
             n.precision = onnx_node_precision(n)
-        result.info["_input_graph"] = quantized
+        result.input_graph = quantized
         result.info["quantization"] = {"method": "quantize_dynamic", "weight_type": "QInt8",
                                        "quantized_nodes": sum(n.precision == "int8" for n in quantized.nodes)}
-        result.info["numerics_assumption"] = "int8 weights, activations quantised per tensor at run time"
+        result.numerics_assumption = "int8 weights, activations quantised per tensor at run time"
         return path
 
     def input_graph(self, compiled, captured):
@@ -54,5 +54,5 @@ class OrtCpuInt8(OrtTarget):
 
     def _compile(self, captured, workdir, result):
         compiled = super()._compile(captured, workdir, result)
-        compiled["input_graph"] = result.info["_input_graph"]
+        compiled["input_graph"] = result.input_graph
         return compiled

@@ -97,10 +97,10 @@ class OrtMobileTarget(Target):
         model, info = compiled["model"], compiled["info"]
         graph = onnx_ir_graph(model, "ep-partitioned")
         result.info.update(map_optimized_graph(graph, captured.onnx_graph))
-        result.info["partitioning"] = self._assign(graph, model, info)
+        result.partitioning = self._assign(graph, model, info)
         b = boundaries(graph, *self._cost_model())
         b["evidence"] = ev.PREDICTED_RUNTIME
-        result.info["boundaries"] = b
+        result.boundaries = b
         if compiled["shipped"] is not None:
             shipped_model, shipped_info = compiled["shipped"]
             shipped_graph = onnx_ir_graph(shipped_model, "ep-partitioned-as-shipped")
@@ -112,14 +112,14 @@ class OrtMobileTarget(Target):
             summary["fallbacks_by_reason"] = _count_reasons(shipped_graph)
             summary["note"] = ("the model as shipped, with its symbolic input dims: ORT's checker puts every node "
                                "whose input shape is not fixed on the CPU EP")
-            result.info["partitioning_as_shipped"] = summary
+            result.partitioning_as_shipped = summary
         return graph
 
     def _size_boundaries_from_a_run(self, compiled, inputs, result) -> None:
         """Boundary tensors whose size no shape gives (data-dependent) are measured: every boundary counts."""
-        blocks = [result.info["boundaries"]]
-        if "partitioning_as_shipped" in result.info:
-            blocks.append(result.info["partitioning_as_shipped"]["boundaries"])
+        blocks = [result.boundaries]
+        if result.partitioning_as_shipped is not None:
+            blocks.append(result.partitioning_as_shipped["boundaries"])
         try:
             _size_boundaries(blocks, compiled, inputs, self._cost_model())
         except Exception as e:  # noqa: BLE001 — the estimate then says how many boundaries it could not size
@@ -205,14 +205,14 @@ class OrtMobileTarget(Target):
             compiled["numerics_model"] = optimized
             result.artifacts.append(optimized)
             result.evidence["numerics"] = ev.MEASURED
-            result.info["numerics_assumption"] = (f"fp16 emulation off: these are the CPU EP's numbers for the "
+            result.numerics_assumption = (f"fp16 emulation off: these are the CPU EP's numbers for the "
                                                   f"partitioned graph, not a prediction of {self.ep_name}'s")
             return run_session(session, inputs)
         from ..emulate.fp16_onnx import EmulationFailed, emulate_fp16
         accelerated = {n.id for n in result.graph.nodes if n.backend != "cpu"}
         result.evidence["numerics"] = ev.EMULATED
         if not accelerated:
-            result.info["numerics_assumption"] = ("nothing is accelerated on this graph: every node runs on the CPU "
+            result.numerics_assumption = ("nothing is accelerated on this graph: every node runs on the CPU "
                                                   "EP in fp32, so the numbers are the CPU EP's")
             result.evidence["numerics"] = ev.MEASURED
             compiled["numerics_model"] = compiled["basic_path"]
@@ -225,7 +225,7 @@ class OrtMobileTarget(Target):
             em = emulate_fp16(compiled["model"], accelerated, os.path.dirname(compiled["basic_path"]), run)
         except EmulationFailed as e:
             # xc's emulation failed, not the model: partitions, fallbacks and boundaries stand; the numerics say so.
-            result.info["numerics_failed"] = {
+            result.numerics_failed = {
                 "why": "xc's fp16 emulation could not build a model ONNX Runtime runs: " + str(e),
                 "attempts": e.attempts}
             result.notes.append("fp16 emulation failed (xc's, not the model's); partitions and fallbacks are "
@@ -241,7 +241,7 @@ class OrtMobileTarget(Target):
             assumption = (f"emulated, weaker: the fp16 conversion of the {self.ep_name} partitions failed, so every "
                           "tensor those nodes produce and every weight only they read is rounded to fp16, with "
                           "the arithmetic in fp32 (fp16 storage, not fp16 compute)")
-        result.info["numerics_assumption"] = assumption
+        result.numerics_assumption = assumption
         result.info["emulation"] = {"method": em.method, "attempts": em.attempts,
                                     "kept_fp32_ops": em.kept_fp32_ops}
         return em.outputs

@@ -55,7 +55,7 @@ class TorchReference(Target):
         inputs, as the program's signature orders them), so recorded node names are exactly `captured.before`'s
         node ids."""
         import torch
-        ep = captured.exported_program
+        ep = captured.program()
         if ep is None:
             return {}
         wanted = set(probes)

@@ -1,0 +1,189 @@
+"""The steps of an analysis as functions of files in a run folder, so each can run in an isolated worker
+(xc_core.worker) or in this process, with the same results.
+
+    run_dir/
+      inputs.npz                    the inputs every target ran (written by `prepare`)
+      capture/captured.json         the captured graphs, output names, inputs, timings (typed, plain JSON)
+      capture/model.onnx            what ONNX-consuming targets compile
+      capture/exported_program.pt2  the ExportedProgram (PyTorch sources), read back with xc's safe loader
+      artifacts/<target>/           what each target wrote
+      work/<job>/                   a worker's result.json + arrays.npz, stderr and temp folder (removed after)
+
+A target worker rebuilds the source from its spec (a sample is rebuilt from code, a file is loaded again through
+the same safe loaders), so nothing but files and JSON crosses between processes.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict
+
+from . import inputs as inputs_mod
+from .capture import Captured, capture
+from .ir import Graph
+from .limits import Limits
+from .sources.spec import InputSpec, Source
+
+CAPTURE_DIR, INPUTS_FILE = "capture", "inputs.npz"
+
+
+# ------------------------------------------------------------------------------------------------- prepare ----
+def prepare(src: Source, run_dir: str, *, shapes=None, dims=None, values=None, ranges=None, user_arrays=None,
+            loader_shapes=None, inputs_npz: str | None = None, limits: Limits, stage=lambda s: None) -> dict:
+    """Resolve the inputs, capture, and write both into run_dir. Returns what the parent needs (plain data);
+    the in-process caller also gets the live objects under "_live"."""
+    from .api import reference_probe
+    from .input_shapes import resolve_inputs
+    stage("inputs")
+    ts_given = set(loader_shapes or {}) if src.kind == "torchscript" else set()
+    specs, resolution = resolve_inputs(
+        src.inputs, shapes={k: v for k, v in (shapes or {}).items() if k not in ts_given}, dims=dims,
+        values=values, ranges=ranges, arrays=user_arrays, probe=reference_probe(src, limits),
+        dim_bounds=src.dim_bounds, value_hints=src.value_hints)
+    src.inputs = specs
+    inputs_mod.check_input_size(src.inputs, limits)
+    feeds = inputs_mod.check_npz(user_arrays, src.inputs) if user_arrays is not None else \
+        inputs_mod.random_inputs(src.inputs)
+    inputs_info = {"origin": "npz" if user_arrays is not None else "seeded-random", "seed": inputs_mod.SEED,
+                   "distribution": "float: standard normal; int: uniform in each input's [low, high)",
+                   "resolution": resolution}
+    if inputs_npz:
+        inputs_info["file"] = os.path.basename(inputs_npz)
+    os.makedirs(run_dir, exist_ok=True)
+    import numpy as np
+    np.savez(os.path.join(run_dir, INPUTS_FILE), **feeds)
+
+    stage("capture")
+    t0 = time.perf_counter()
+    captured = capture(src, os.path.join(run_dir, "artifacts", CAPTURE_DIR), feeds)
+    capture_seconds = time.perf_counter() - t0
+    save_captured(captured, os.path.join(run_dir, CAPTURE_DIR))
+    reference_id = ("torch" if src.module is not None else "onnx-reference" if captured.onnx_path else None)
+    return {"inputs_info": inputs_info, "reference_id": reference_id, "capture_seconds": capture_seconds,
+            "source_name": src.name, "_live": (captured, feeds)}
+
+
+def prepare_job(args: dict, workdir: str, stage) -> dict:
+    """Worker entry: load the source from its spec, then `prepare`."""
+    from .sources import load_source
+    limits = Limits(**args["limits"])
+    user_arrays = inputs_mod.read_npz(args["inputs_npz"], limits) if args.get("inputs_npz") else None
+    stage("load")
+    src = load_source(args["spec"], _shapes(args.get("loader_shapes")), limits)
+    try:
+        out = prepare(src, args["run_dir"], shapes=_shapes(args.get("shapes")), dims=args.get("dims"),
+                      values=args.get("values"), ranges=_ranges(args.get("ranges")), user_arrays=user_arrays,
+                      loader_shapes=_shapes(args.get("loader_shapes")), inputs_npz=args.get("inputs_npz"),
+                      limits=limits, stage=stage)
+    finally:
+        src.close()
+    out.pop("_live")
+    return out
+
+
+# -------------------------------------------------------------------------------------------------- target ----
+def run_target(target, captured: Captured, feeds: dict, run_dir: str, probes: list[str], on_stage=None):
+    from .targets import execute_target
+    return execute_target(target, captured, feeds, os.path.join(run_dir, "artifacts", target.id),
+                          probes=probes, on_stage=on_stage)
+
+
+def target_job(args: dict, workdir: str, stage) -> dict:
+    """Worker entry: rebuild the captured model from the run folder, run one target, save its result."""
+    import importlib
+    module, name = args["target_class"].split(":")
+    cls = getattr(importlib.import_module(module), name)
+    target = cls(**args.get("options", {}))
+    stage("load")
+    captured = load_captured(args["run_dir"], args["spec"], _shapes(args.get("loader_shapes")),
+                             Limits(**args["limits"]))
+    try:
+        feeds = read_feeds(args["run_dir"])
+        result = run_target(target, captured, feeds, args["run_dir"], args.get("probes") or [], on_stage=stage)
+        stage("save")
+        result.save(workdir)
+    finally:
+        captured.source.close()
+    return {"status": result.status}
+
+
+def read_feeds(run_dir: str) -> dict:
+    import numpy as np
+    with np.load(os.path.join(run_dir, INPUTS_FILE), allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+# ------------------------------------------------------------------------------------ captured, as files ----
+def save_captured(captured: Captured, folder: str) -> None:
+    os.makedirs(folder, exist_ok=True)
+    ep_file = None
+    if captured.exported_program is not None:
+        import torch
+        ep_file = "exported_program.pt2"
+        torch.export.save(captured.exported_program, os.path.join(folder, ep_file))
+    data = {
+        "source": {**captured.source.to_dict(), "inputs": [asdict(s) for s in captured.source.inputs],
+                   "module": captured.source.module is not None},
+        "onnx_path": captured.onnx_path,
+        "onnx_graph": captured.onnx_graph.to_dict(),
+        "before": None if captured.before is captured.onnx_graph else captured.before.to_dict(),
+        "output_names": list(captured.output_names),
+        "timings": dict(captured.timings),
+        "notes": list(captured.notes),
+        "exported_program": ep_file,
+    }
+    tmp = os.path.join(folder, "captured.json.tmp")
+    with open(tmp, "w") as f:
+        json.dump(data, f)
+    os.replace(tmp, os.path.join(folder, "captured.json"))
+
+
+def _read(run_dir: str) -> dict:
+    with open(os.path.join(run_dir, CAPTURE_DIR, "captured.json")) as f:
+        return json.load(f)
+
+
+def captured_summary(run_dir: str) -> Captured:
+    """The captured model without the model itself: what the report builder reads (graphs, names, timings)."""
+    data = _read(run_dir)
+    s = data["source"]
+    src = Source(kind=s["kind"], name=s["name"], sha256=s["sha256"], inputs=_specs(s["inputs"]),
+                 notes=list(s["notes"]))
+    return _captured(src, data, run_dir)
+
+
+def load_captured(run_dir: str, spec: str, loader_shapes, limits: Limits) -> Captured:
+    """The captured model with a live source (module, Core ML program, OpenVINO model) loaded again from its
+    spec, with the inputs `prepare` resolved."""
+    from .sources import load_source
+    data = _read(run_dir)
+    src = load_source(spec, loader_shapes, limits)
+    src.inputs = _specs(data["source"]["inputs"])
+    cap = _captured(src, data, run_dir)
+    if data["exported_program"]:
+        cap.exported_program_file = os.path.join(run_dir, CAPTURE_DIR, data["exported_program"])
+    if src.kind == "openvino-ir":
+        cap.ir_path = src.openvino_xml
+    return cap
+
+
+def _captured(src: Source, data: dict, run_dir: str) -> Captured:
+    onnx_graph = Graph.from_dict(data["onnx_graph"])
+    before = Graph.from_dict(data["before"]) if data["before"] is not None else onnx_graph
+    return Captured(src, data["onnx_path"], onnx_graph, before, data["output_names"],
+                    timings=data["timings"], notes=data["notes"])
+
+
+def _specs(items: list[dict]) -> list[InputSpec]:
+    return [InputSpec(**{**d, "shape": list(d["shape"]), "dim_names": tuple(d.get("dim_names") or ())})
+            for d in items]
+
+
+def _shapes(d):
+    """ShapeOverrides after a JSON round trip (tuples became lists)."""
+    return {k: (list(v[0]), v[1]) for k, v in d.items()} if d else None
+
+
+def _ranges(d):
+    return {k: tuple(v) for k, v in d.items()} if d else None

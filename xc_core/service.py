@@ -1,0 +1,128 @@
+"""Analyses for a server: started in the background, computed once per key, kept in the run store.
+
+The dashboard's script threads must not run an analysis themselves: a page would hang for its whole duration
+and the server would stop answering. Here an analysis runs in a thread of its own (whose work is in worker
+processes, so it mostly waits), every session asking for the same key shares it, and its progress events are
+there to poll. A finished report goes into the RunStore, so re-opening a model after a restart is instant; a
+refusal (bad input) is remembered in memory so clicking through pages does not analyse a bad file again.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+
+from .errors import XcInputError
+from .store import RunStore, scratch_dir, sweep_scratch
+
+QUEUED, RUNNING, DONE, REFUSED, FAILED = "queued", "running", "done", "refused", "failed"
+MAX_REMEMBERED_REFUSALS = 256
+
+
+@dataclass
+class Analysis:
+    key: str
+    state: str = QUEUED
+    events: list = field(default_factory=list)   # progress events, as analyze() emits them
+    report: dict | None = None
+    error: str | None = None                     # refused / failed: the one line to show
+    needs_shapes: list = field(default_factory=list)
+    submitted: float = field(default_factory=time.time)
+    finished: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def active(self) -> bool:
+        return self.state in (QUEUED, RUNNING)
+
+
+class AnalysisService:
+    def __init__(self, store: RunStore | None = None, max_concurrent: int | None = None):
+        self.store = store or RunStore()
+        n = max_concurrent or int(os.environ.get("XC_CONCURRENT_ANALYSES", "2"))
+        self._slots = threading.BoundedSemaphore(max(1, n))
+        self._lock = threading.Lock()
+        self._active: dict[str, Analysis] = {}
+        self._refused: collections.OrderedDict[str, Analysis] = collections.OrderedDict()
+        sweep_scratch()   # what a crashed or killed server left in the scratch area
+
+    def get(self, key: str) -> Analysis | None:
+        """The analysis for this key: in flight, refused, or finished (from the store); None if never run."""
+        with self._lock:
+            a = self._active.get(key) or self._refused.get(key)
+        if a is not None:
+            return a
+        report = self.store.get(key)
+        if report is None:
+            return None
+        a = Analysis(key, DONE, report=report)
+        a.finished.set()
+        return a
+
+    def submit(self, key: str, spec: str | None, files: dict[str, bytes] | None = None, **kwargs) -> Analysis:
+        """Start (or join) the analysis of `key`. `spec` is `sample:NAME`, or None with `files`: an upload's
+        bytes by file name, written to a scratch folder for the run (kwarg "inputs_npz" names one of them)."""
+        with self._lock:
+            a = self._active.get(key)
+            if a is not None:
+                return a
+            self._refused.pop(key, None)
+            a = self._active[key] = Analysis(key)
+        threading.Thread(target=self._run, args=(a, spec, files or {}, kwargs), name=f"xc-analysis-{key[:8]}",
+                         daemon=True).start()
+        return a
+
+    def forget(self, key: str) -> None:
+        """Drop a refused or failed result so the next request analyses again."""
+        with self._lock:
+            self._refused.pop(key, None)
+            a = self._active.get(key)
+            if a is not None and not a.active:
+                self._active.pop(key)
+
+    def queue_position(self, a: Analysis) -> int:
+        with self._lock:
+            return sum(1 for b in self._active.values() if b.state == QUEUED and b.submitted < a.submitted)
+
+    def _run(self, a: Analysis, spec, files: dict, kwargs: dict) -> None:
+        from .api import analyze
+        upload_dir = run_dir = None
+        with self._slots:
+            a.state = RUNNING
+            try:
+                if files:
+                    upload_dir = scratch_dir("upload")
+                    paths = {}
+                    for name, data in files.items():
+                        paths[name] = os.path.join(upload_dir, name)
+                        with open(paths[name], "wb") as f:
+                            f.write(data)
+                    spec = paths[kwargs.pop("model_file")]
+                    if kwargs.get("inputs_npz"):
+                        kwargs["inputs_npz"] = paths[kwargs["inputs_npz"]]
+                run_dir = scratch_dir("dashboard-run")
+                report = analyze(spec, out_dir=run_dir, progress=a.events.append, **kwargs)
+                report["artifacts_dir"] = None          # the run folder goes; its files are in the store
+                report.setdefault("run", {})["key"] = a.key
+                self.store.put(a.key, report, run_dir)
+                a.report, a.state = report, DONE
+            except XcInputError as e:
+                a.error, a.state = e.for_dashboard(), REFUSED
+                a.needs_shapes = list(e.inputs) if e.fix == "shapes" else []
+            except Exception as e:  # noqa: BLE001 — a bug in xc: shown as one line, never a traceback
+                text = str(e).strip().splitlines()
+                a.error, a.state = f"internal error: {type(e).__name__}: {text[0][:300] if text else ''}", FAILED
+            finally:
+                for d in (upload_dir, run_dir):
+                    if d:
+                        shutil.rmtree(d, ignore_errors=True)
+                with self._lock:
+                    if a.state == REFUSED:
+                        self._refused[a.key] = a
+                        while len(self._refused) > MAX_REMEMBERED_REFUSALS:
+                            self._refused.popitem(last=False)
+                    if a.state != FAILED:   # a failure stays visible until forgotten (a retry)
+                        self._active.pop(a.key, None)
+                a.finished.set()

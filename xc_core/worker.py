@@ -1,0 +1,327 @@
+"""Run xc's heavy steps (loading + capture, the reference, every target) in child processes with limits.
+
+Compilers and runtimes are native code that a model can crash (a segfault in OpenVINO), hang (a Loop with a huge
+trip count) or blow up (an Expand to 30000×30000). In a child, each of those becomes a sentence in the report
+("killed by SIGSEGV in compile", "exceeded 300 s in run", "exceeded the 6 GiB memory limit in compile") and the
+other targets, the CLI and the dashboard's server carry on. torch.export and torch.onnx also keep process-wide state
+that two analyses in one process break for each other; a process per step removes that too.
+
+Children come from a forkserver: a clean interpreter started once per parent, which imports the heavy libraries
+(`xc_core._preload`) and forks a fresh child for each job, so a job starts in milliseconds rather than the seconds
+an import of torch + coremltools costs. What crosses back is JSON over a pipe and files in the job's folder (arrays
+as .npz read with allow_pickle=False): the parent never unpickles anything a child produced.
+
+Each child runs in its own process group with its own temp folder inside its job folder, so whatever it or a
+library it calls leaves behind (coremltools writes packages to the temp dir) goes when the job folder goes.
+"""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .errors import XcInputError
+
+DEFAULT_TIMEOUT_S = 300.0
+DEFAULT_MEMORY_GIB = 6.0
+_POLL_S = 0.02
+STDERR_TAIL = 4000
+
+
+@dataclass(frozen=True)
+class WorkerLimits:
+    """Per job: wall time and resident memory (the child's whole process group)."""
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    memory_gib: float = DEFAULT_MEMORY_GIB
+
+    @staticmethod
+    def from_env(timeout_s: float | None = None, memory_gib: float | None = None) -> "WorkerLimits":
+        def pick(given, env, default):
+            if given is not None:
+                return float(given)
+            text = os.environ.get(env)
+            if text:
+                try:
+                    return float(text)
+                except ValueError:
+                    raise XcInputError(f"{env}={text!r}: expected a number") from None
+            return default
+        lim = WorkerLimits(pick(timeout_s, "XC_TIMEOUT_S", DEFAULT_TIMEOUT_S),
+                           pick(memory_gib, "XC_MEMORY_GIB", DEFAULT_MEMORY_GIB))
+        if lim.timeout_s <= 0 or lim.memory_gib <= 0:
+            raise XcInputError(f"--timeout and --memory must be positive (got {lim.timeout_s:g} s, "
+                               f"{lim.memory_gib:g} GiB)")
+        return lim
+
+    def to_dict(self) -> dict:
+        return {"timeout_s": self.timeout_s, "memory_gib": self.memory_gib}
+
+
+@dataclass
+class Job:
+    """`func` is "module:function", called in the child as func(args, workdir, stage) and returning JSON-able
+    data; `stage(name)` tells the parent which step is running (for progress and for the reason of a kill)."""
+    name: str
+    func: str
+    args: dict
+    workdir: str
+    imports: tuple[str, ...] = ()   # modules the child imports first (e.g. where a plug-in target registers)
+
+
+@dataclass
+class Outcome:
+    name: str
+    ok: bool
+    value: Any = None
+    error: str | None = None          # the reason in words, when not ok
+    stage: str | None = None          # the last stage the child announced
+    detail: str | None = None         # the end of the child's stderr (a native crash prints there)
+    input_error: dict | None = None   # an XcInputError raised in the child: message, fix, inputs
+    seconds: float = 0.0
+    peak_rss_mib: float = 0.0
+    stages: list[str] = field(default_factory=list)
+
+
+Events = Callable[[str, str], None]   # (job name, stage)
+
+
+def run_jobs(jobs: list[Job], limits: WorkerLimits, parallel: int = 1, on_stage: Events | None = None,
+             on_done: Callable[[Outcome], None] | None = None, cancel: threading.Event | None = None) -> dict:
+    """Run every job in its own child, at most `parallel` at once; return name -> Outcome. Never raises for
+    what a job does: a crash, a limit or an exception is that job's Outcome."""
+    ctx = _context()
+    pending = list(jobs)
+    running: dict[str, _Running] = {}
+    done: dict[str, Outcome] = {}
+    try:
+        while pending or running:
+            while pending and len(running) < max(1, parallel):
+                job = pending.pop(0)
+                running[job.name] = _start(ctx, job)
+            time.sleep(_POLL_S)
+            for name in list(running):
+                r = running[name]
+                r.drain(on_stage)
+                outcome = r.check(limits, cancelled=cancel is not None and cancel.is_set())
+                if outcome is not None:
+                    del running[name]
+                    done[name] = outcome
+                    if on_done:
+                        on_done(outcome)
+    finally:
+        for r in running.values():   # the caller was interrupted: leave no child behind
+            r.kill()
+    return done
+
+
+def run_one(job: Job, limits: WorkerLimits, on_stage: Events | None = None) -> Outcome:
+    return run_jobs([job], limits, 1, on_stage)[job.name]
+
+
+# ------------------------------------------------------------------------------------------------ parent ----
+_CTX = None
+_CTX_LOCK = threading.Lock()
+
+
+def _context():
+    global _CTX
+    with _CTX_LOCK:
+        if _CTX is None:
+            # The forkserver's socket lives in multiprocessing's temp folder, chosen once per process: make it
+            # the system's, not whatever tempfile.tempdir a caller pointed at a folder it later removes.
+            import tempfile
+            from multiprocessing import util
+            saved, tempfile.tempdir = tempfile.tempdir, None
+            try:
+                util.get_temp_dir()
+            finally:
+                tempfile.tempdir = saved
+            _no_main_reimport()
+            ctx = multiprocessing.get_context("forkserver")
+            ctx.set_forkserver_preload(["xc_core._preload"])
+            _CTX = ctx
+        return _CTX
+
+
+def _no_main_reimport() -> None:
+    """A child normally re-imports the parent's __main__ from its path first. Streamlit (and AppTest) set
+    sys.modules["__main__"] to the page script being run, so a worker would re-run a dashboard page before its
+    job. Workers need nothing from __main__ (their function is in an importable module): drop it from the
+    preparation data of xc's own processes, and only theirs."""
+    from multiprocessing import spawn
+    original = spawn.get_preparation_data
+    if getattr(original, "_xc", False):
+        return
+
+    def preparation_data(name):
+        data = original(name)
+        if str(name).startswith("xc-"):
+            data.pop("init_main_from_path", None)
+            data.pop("init_main_from_name", None)
+        return data
+    preparation_data._xc = True
+    spawn.get_preparation_data = preparation_data
+
+
+class _Running:
+    def __init__(self, proc, conn, job: Job, stderr_path: str):
+        self.proc, self.conn, self.job, self.stderr_path = proc, conn, job, stderr_path
+        self.t0 = time.monotonic()
+        self.stage: str | None = None
+        self.stages: list[str] = []
+        self.final: dict | None = None
+        self.peak = 0
+
+    def drain(self, on_stage: Events | None) -> None:
+        try:
+            while self.conn.poll():
+                msg = json.loads(self.conn.recv_bytes())
+                if "stage" in msg:
+                    self.stage = msg["stage"]
+                    self.stages.append(self.stage)
+                    if on_stage:
+                        on_stage(self.job.name, self.stage)
+                else:
+                    self.final = msg
+        except (EOFError, OSError):
+            pass
+
+    def check(self, limits: WorkerLimits, cancelled: bool) -> Outcome | None:
+        elapsed = time.monotonic() - self.t0
+        rss = _group_rss(self.proc.pid)
+        self.peak = max(self.peak, rss)
+        reason = None
+        if cancelled:
+            reason = "cancelled"
+        elif rss > limits.memory_gib * 2**30:
+            reason = f"exceeded the {limits.memory_gib:g} GiB memory limit{self._where()} (resident {rss / 2**30:.1f} GiB)"
+        elif elapsed > limits.timeout_s:
+            reason = f"exceeded {limits.timeout_s:g} s{self._where()}"
+        if reason is None and self.proc.is_alive():
+            return None
+        if reason is not None:
+            self.kill()
+        self.proc.join(5)
+        self.drain(None)
+        out = Outcome(self.job.name, False, stage=self.stage, seconds=round(elapsed, 3),
+                      peak_rss_mib=round(self.peak / 2**20, 1), stages=self.stages, detail=self._stderr_tail())
+        final = self.final or {}
+        if reason is None and "value" in final:
+            out.ok, out.value = True, final["value"]
+        elif reason is None and "input_error" in final:
+            out.input_error = final["input_error"]
+            out.error = final["input_error"]["message"]
+        elif reason is None and "exception" in final:
+            out.error = final["exception"]
+            out.detail = final.get("traceback") or out.detail
+        else:
+            out.error = reason or self._exit_reason()
+        self.conn.close()
+        return out
+
+    def _where(self) -> str:
+        return f" in {self.stage}" if self.stage else ""
+
+    def _exit_reason(self) -> str:
+        code = self.proc.exitcode
+        if code is not None and code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            return f"killed by {name}{self._where()}"
+        return f"the worker exited with status {code}{self._where()} without a result"
+
+    def _stderr_tail(self) -> str | None:
+        try:
+            with open(self.stderr_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - STDERR_TAIL))
+                text = f.read().decode("utf-8", "replace").strip()
+            return text or None
+        except OSError:
+            return None
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError, OSError):
+            pass
+        try:
+            self.proc.kill()
+        except (ProcessLookupError, OSError, AttributeError, ValueError):
+            pass
+
+
+def _start(ctx, job: Job) -> _Running:
+    os.makedirs(job.workdir, exist_ok=True)
+    stderr_path = os.path.join(job.workdir, "stderr.log")
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child_main, args=(job, send, stderr_path), name=f"xc-{job.name}", daemon=True)
+    proc.start()
+    send.close()
+    return _Running(proc, recv, job, stderr_path)
+
+
+def _group_rss(pid: int) -> int:
+    """Resident bytes of the child and anything it started (its process group)."""
+    try:
+        import psutil
+        p = psutil.Process(pid)
+        total = p.memory_info().rss
+        for c in p.children(recursive=True):
+            try:
+                total += c.memory_info().rss
+            except psutil.Error:
+                pass
+        return total
+    except Exception:  # noqa: BLE001 — the child has just exited
+        return 0
+
+
+# ------------------------------------------------------------------------------------------------- child ----
+def _child_main(job: Job, conn, stderr_path: str) -> None:
+    os.setsid()   # its own process group: a kill takes whatever it started too
+    tmp = os.path.join(job.workdir, "tmp")
+    os.makedirs(tmp, exist_ok=True)
+    import tempfile
+    os.environ["TMPDIR"] = tmp
+    tempfile.tempdir = tmp
+    fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(fd, 2)
+    os.close(fd)
+    import faulthandler
+    faulthandler.enable()   # a native crash leaves the Python stack in stderr.log
+
+    def stage(name: str) -> None:
+        conn.send_bytes(json.dumps({"stage": name}).encode())
+
+    try:
+        import importlib
+        for m in job.imports:
+            importlib.import_module(m)
+        module, fn = job.func.split(":")
+        value = getattr(importlib.import_module(module), fn)(job.args, job.workdir, stage)
+        conn.send_bytes(json.dumps({"value": value}, default=_json_default).encode())
+    except XcInputError as e:
+        conn.send_bytes(json.dumps({"input_error": {"message": str(e), "fix": e.fix,
+                                                    "inputs": list(e.inputs or [])}}).encode())
+    except BaseException as e:  # noqa: BLE001 — anything else is this job's failure, reported as text
+        from .errors import summarize_error
+        conn.send_bytes(json.dumps({"exception": f"{type(e).__name__}: {summarize_error(str(e)) or type(e).__name__}",
+                                    "traceback": traceback.format_exc(limit=8)}).encode())
+    finally:
+        conn.close()
+
+
+def _json_default(o):
+    import numpy as np
+    if isinstance(o, np.generic):
+        return o.item()
+    raise TypeError(f"{type(o).__name__} does not cross the worker boundary; write it to a file")

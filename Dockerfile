@@ -8,6 +8,9 @@ COPY app.py ./
 COPY .streamlit ./.streamlit
 COPY pages ./pages
 COPY xc_core ./xc_core
+# The run store (reports, inputs, artifacts of every run); mount a volume to keep runs across containers.
+ENV XC_HOME=/data/xc
+VOLUME /data
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
   CMD python -c "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4).status == 200 else 1)"

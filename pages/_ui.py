@@ -110,6 +110,9 @@ def sidebar_and_analyze() -> None:
         if not edits:
             _inputs_panel.remember_auto(source_key, report)
         st.session_state["pending"] = None
+        from xc_core.views import run_status
+        label, state = run_status(report)
+        (sb.warning if state == "error" else sb.caption)(plain(label))
     st.session_state["report"] = report
     _inputs_panel.render(sb, source_key, report, needs)
 
@@ -162,7 +165,7 @@ def _target_options(sb, targets: list[str]) -> dict[str, dict]:
     return options
 
 
-@st.fragment(run_every=0.5)
+@st.fragment(run_every=1.0)
 def _progress(key: str) -> None:
     """Polls the background analysis; when it ends, the whole app reruns and the page renders the report."""
     from xc_core.service import QUEUED

@@ -144,3 +144,30 @@ def test_npz_inputs_are_read_without_pickle(tmp_path):
     zipfile.ZipFile(tmp_path / "empty.zip", "w").close()
     os.rename(tmp_path / "empty.zip", tmp_path / "e.npz")
     assert read_npz(str(tmp_path / "e.npz")) == {}
+
+
+@pytest.mark.parametrize("location, needle", [
+    ("../../../../etc/passwd", "points outside the model's folder"),
+    ("/etc/passwd", "points outside the model's folder"),
+    ("weights.bin\0../x", "no readable location"),
+    ("missing.bin", "is missing"),
+])
+def test_external_data_outside_the_model_folder_is_refused_in_one_line(tmp_path, location, needle):
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from xc_core.errors import XcInputError
+    from xc_core.sources import load_source
+    w = numpy_helper.from_array(np.ones((4, 4), np.float32), "w")
+    w.ClearField("raw_data")
+    w.data_location = TensorProto.EXTERNAL
+    w.external_data.add(key="location", value=location)
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], [w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(m.SerializeToString())
+    with pytest.raises(XcInputError, match=needle) as e:
+        load_source(str(path))
+    assert "\n" not in str(e.value)

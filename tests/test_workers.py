@@ -226,3 +226,37 @@ def test_the_checks_catch_a_bad_read_back():
     assert len(problems) == 4
     assert any("repeat" in p for p in problems) and any("ghost" in p for p in problems)
     assert any("nowhere" in p for p in problems) and any("no backend" in p for p in problems)
+
+
+def test_every_target_result_crosses_the_boundary_unchanged(tmp_path):
+    """What a worker writes (result.json + arrays.npz) reads back field for field, for every registered target."""
+    from dataclasses import fields
+
+    from xc_core.api import analyze  # noqa: F401 — registers targets
+    from xc_core.capture import capture
+    from xc_core.inputs import random_inputs
+    from xc_core.sources import load_source
+    from xc_core.targets import REGISTRY, execute_target, make_target
+    from xc_core.targets.base import TargetResult
+    src = load_source("sample:vision-mini")
+    feeds = random_inputs(src.inputs)
+    cap = capture(src, str(tmp_path / "capture"), feeds)
+    for tid in [t for t in REGISTRY if not t.startswith("test-") and t != "onnx-reference"]:
+        r = execute_target(make_target(tid), cap, feeds, str(tmp_path / tid), probes=["conv2d"])
+        folder = tmp_path / f"{tid}-result"
+        folder.mkdir()
+        r.save(str(folder))
+        back = TargetResult.load(str(folder))
+        for f in fields(TargetResult):
+            a, b = getattr(r, f.name), getattr(back, f.name)
+            if f.name in ("outputs", "intermediates"):
+                assert a.keys() == b.keys(), (tid, f.name)
+                for k in a:
+                    np.testing.assert_array_equal(np.asarray(a[k]), b[k])
+                    assert np.asarray(a[k]).dtype == b[k].dtype
+            elif f.name in ("graph", "input_graph"):
+                assert (a.to_dict() if a else None) == (b.to_dict() if b else None), (tid, f.name)
+            elif f.name == "stages":
+                assert [g.to_dict() for g in a] == [g.to_dict() for g in b], tid
+            else:
+                assert json.loads(json.dumps(a)) == b, (tid, f.name)

@@ -10,9 +10,7 @@ from typing import Callable
 from . import inputs as inputs_mod
 from .errors import XcInputError
 from .limits import Limits
-from .pipeline import captured_summary, prepare, run_target
-from .report.build import build_report, host_info
-from .report.schema import validate_report
+from .pipeline import assemble_report, captured_summary, prepare, run_target
 from .sources.spec import ShapeOverrides, Source
 from .store import scratch_dir, write_json_atomic
 from .targets import ERROR, TargetResult, make_target, target_ids
@@ -85,10 +83,14 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
         reference_id = prepared["reference_id"]
         planned = ([reference_id] if reference_id else []) + [t for t in targets if t != reference_id]
         made = [make_target(tid, **target_options.get(tid, {})) for tid in planned]
+        run_info = {"isolated": isolated, "jobs": jobs if isolated else 1, "limits": worker_limits.to_dict()}
+        artifacts_dir = os.path.abspath(os.path.join(run_dir, "artifacts")) if out_dir else None
         if isolated:
             job_args = {"run_dir": run_dir, "spec": source, "loader_shapes": loader_shapes,
                         "limits": asdict(limits), "probes": probes}
-            by_id = _run_targets_isolated(made, job_args, run_dir, worker_limits, jobs, emit, cancel)
+            folders = _run_targets_isolated(made, job_args, run_dir, worker_limits, jobs, emit, cancel)
+            report = _report_isolated(run_dir, prepared["inputs_info"], made, folders, reference_id is not None,
+                                      run_info, artifacts_dir, worker_limits)
         else:
             by_id = {}
             for i, target in enumerate(made):
@@ -98,13 +100,10 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
                 r = by_id[target.identity]
                 emit({"stage": "target", "target": r.target, "status": r.status, "error": r.error,
                       "index": i + 1, "total": len(made)})
-        reference = by_id.pop(made[0].identity) if reference_id else None
-        results = [by_id[t.identity] for t in made if t.identity in by_id]
-        report = build_report(captured.source, captured, prepared["inputs_info"], reference, results, host_info(),
-                              boundaries)
-        report["run"] = {"isolated": isolated, "jobs": jobs if isolated else 1, "limits": worker_limits.to_dict()}
-        report["artifacts_dir"] = os.path.abspath(os.path.join(run_dir, "artifacts")) if out_dir else None
-        validate_report(report)
+            reference = by_id.pop(made[0].identity) if reference_id else None
+            results = [by_id[t.identity] for t in made if t.identity in by_id]
+            report = assemble_report(captured, prepared["inputs_info"], reference, results, run_info,
+                                     artifacts_dir)
         if out_dir:
             write_json_atomic(os.path.join(run_dir, "report.json"), report)
         emit({"stage": "report", "status": "done"})
@@ -180,22 +179,40 @@ def _run_targets_isolated(made: list, job_args: dict, run_dir: str, limits: Work
 
     def on_done(out: Outcome):
         target = by_job[out.name]
-        r = _result_of(target, out, os.path.join(run_dir, "work", out.name))
-        results[target.identity] = r
+        folder = os.path.join(run_dir, "work", out.name)
+        worker = {"seconds": out.seconds, "peak_rss_mib": out.peak_rss_mib}
+        if out.ok:
+            status, error = out.value["status"], out.value.get("error")
+        else:   # the worker left no result: write the failure where the report step reads results
+            r = _failure(target, out)
+            r.save(folder)
+            status, error = r.status, r.error
+        results[target.identity] = (folder, worker)
         finished[0] += 1
-        emit({"stage": "target", "target": r.target, "status": r.status, "error": r.error,
+        emit({"stage": "target", "target": target.identity, "status": status, "error": error,
               "index": finished[0], "total": total})
 
     run_jobs(job_list, limits, jobs, on_stage, on_done, cancel)
     return results
 
 
-def _result_of(target, out: Outcome, workdir: str) -> TargetResult:
-    worker = {"seconds": out.seconds, "peak_rss_mib": out.peak_rss_mib}
-    if out.ok:
-        r = TargetResult.load(workdir)
-        r.info["worker"] = worker
-        return r
+def _report_isolated(run_dir: str, inputs_info: dict, made: list, folders: dict, has_reference: bool,
+                     run_info: dict, artifacts_dir: str | None, limits: WorkerLimits) -> dict:
+    """Build the report in a worker too: drift, alignment and schema validation are seconds of pure Python
+    that would otherwise hold a dashboard server's interpreter while sessions wait for pages."""
+    items = [[t.identity, *folders[t.identity]] for t in made if t.identity in folders]
+    job = Job("report", "xc_core.pipeline:report_job",
+              {"run_dir": run_dir, "inputs_info": inputs_info, "results": items, "has_reference": has_reference,
+               "run": run_info, "artifacts_dir": artifacts_dir}, os.path.join(run_dir, "work", "report"))
+    out = run_jobs([job], limits, 1)["report"]
+    if not out.ok:
+        raise RuntimeError(f"building the report: {out.error}")
+    import json
+    with open(os.path.join(job.workdir, "report.json")) as f:
+        return json.load(f)
+
+
+def _failure(target, out: Outcome) -> TargetResult:
     r = TargetResult(target=target.identity, status=ERROR, evidence=dict(target.evidence),
                      error_stage=out.stage, error_detail=(out.detail or "")[-MAX_ERROR_DETAIL:] or None)
     if out.input_error:
@@ -204,7 +221,6 @@ def _result_of(target, out: Outcome, workdir: str) -> TargetResult:
         r.error = out.error          # the reason in words: "killed by SIGSEGV in compile"
     else:
         r.error = f"{out.stage or 'worker'} failed: {out.error}"
-    r.info["worker"] = worker
     return r
 
 

@@ -105,7 +105,38 @@ def target_job(args: dict, workdir: str, stage) -> dict:
         result.save(workdir)
     finally:
         captured.source.close()
-    return {"status": result.status}
+    return {"status": result.status, "error": result.error}
+
+
+def assemble_report(captured: Captured, inputs_info: dict, reference, results: list, run_info: dict,
+                    artifacts_dir: str | None) -> dict:
+    """The Report from the captured model and every target's result, validated against the schema."""
+    from .analysis.layer_drift import module_boundaries
+    from .report.build import build_report, host_info
+    from .report.schema import validate_report
+    report = build_report(captured.source, captured, inputs_info, reference, results, host_info(),
+                          module_boundaries(captured.before))
+    report["run"] = run_info
+    report["artifacts_dir"] = artifacts_dir
+    validate_report(report)
+    return report
+
+
+def report_job(args: dict, workdir: str, stage) -> dict:
+    """Worker entry: read every target's result from its folder and write the Report to workdir/report.json."""
+    from .store import write_json_atomic
+    from .targets import TargetResult
+    stage("report")
+    captured = captured_summary(args["run_dir"])
+    loaded = []
+    for identity, folder, worker in args["results"]:
+        r = TargetResult.load(folder)
+        r.info["worker"] = worker
+        loaded.append(r)
+    reference = loaded.pop(0) if args["has_reference"] and loaded else None
+    report = assemble_report(captured, args["inputs_info"], reference, loaded, args["run"], args["artifacts_dir"])
+    write_json_atomic(os.path.join(workdir, "report.json"), report)
+    return {"targets": len(loaded)}
 
 
 def read_feeds(run_dir: str) -> dict:

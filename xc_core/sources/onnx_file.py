@@ -178,8 +178,9 @@ def _check_external_files(model, folder: str, name: str, limits) -> None:
         if t.data_location != TensorProto.EXTERNAL:
             continue
         location = next((e.value for e in t.external_data if e.key == "location"), None)
-        if not isinstance(location, str) or not location:
-            raise XcInputError(f"{name}: an initializer's external data has no readable location")
+        if not isinstance(location, str) or not location or "\0" in location:
+            raise XcInputError(f"{name}: an initializer's external data has no readable location (a file name "
+                               "beside the model is accepted)")
         target = os.path.realpath(os.path.join(root, location))
         if not target.startswith(root + os.sep):
             raise XcInputError(f"{name}: external data location {location[:80]!r} points outside the model's "

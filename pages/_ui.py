@@ -178,11 +178,12 @@ def _progress(key: str) -> None:
         label = "Waiting for a free analysis slot" + (f" ({ahead} ahead)" if ahead else "") + "…"
     else:
         label = "Compiling…"
-    with st.status(label, expanded=True):
-        lines, fraction = progress_lines(a.events)
-        st.progress(fraction)
-        for line in lines:
-            st.markdown(line)
+    # Not `with st.status(...)`: leaving the block would mark it complete while the analysis still runs.
+    box = st.status(label, expanded=True, state="running")
+    lines, fraction = progress_lines(a.events)
+    box.progress(fraction)
+    for line in lines or ["Starting the workers …"]:
+        box.markdown(line)
 
 
 def _take_finished(key: str) -> bool:
@@ -224,6 +225,10 @@ def progress_lines(events: list[dict]) -> tuple[list[str], float]:
                         "unavailable": ":gray-badge[unavailable]"}.get(ev["status"], "")
                 lines[tid] = f"{mark} `{tid}`" + (f": {plain(ev['error'])}" if ev.get("error") else "")
                 fraction = min(1.0, ev["index"] / max(1, ev["total"]))
+        elif stage == "report":
+            lines["report"] = ":green-badge[done] Report"
+    if fraction >= 1.0 and "report" not in lines:
+        lines["report"] = "Comparing the targets and building the report …"
     return list(lines.values()), fraction
 
 

@@ -96,24 +96,14 @@ def sidebar_and_analyze() -> None:
         svc = _service()
         a = svc.get(key) or svc.submit(key, spec, files, targets=targets, target_options=options,
                                        worker_limits=limits, **submit, **edits)
-        st.session_state["pending"] = a.key if a.active else None
-        st.session_state["failed"] = a.key if a.state == FAILED else None
-        if a.state == DONE:
-            report = a.report
-            st.session_state["report_key"] = key
-            st.session_state["report_error"] = None
-        else:
-            st.session_state["report_key"] = None
-            st.session_state["report_error"] = a.error if not a.active else None
-            needs = a.needs_shapes
+        _adopt(a)
+        report, needs = a.report, a.needs_shapes
     if report is not None:
         if not edits:
             _inputs_panel.remember_auto(source_key, report)
-        st.session_state["pending"] = None
         from xc_core.views import run_status
         label, state = run_status(report)
         (sb.warning if state == "error" else sb.caption)(plain(label))
-    st.session_state["report"] = report
     _inputs_panel.render(sb, source_key, report, needs)
 
 
@@ -186,18 +176,21 @@ def _progress(key: str) -> None:
         box.markdown(line)
 
 
+def _adopt(a) -> None:
+    """The session's view of an analysis: its report, or why there is none, or that it is still running."""
+    done = a.state == DONE
+    st.session_state.update(report=a.report if done else None, report_key=a.key if done else None,
+                            report_error=None if done or a.active else a.error,
+                            pending=a.key if a.active else None, failed=a.key if a.state == FAILED else None)
+
+
 def _take_finished(key: str) -> bool:
     """If the analysis this session waits for has ended, take its outcome into the session (a page may rerun
     without the sidebar, e.g. from the polling fragment)."""
     a = _service().get(key)
     if a is None or a.active:
         return False
-    st.session_state["pending"] = None
-    if a.state == DONE:
-        st.session_state.update(report=a.report, report_key=key, report_error=None)
-    else:
-        st.session_state.update(report=None, report_key=None, report_error=a.error,
-                                failed=key if a.state == FAILED else None)
+    _adopt(a)
     return True
 
 

@@ -171,3 +171,21 @@ def test_external_data_outside_the_model_folder_is_refused_in_one_line(tmp_path,
     with pytest.raises(XcInputError, match=needle) as e:
         load_source(str(path))
     assert "\n" not in str(e.value)
+
+
+def test_an_openvino_ir_with_unnamed_tensors_is_analysed_in_a_worker(tmp_path):
+    """openvino.convert_model leaves output tensors unnamed; the IR source names them by their node, and
+    openvino-cpu (which loads the IR again in its worker) compiles and runs it."""
+    import zipfile
+    ov = pytest.importorskip("openvino")
+    from tiny_models import conv_bn_relu
+    from xc_core.api import analyze
+    model, args = conv_bn_relu()
+    ov.save_model(ov.convert_model(model, example_input=args), str(tmp_path / "model.xml"))
+    with zipfile.ZipFile(tmp_path / "ir.zip", "w") as z:
+        for f in ("model.xml", "model.bin"):
+            z.write(tmp_path / f, f)
+    report = analyze(str(tmp_path / "ir.zip"), ["openvino-cpu"])
+    t = report["targets"]["openvino-cpu"]
+    assert t["status"] == "ok" and t["outputs"]["values"]
+    assert t["info"]["worker"]["evidence"] == "measured"

@@ -3,7 +3,6 @@ already loaded. Only imports: no thread pools, no sessions, nothing a fork could
 import contextlib
 import io
 import logging
-import os
 import warnings
 
 with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
@@ -17,4 +16,3 @@ with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()), conte
         except Exception:  # noqa: BLE001 — an optional library may be missing; the target then says so
             pass
     logging.disable(logging.NOTSET)
-os.environ.setdefault("XC_IN_WORKER", "1")

@@ -141,10 +141,10 @@ def _prepare_isolated(spec: dict, run_dir: str, limits: WorkerLimits, emit: Prog
         e = out.input_error
         raise XcInputError(e["message"], fix=e.get("fix"), inputs=e.get("inputs"))
     name = spec["spec"].split(":", 1)[1] if spec["spec"].startswith("sample:") else os.path.basename(spec["spec"])
-    if out.error == "cancelled":
+    if out.cause == "cancelled":
         raise XcInputError(f"{name}: the analysis was cancelled")
     step = _STEP_WORDS.get(out.stage or "", "preparing the model")
-    if out.detail and out.error and not out.error.startswith(("killed", "exceeded", "the worker")):
+    if out.cause == "exception":
         # An exception in xc's own code (not the model crashing a library): an internal error, as before.
         raise RuntimeError(f"{step}: {out.error}")
     raise XcInputError(f"{name}: {step} {out.error} — nothing was compiled (raise the limit with --timeout / "
@@ -180,7 +180,7 @@ def _run_targets_isolated(made: list, job_args: dict, run_dir: str, limits: Work
     def on_done(out: Outcome):
         target = by_job[out.name]
         folder = os.path.join(run_dir, "work", out.name)
-        worker = {"seconds": out.seconds, "peak_rss_mib": out.peak_rss_mib}
+        worker = {"seconds": out.seconds, "peak_rss_mib": out.peak_rss_mib, "evidence": "measured"}
         if out.ok:
             status, error = out.value["status"], out.value.get("error")
         else:   # the worker left no result: write the failure where the report step reads results
@@ -217,7 +217,7 @@ def _failure(target, out: Outcome) -> TargetResult:
                      error_stage=out.stage, error_detail=(out.detail or "")[-MAX_ERROR_DETAIL:] or None)
     if out.input_error:
         r.error = out.input_error["message"]
-    elif out.error.startswith(("killed", "exceeded", "the worker", "cancelled")):
+    elif out.cause != "exception":
         r.error = out.error          # the reason in words: "killed by SIGSEGV in compile"
     else:
         r.error = f"{out.stage or 'worker'} failed: {out.error}"

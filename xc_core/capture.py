@@ -73,7 +73,8 @@ def capture(source: Source, workdir: str, example_inputs: dict) -> Captured:
     if source.kind == "openvino-ir":
         from .targets.openvino_cpu import openvino_model_graph
         g = openvino_model_graph(source.openvino_model, "openvino-ir")
-        outputs = [o.get_any_name() for o in source.openvino_model.outputs]
+        from .sources.openvino_ir import port_name
+        outputs = [port_name(o) for o in source.openvino_model.outputs]
         return Captured(source, None, g, g, outputs, ir_path=source.openvino_xml)
     raise XcInputError(f"source kind '{source.kind}' cannot be captured")
 

@@ -96,8 +96,10 @@ def target_job(args: dict, workdir: str, stage) -> dict:
     cls = getattr(importlib.import_module(module), name)
     target = cls(**args.get("options", {}))
     stage("load")
-    captured = load_captured(args["run_dir"], args["spec"], _shapes(args.get("loader_shapes")),
-                             Limits(**args["limits"]))
+    captured = captured_summary(args["run_dir"])
+    if target.needs_live_source(captured.source.kind):
+        captured = with_live_source(captured, args["spec"], _shapes(args.get("loader_shapes")),
+                                    Limits(**args["limits"]))
     try:
         feeds = read_feeds(args["run_dir"])
         result = run_target(target, captured, feeds, args["run_dir"], args.get("probes") or [], on_stage=stage)
@@ -176,24 +178,25 @@ def _read(run_dir: str) -> dict:
 
 
 def captured_summary(run_dir: str) -> Captured:
-    """The captured model without the model itself: what the report builder reads (graphs, names, timings)."""
+    """The captured model from the run folder: graphs, names, inputs, the ONNX and ExportedProgram files —
+    everything but a live source (no module, Core ML program or OpenVINO model)."""
     data = _read(run_dir)
     s = data["source"]
     src = Source(kind=s["kind"], name=s["name"], sha256=s["sha256"], inputs=_specs(s["inputs"]),
                  notes=list(s["notes"]))
-    return _captured(src, data, run_dir)
-
-
-def load_captured(run_dir: str, spec: str, loader_shapes, limits: Limits) -> Captured:
-    """The captured model with a live source (module, Core ML program, OpenVINO model) loaded again from its
-    spec, with the inputs `prepare` resolved."""
-    from .sources import load_source
-    data = _read(run_dir)
-    src = load_source(spec, loader_shapes, limits)
-    src.inputs = _specs(data["source"]["inputs"])
     cap = _captured(src, data, run_dir)
     if data["exported_program"]:
         cap.exported_program_file = os.path.join(run_dir, CAPTURE_DIR, data["exported_program"])
+    return cap
+
+
+def with_live_source(cap: Captured, spec: str, loader_shapes, limits: Limits) -> Captured:
+    """The same captured model with its source loaded again from its spec (through the same safe loaders),
+    with the inputs `prepare` resolved."""
+    from .sources import load_source
+    src = load_source(spec, loader_shapes, limits)
+    src.inputs = list(cap.source.inputs)
+    cap.source = src
     if src.kind == "openvino-ir":
         cap.ir_path = src.openvino_xml
     return cap

@@ -88,6 +88,9 @@ class Outcome:
     stage: str | None = None          # the last stage the child announced
     detail: str | None = None         # the end of the child's stderr (a native crash prints there)
     input_error: dict | None = None   # an XcInputError raised in the child: message, fix, inputs
+    # Why it is not ok: "input" (XcInputError), "exception" (raised in the child), "signal" (killed by one),
+    # "limit" (time or memory), "exit" (left without a result), "cancelled".
+    cause: str | None = None
     seconds: float = 0.0
     peak_rss_mib: float = 0.0
     stages: list[str] = field(default_factory=list)
@@ -123,10 +126,6 @@ def run_jobs(jobs: list[Job], limits: WorkerLimits, parallel: int = 1, on_stage:
         for r in running.values():   # the caller was interrupted: leave no child behind
             r.kill()
     return done
-
-
-def run_one(job: Job, limits: WorkerLimits, on_stage: Events | None = None) -> Outcome:
-    return run_jobs([job], limits, 1, on_stage)[job.name]
 
 
 # ------------------------------------------------------------------------------------------------ parent ----
@@ -208,12 +207,14 @@ class _Running:
             self.rss = self._group_rss(now)
         rss = self.rss
         self.peak = max(self.peak, rss)
-        reason = None
+        reason = cause = None
         if cancelled:
-            reason = "cancelled"
+            reason = cause = "cancelled"
         elif rss > limits.memory_gib * 2**30:
+            cause = "limit"
             reason = f"exceeded the {limits.memory_gib:g} GiB memory limit{self._where()} (resident {rss / 2**30:.1f} GiB)"
         elif elapsed > limits.timeout_s:
+            cause = "limit"
             reason = f"exceeded {limits.timeout_s:g} s{self._where()}"
         if reason is None and self.proc.is_alive():
             return None
@@ -227,13 +228,16 @@ class _Running:
         if reason is None and "value" in final:
             out.ok, out.value = True, final["value"]
         elif reason is None and "input_error" in final:
-            out.input_error = final["input_error"]
+            out.input_error, out.cause = final["input_error"], "input"
             out.error = final["input_error"]["message"]
         elif reason is None and "exception" in final:
-            out.error = final["exception"]
+            out.error, out.cause = final["exception"], "exception"
             out.detail = final.get("traceback") or out.detail
+        elif reason is not None:
+            out.error, out.cause = reason, cause
         else:
-            out.error = reason or self._exit_reason()
+            out.error = self._exit_reason()
+            out.cause = "signal" if (self.proc.exitcode or 0) < 0 else "exit"
         self.conn.close()
         return out
 

@@ -15,6 +15,12 @@ OV_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "f64": "flo
              "i32": "int32", "i16": "int16", "i8": "int8", "u8": "uint8", "boolean": "bool"}
 
 
+def port_name(port) -> str:
+    """A port's tensor name; an IR may leave tensors unnamed (get_any_name() then raises), so fall back to the
+    friendly name of the node the port belongs to."""
+    return port.get_any_name() if port.get_names() else port.get_node().get_friendly_name()
+
+
 def load_openvino_ir(path: str, limits: Limits | None = None) -> Source:
     limits = limits or Limits.from_env()
     name = os.path.basename(path)
@@ -33,12 +39,12 @@ def load_openvino_ir(path: str, limits: Limits | None = None) -> Source:
         for port in model.inputs:
             ps = port.get_partial_shape()
             if ps.rank.is_dynamic:
-                raise XcInputError(f"{name}: input '{port.get_any_name()}' has no known rank; xc needs at least the "
+                raise XcInputError(f"{name}: input '{port_name(port)}' has no known rank; xc needs at least the "
                                    "rank of every input")
             shape = [d.get_length() if d.is_static else (1 if i == 0 else 16) for i, d in enumerate(ps)]
             labels = tuple(None if d.is_static else "?" for d in ps)
             dtype = OV_DTYPES.get(port.get_element_type().get_type_name(), "float32")
-            inputs.append(InputSpec(port.get_any_name(), shape, dtype, dim_names=labels if any(labels) else ()))
+            inputs.append(InputSpec(port_name(port), shape, dtype, dim_names=labels if any(labels) else ()))
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
         raise

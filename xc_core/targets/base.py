@@ -140,6 +140,11 @@ class Target(abc.ABC):
     # How the target obtains intermediate values without changing its compiled graph (None: it cannot).
     intermediates_method: ClassVar[str | None] = None
 
+    def needs_live_source(self, kind: str) -> bool:
+        """Whether this target reads the loaded model itself (an nn.Module, a Core ML program, an OpenVINO IR),
+        not only the captured files. A worker loads the source again only for targets that do."""
+        return False
+
     def accepts(self, captured) -> tuple[bool, str]:
         """Whether this target can take this source at all (e.g. the torch reference needs a PyTorch source)."""
         if self.needs_onnx and captured.onnx_path is None:

@@ -41,6 +41,10 @@ class CoreMLTarget(Target):
     needs_onnx = False
     intermediates_method = "values recorded by the MIL interpreter while executing the compiled program"
 
+    def needs_live_source(self, kind):
+        # An ONNX source converts from the captured ONNX; the others from the module / the Core ML program.
+        return kind != "onnx"
+
     @classmethod
     def available(cls):
         try:

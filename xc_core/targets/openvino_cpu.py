@@ -18,6 +18,9 @@ LAYER_KINDS = {"Input": IO, "Parameter": IO, "Output": IO, "Result": IO, "Const"
 
 @register
 class OpenVinoCpu(Target):
+    def needs_live_source(self, kind):
+        return kind == "openvino-ir"   # compiles the uploaded IR itself, unpacked again in the worker
+
     id = "openvino-cpu"
     label = "OpenVINO · CPU plugin"
     description = "OpenVINO CPU plugin compile; runtime model read back (fused layers, runtime precision)"
@@ -115,8 +118,9 @@ class OpenVinoCpu(Target):
     def _run(self, compiled, inputs, captured, result):
         cm = compiled["compiled"]
         feeds = {}
+        from ..sources.openvino_ir import port_name
         for port in cm.inputs:
-            names = port.get_names()
+            names = port.get_names() or {port_name(port)}
             name = next((n for n in names if n in inputs), None)
             if name is None:
                 raise KeyError(f"no value for model input {sorted(names)}")

@@ -21,6 +21,9 @@ class TorchReference(Target):
     needs_onnx = False
     intermediates_method = "torch eager, values recorded at each op by an fx Interpreter"
 
+    def needs_live_source(self, kind):
+        return True   # runs the module eagerly
+
     def accepts(self, captured):
         if captured.source.module is None:
             return False, "the torch reference needs a PyTorch source"

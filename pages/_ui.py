@@ -9,19 +9,14 @@ import re
 import streamlit as st
 
 from pages import _inputs_panel
+from xc_core.evidence import HELP as EVIDENCE_HELP
 from xc_core.service import DONE, FAILED
 from xc_core.store import run_key
 from xc_core.sources.samples import DEFAULT_SAMPLE, SAMPLES
 from xc_core.targets import REGISTRY, target_ids
 
 UPLOAD_TYPES = ["pt2", "pt", "pth", "onnx", "mlmodel", "zip"]
-EVIDENCE_HELP = {
-    "measured": "ran on this host and measured",
-    "reported": "the compiler / runtime reported it",
-    "predicted-runtime": "the runtime's own checker predicted it",
-    "predicted-rules": "xc's cited rule table predicted it",
-    "emulated": "computed by emulating a runtime this host cannot run",
-}
+SAVED_RUN = "Saved run"
 
 
 @st.cache_resource
@@ -37,7 +32,14 @@ def sidebar_and_analyze() -> None:
     sb = st.sidebar
     sb.title("xc")
     sb.caption("Compile one model for every target; see what each compiler decided.")
-    mode = sb.radio("Source", ["Bundled sample", "Upload"], key="source_mode", horizontal=True)
+    # ?run=ID in the URL opens a stored run on any page (links from a PR comment or the CLI).
+    wanted_run = st.query_params.get("run")
+    if wanted_run and "source_mode" not in st.session_state:
+        st.session_state.update(source_mode=SAVED_RUN, saved_run_ref=wanted_run)
+    mode = sb.radio("Source", ["Bundled sample", "Upload", SAVED_RUN], key="source_mode", horizontal=True)
+    if mode == SAVED_RUN:
+        _saved_run(sb)
+        return
     upload = npz = None
     if mode == "Bundled sample":
         names = list(SAMPLES)
@@ -105,6 +107,51 @@ def sidebar_and_analyze() -> None:
         label, state = run_status(report)
         (sb.warning if state == "error" else sb.caption)(plain(label))
     _inputs_panel.render(sb, source_key, report, needs)
+
+
+def _saved_run(sb) -> None:
+    """A run from the store — the dashboard's own, the CLI's, or a report.json imported on the History page."""
+    from xc_core.errors import XcInputError
+    from xc_core.review.runs import resolve_key
+    store = _service().store
+    runs = store.runs()
+    keys = [r["key"] for r in runs]
+    ref = st.session_state.pop("saved_run_ref", None)
+    if ref:
+        try:
+            st.session_state["saved_run"] = resolve_key(ref, store)
+        except XcInputError as e:
+            st.session_state.update(report=None, pending=None, report_error=str(e))
+            return
+    if not keys:
+        st.session_state.update(report=None, pending=None, report_error=(
+            "No saved runs yet: analyze a sample or an upload, run the CLI, or open a report.json on the History "
+            "page."))
+        return
+    if st.session_state.get("saved_run") not in keys:
+        st.session_state["saved_run"] = keys[0]
+    labels = {r["key"]: run_label(r) for r in runs}
+    key = sb.selectbox("Run", keys, key="saved_run", format_func=lambda k: labels[k])
+    if st.session_state.get("report_key") != key or st.session_state.get("report") is None:
+        report = store.get(key)
+        st.session_state.update(report=report, report_key=key if report else None, pending=None, failed=None,
+                                report_error=None if report else f"run {key[:12]}: its report is gone from the store")
+    sb.caption(f"Run `{key[:12]}` · link: `?run={key[:12]}`")
+
+
+def run_label(r: dict) -> str:
+    """A stored run in one line: model, when, where from, targets."""
+    import datetime
+    when = datetime.datetime.fromtimestamp(r["created"]).strftime("%Y-%m-%d %H:%M")
+    s = r.get("summary") or {}
+    n = len((r.get("targets") or "").split(",")) if r.get("targets") else 0
+    return f"{r['source_name'] or '?'} · {when} · {s.get('origin', '?')} · {n} target(s) · {r['key'][:8]}"
+
+
+def run_files(report: dict) -> dict[str, str]:
+    """The run's files (path in the run → file on disk) from the store; {} for a run that is not there."""
+    key = (report.get("run") or {}).get("key")
+    return _service().store.files(key) if key else {}
 
 
 def _worker_limits(sb):
@@ -243,6 +290,10 @@ def pages() -> dict:
             st.Page("pages/fallbacks.py", title="Fallbacks", icon=":material/warning:"),
             st.Page("pages/coreml.py", title="Core ML", icon=":material/phone_iphone:"),
         ],
+        "Review": [
+            st.Page("pages/history.py", title="History", icon=":material/history:"),
+            st.Page("pages/downloads.py", title="Downloads", icon=":material/download:"),
+        ],
     }
 
 
@@ -311,3 +362,11 @@ def header(report: dict, title: str) -> None:
     st.title(title)
     st.caption(f"**{src['name']}** · {src['kind']} · sha256 `{src['sha256'][:12]}` · reference "
                f"`{(report.get('reference') or {}).get('id', '—')}`")
+
+
+def file_reader(path: str):
+    """A download's data, read only when the button is clicked (Streamlit runs the callable then)."""
+    def read() -> bytes:
+        with open(path, "rb") as f:
+            return f.read()
+    return read

@@ -1,5 +1,4 @@
 """Core ML: what coremltools' MIL pipeline fused (pass by pass), where each op will probably run and why."""
-import os
 
 import pandas as pd
 import streamlit as st
@@ -45,11 +44,11 @@ for col, tid in zip(cols, targets):
                         "it is not blamed on Core ML")
             if conv.get("preprocessing"):
                 st.caption("Prepared for the conversion: " + "; ".join(conv["preprocessing"]))
-        zips = [p for p in t.get("artifacts") or [] if p.endswith(".zip") and os.path.exists(p)]
+        files = _ui.run_files(report)
+        zips = [files[p] for p in t.get("artifacts") or [] if p.endswith(".zip") and p in files]
         if zips:
-            with open(zips[0], "rb") as f:
-                st.download_button("Download .mlpackage (zip)", f.read(), file_name=f"{tid}.mlpackage.zip",
-                                   key=f"dl_{tid}")
+            st.download_button("Download .mlpackage (zip)", _ui.file_reader(zips[0]),
+                               file_name=f"{tid}.mlpackage.zip", key=f"dl_{tid}", on_click="ignore")
 
 st.subheader("Fusions, pass by pass")
 frows = []

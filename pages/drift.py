@@ -1,13 +1,11 @@
 """Numerical drift: per target and output, metrics with tolerance controls and pass/fail, error histogram,
 reference-vs-target scatter, and per-layer drift along the depth of the network."""
-import math
-
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from pages import _ui
 from xc_core.analysis.drift import passes_at
+from xc_core.figures import drift_histogram_figure, drift_scatter_figure, layer_drift_figure, layer_drift_series
 from xc_core.views import fmt_sci
 
 report = _ui.require_report()
@@ -52,44 +50,23 @@ if details:
     h = details["histogram"]
     left, right = st.columns(2)
     with left:
-        if h["counts"]:
-            centers = [(a + b) / 2 for a, b in zip(h["log10_edges"][:-1], h["log10_edges"][1:])]
-            fig = go.Figure(go.Bar(x=centers, y=h["counts"], marker_color="#1f77b4"))
-            fig.add_vline(x=math.log10(atol) if atol > 0 else min(centers), line_dash="dash", line_color="red",
-                          annotation_text="atol")
-            fig.update_layout(height=320, xaxis_title="log10 |target − reference|", yaxis_title="elements",
-                              margin=dict(l=10, r=10, t=30, b=10))
+        fig = drift_histogram_figure(report, tid, name, atol)
+        if fig is not None:
             st.plotly_chart(fig, width="stretch", key="drift_hist")
         st.caption(f"{h['exact']} element(s) exactly equal to the reference.")
     with right:
         sc = details["scatter"]
-        fig = go.Figure(go.Scattergl(x=sc["reference"], y=sc["target"], mode="markers",
-                                     marker=dict(size=3, color="#ff7f0e")))
-        lo, hi = min(sc["reference"]), max(sc["reference"])
-        fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", line=dict(color="gray", dash="dot"),
-                                 name="y = x"))
-        fig.update_layout(height=320, xaxis_title="reference", yaxis_title=tid, showlegend=False,
-                          margin=dict(l=10, r=10, t=30, b=10))
-        st.plotly_chart(fig, width="stretch", key="drift_scatter")
+        fig = drift_scatter_figure(report, tid, name)
+        if fig is not None:
+            st.plotly_chart(fig, width="stretch", key="drift_scatter")
         st.caption(f"{sc['sampled']:,} of {sc['total']:,} elements (seeded sample).")
 
 st.subheader("Per-layer drift")
-layer = {t: report["targets"][t].get("layer_drift") for t in report["targets"]}
-layer = {t: v for t, v in layer.items() if v and v["points"]}
+layer = layer_drift_series(report)
 if not layer:
     st.info("No target exposed intermediate values for this model.")
 else:
-    fig = go.Figure()
-    for t, ld in layer.items():
-        pts = ld["points"]
-        fig.add_trace(go.Scatter(x=[p["depth"] for p in pts], y=[max(p["rel_l2"] or 0, 1e-12) for p in pts],
-                                 mode="lines+markers", name=t, text=[p["module_path"] for p in pts],
-                                 hovertemplate="%{text}<br>rel L2 %{y:.2e}<extra>" + t + "</extra>"))
-    threshold = next(iter(layer.values()))["threshold_rel_l2"]
-    fig.add_hline(y=threshold, line_dash="dash", line_color="red", annotation_text="divergence threshold")
-    fig.update_layout(height=380, yaxis_type="log", xaxis_title="depth (op index in the captured graph)",
-                      yaxis_title="rel L2 vs reference", margin=dict(l=10, r=10, t=30, b=10))
-    st.plotly_chart(fig, width="stretch", key="drift_layers")
+    st.plotly_chart(layer_drift_figure(report), width="stretch", key="drift_layers")
     rows = []
     for t, ld in layer.items():
         first = ld["first_divergence"]

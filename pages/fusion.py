@@ -1,26 +1,20 @@
 """Fusion: op counts before → after per target, by op type, the patterns that fired where, and the ones that
 fired on one target but not another."""
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 from pages import _ui
+from xc_core.figures import fusion_counts_figure, fusion_targets
 
 report = _ui.require_report()
 _ui.header(report, "Fusion")
 
-targets = [t for t, b in report["targets"].items() if b.get("op_counts")]
+targets = fusion_targets(report)
 if not targets:
     st.info("No target produced a graph.")
     st.stop()
 
-before = report["capture"]["op_count_before"]
-fig = go.Figure([
-    go.Bar(name="before (captured)", x=targets, y=[before] * len(targets), marker_color="#bbbbbb"),
-    go.Bar(name="after (compiled)", x=targets, y=[report["targets"][t]["op_count_after"] for t in targets],
-           marker_color="#1f77b4"),
-])
-fig.update_layout(barmode="group", height=360, margin=dict(l=10, r=10, t=30, b=10), yaxis_title="compute ops")
+fig = fusion_counts_figure(report, targets)
 st.plotly_chart(fig, width="stretch", key="fusion_counts")
 st.caption("Before: ops of the captured framework graph. After: compute ops of each compiled graph (layout "
            "reorders, casts and constants are counted apart). Evidence: "

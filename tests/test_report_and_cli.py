@@ -1,6 +1,7 @@
 """report.json validates against the schema kept in the repo; the CLI exits 0 / 2 as documented."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -57,13 +58,21 @@ def test_report_targets_have_the_fields_the_issue_names(sample_report):
 
 def test_cli_analyze_writes_a_valid_report(tmp_path):
     out = tmp_path / "out"
-    r = cli("analyze", "sample:vision-mini", "--targets", "ort-cpu,openvino-cpu", "--out", str(out))
+    r = cli("analyze", "sample:vision-mini", "--targets", "ort-cpu,openvino-cpu", "--out", str(out),
+            "--md", str(tmp_path / "comment.md"), "--html", str(tmp_path / "report.html"))
     assert r.returncode == 0, r.stderr
     report = json.loads((out / "report.json").read_text())
     _check_report(report)
     assert (out / "artifacts" / "ort-cpu" / "model.optimized.onnx").exists()
     assert (out / "artifacts" / "openvino-cpu" / "runtime_model.xml").exists()
-    assert "ort-cpu | ok" in r.stdout
+    assert re.search(r"^ort-cpu\s+ok\s", r.stdout, re.M)
+    # Every artifact the report names resolves from the report's own folder; the Model Explorer export is there.
+    for t in report["targets"].values():
+        assert t["artifacts"] and all((out / p).exists() for p in t["artifacts"])
+    assert (out / "model_explorer" / "index.json").exists()
+    assert report["exports"]["model_explorer"]["files"]
+    assert (tmp_path / "comment.md").read_text().startswith("### xc: vision-mini")
+    assert (tmp_path / "report.html").read_text().startswith("<!DOCTYPE html>")
 
 
 def test_cli_pt2_pt_and_onnx_files(tmp_path):

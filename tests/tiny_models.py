@@ -32,3 +32,36 @@ class TwoOutputs(nn.Module):
 
     def forward(self, x):
         return torch.tanh(self.a(x)), torch.sigmoid(self.b(x))
+
+
+class ReviewNet(nn.Module):
+    """A model change a reviewer would see in a pull request: v1 uses ReLU; v2 swaps it for HardSwish and adds a
+    LayerNorm before the head (NNAPI has no LayerNormalization, and the norm runs in fp16 on the Neural Engine)."""
+
+    def __init__(self, v2: bool = False):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv2d(3, 16, 3, padding=1)
+        self.bn = nn.BatchNorm2d(16)
+        self.act = nn.Hardswish() if v2 else nn.ReLU()
+        self.conv2 = nn.Conv2d(16, 16, 3, padding=1)
+        self.norm = nn.LayerNorm(16) if v2 else nn.Identity()
+        self.head = nn.Linear(16, 10)
+        with torch.no_grad():
+            self.bn.running_mean.uniform_(-0.5, 0.5)
+            self.bn.running_var.uniform_(0.5, 1.5)
+
+    def forward(self, x):
+        y = self.conv2(self.act(self.bn(self.conv(x)))).mean((2, 3))
+        return self.head(self.norm(y))
+
+
+def review_pair(folder: str) -> tuple[str, str]:
+    """Both versions saved as .pt2 files, as a CI job would receive them."""
+    import os
+    paths = []
+    for v2 in (False, True):
+        path = os.path.join(folder, f"review_v{2 if v2 else 1}.pt2")
+        torch.export.save(torch.export.export(ReviewNet(v2).eval(), (torch.randn(1, 3, 32, 32),)), path)
+        paths.append(path)
+    return paths[0], paths[1]

@@ -20,6 +20,9 @@ from .worker import Job, Outcome, WorkerLimits, run_jobs
 Progress = Callable[[dict], None]
 
 
+MODEL_EXPLORER_DIR = "model_explorer"
+
+
 def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_npz: str | None = None,
             shapes: ShapeOverrides | None = None, dims: dict[str, int] | None = None,
             values: dict[str, float] | None = None, ranges: dict[str, tuple[float, float]] | None = None,
@@ -84,7 +87,7 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
         planned = ([reference_id] if reference_id else []) + [t for t in targets if t != reference_id]
         made = [make_target(tid, **target_options.get(tid, {})) for tid in planned]
         run_info = {"isolated": isolated, "jobs": jobs if isolated else 1, "limits": worker_limits.to_dict()}
-        artifacts_dir = os.path.abspath(os.path.join(run_dir, "artifacts")) if out_dir else None
+        artifacts_dir = "artifacts" if out_dir else None     # relative to report.json
         if isolated:
             job_args = {"run_dir": run_dir, "spec": source, "loader_shapes": loader_shapes,
                         "limits": asdict(limits), "probes": probes}
@@ -103,8 +106,9 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
             reference = by_id.pop(made[0].identity) if reference_id else None
             results = [by_id[t.identity] for t in made if t.identity in by_id]
             report = assemble_report(captured, prepared["inputs_info"], reference, results, run_info,
-                                     artifacts_dir)
+                                     artifacts_dir, run_dir)
         if out_dir:
+            report["exports"] = {"model_explorer": _export_model_explorer(report, run_dir)}
             write_json_atomic(os.path.join(run_dir, "report.json"), report)
         emit({"stage": "report", "status": "done"})
         return report
@@ -114,6 +118,17 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
         shutil.rmtree(os.path.join(run_dir, "work"), ignore_errors=True)
         if not out_dir:
             shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _export_model_explorer(report: dict, run_dir: str) -> dict:
+    """Model Explorer files beside the artifacts; a failure here is noted, never a failed analysis."""
+    from .export.model_explorer import write_model_explorer
+    try:
+        written = write_model_explorer(report, os.path.join(run_dir, MODEL_EXPLORER_DIR))
+    except Exception as e:  # noqa: BLE001 — an export bug must not cost the user the analysis
+        return {"error": f"{type(e).__name__}: {str(e).strip()[:300]}"}
+    return {"folder": MODEL_EXPLORER_DIR, "files": sorted(os.path.relpath(p, run_dir).replace(os.sep, "/")
+                                                            for p in written)}
 
 
 def default_jobs() -> int:

@@ -1,7 +1,8 @@
 """`python -m xc_core ...`: the same analysis as the dashboard, for CI and pull-request review.
 
 Exit codes: 0 success; 2 bad input or usage (one line on stderr, no traceback); 1 an internal error (one line;
-XC_DEBUG=1 shows the traceback).
+XC_DEBUG=1 shows the traceback). `diff --gate`: 0 nothing regressed, 1 something did, 2 bad input, 3 an internal
+error (so a CI job never reads a crash as a regression, or as a pass).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import sys
 from .errors import XcInputError
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
+EXIT_REGRESSED, EXIT_DIFF_INTERNAL = 1, 3
 
 
 class _Parser(argparse.ArgumentParser):
@@ -42,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "ort-coreml.bandwidth_gb_s=8, openvino-cpu.inference_precision=f32")
     a.add_argument("--out", required=True, metavar="DIR", help="writes DIR/report.json and DIR/artifacts/")
     a.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    a.add_argument("--md", metavar="FILE", help="also write the report as Markdown for a pull-request comment")
+    a.add_argument("--html", metavar="FILE", help="also write the report as one self-contained HTML file")
     from .worker import DEFAULT_MEMORY_GIB, DEFAULT_TIMEOUT_S
     w = a.add_argument_group("workers", "loading + capture, the reference and every target run in isolated worker "
                                         "processes; a crash, a hang or runaway memory becomes that target's error")
@@ -60,6 +64,37 @@ def build_parser() -> argparse.ArgumentParser:
         lim.add_argument(spec.flag, dest=key, type=int if spec.unit == "" else float, default=None,
                          metavar="N", help=f"{spec.what} (default {spec.default:g}{' ' + spec.unit if spec.unit else ''};"
                                            f" env {spec.env})")
+    r = sub.add_parser("report", help="render a run as Markdown, HTML or JSON")
+    r.add_argument("run", help="a run id (see runs), a run folder (analyze --out) or a report.json")
+    r.add_argument("--format", choices=("md", "html", "json"), default="md")
+    r.add_argument("--out", metavar="FILE", help="write here instead of stdout")
+    d = sub.add_parser("diff", help="what changed in the compilers' decisions between two runs; --gate for CI")
+    d.add_argument("base", help="the baseline: a run id, a run folder or a report.json")
+    d.add_argument("new", help="the run to check, same forms")
+    d.add_argument("--format", choices=("text", "md", "json"), default="text")
+    d.add_argument("--out", metavar="FILE", help="write here instead of stdout")
+    d.add_argument("--gate", action="store_true",
+                   help="exit 1 when something regressed (each regression listed), 0 when nothing did")
+    from .review.gate import CONFIG_FILE, GateRules
+    g = d.add_argument_group("gate rules", f"defaults, then {CONFIG_FILE} in the current folder (or --config), "
+                                           "then these flags; -1 turns a count rule off")
+    g.add_argument("--config", metavar="FILE", help=f"gate rules in TOML (default: ./{CONFIG_FILE} if present)")
+    defaults = GateRules()
+    for name, what in (("max_new_fallbacks", "CPU fallbacks a target may gain"),
+                       ("max_to_cpu", "source ops that may move from an accelerator to the CPU"),
+                       ("max_lost_fusions", "fusion instances a target may lose"),
+                       ("max_op_increase", "compiled ops a target may gain"),
+                       ("max_precision_changes", "source ops that may change precision")):
+        g.add_argument("--" + name.replace("_", "-"), type=int, default=None, metavar="N",
+                       help=f"{what} (default {getattr(defaults, name)})")
+    g.add_argument("--max-drift-ratio", type=float, default=None, metavar="R",
+                   help=f"new / base rel L2 per output (default {defaults.max_drift_ratio:g})")
+    g.add_argument("--drift-floor", type=float, default=None, metavar="X",
+                   help=f"rel L2 below which drift is never a regression (default {defaults.drift_floor:g})")
+    g.add_argument("--allow-checklist-worse", action="store_true", help="do not gate on checklist verdicts")
+    g.add_argument("--gate-targets", metavar="IDS", help="gate only these comma-separated targets")
+    rs = sub.add_parser("runs", help="list the runs in the store ($XC_HOME)")
+    rs.add_argument("--limit", type=int, default=30, metavar="N", help="newest N (default 30)")
     sub.add_parser("targets", help="list targets and whether each is available on this host")
     sub.add_parser("samples", help="list bundled sample models")
     return p
@@ -72,6 +107,12 @@ def main(argv: list[str] | None = None) -> int:
             return _targets()
         if args.command == "samples":
             return _samples()
+        if args.command == "report":
+            return _report(args)
+        if args.command == "diff":
+            return _diff(args)
+        if args.command == "runs":
+            return _runs(args)
         return _analyze(args)
     except XcInputError as e:
         print(f"xc: {e.for_cli()}", file=sys.stderr)
@@ -82,7 +123,78 @@ def main(argv: list[str] | None = None) -> int:
         text = str(e).strip().splitlines()
         print(f"xc: internal error: {type(e).__name__}: {text[0][:300] if text else ''} (set XC_DEBUG=1 for the "
               "traceback)", file=sys.stderr)
-        return EXIT_INTERNAL
+        return EXIT_DIFF_INTERNAL if args.command == "diff" else EXIT_INTERNAL
+
+
+def render(report: dict, fmt: str) -> str:
+    """The report as md (a PR comment), html (one offline file) or json (as written by analyze)."""
+    if fmt == "md":
+        from .review.markdown import report_markdown
+        return report_markdown(report)
+    if fmt == "html":
+        from .review.html import report_html
+        return report_html(report)
+    return json.dumps(report, indent=1) + "\n"
+
+
+def _write(text: str, out: str | None) -> None:
+    if not out:
+        sys.stdout.write(text)
+        return
+    try:
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise XcInputError(f"--out {out}: cannot write ({e.strerror})") from None
+
+
+def _report(args) -> int:
+    from .review.runs import load_run
+    _write(render(load_run(args.run).report, args.format), args.out)
+    return EXIT_OK
+
+
+def _diff(args) -> int:
+    from .review.diff import diff_markdown, diff_reports, diff_text
+    from .review.gate import load_rules, regressions
+    from .review.runs import load_run
+    base, new = load_run(args.base), load_run(args.new)
+    overrides = {k: getattr(args, k) for k in ("max_new_fallbacks", "max_to_cpu", "max_lost_fusions",
+                                               "max_op_increase", "max_precision_changes", "max_drift_ratio",
+                                               "drift_floor")}
+    if args.allow_checklist_worse:
+        overrides["checklist_worse"] = False
+    if args.gate_targets:
+        overrides["targets"] = [t.strip() for t in args.gate_targets.split(",") if t.strip()]
+    rules, per_target = load_rules(args.config, overrides)
+    d = diff_reports(base.report, new.report)
+    d["base"]["label"], d["new"]["label"] = base.label, new.label
+    regs = regressions(d, rules, per_target) if args.gate else None
+    if args.format == "json":
+        _write(json.dumps({**d, "regressions": regs}, indent=1) + "\n", args.out)
+    else:
+        _write((diff_markdown if args.format == "md" else diff_text)(d, regs), args.out)
+    if regs:
+        print(f"xc: {len(regs)} regression(s): " + "; ".join(f"{r['target']}: {r['what']}" for r in regs)[:2000],
+              file=sys.stderr)
+    return EXIT_REGRESSED if regs else EXIT_OK
+
+
+def _runs(args) -> int:
+    import datetime
+
+    from .store import RunStore
+    store = RunStore()
+    rows = store.runs()[:max(0, args.limit)]
+    if not rows:
+        print(f"no runs in {store.root}")
+    for r in rows:
+        when = datetime.datetime.fromtimestamp(r["created"]).strftime("%Y-%m-%d %H:%M")
+        s = r["summary"]
+        verdicts = " ".join(f"{s.get('verdicts', {}).get(v, 0)} {v}" for v in ("fail", "warn", "pass"))
+        print(f"{r['key'][:12]}  {when}  {(r['source_name'] or '?')[:32]:32}  {s.get('origin', '?'):9}  "
+              f"{s.get('ok', '?')} ok / {s.get('error', '?')} failed  {verdicts}  {r['targets']}")
+    return EXIT_OK
 
 
 def _targets() -> int:
@@ -137,6 +249,9 @@ def _analyze(args) -> int:
                      jobs=args.jobs)
     if not args.no_store:
         _record(args, report, targets, options, shapes, limits)
+    for fmt, path in (("md", args.md), ("html", args.html)):
+        if path:
+            _write(render(report, fmt), path)
     if not args.quiet:
         print(inputs_table(report))
         print(summary_table(report))
@@ -150,12 +265,17 @@ def _record(args, report: dict, targets, options, shapes, limits) -> None:
     warning, not a failed analysis."""
     from dataclasses import asdict
 
-    from .store import RunStore, run_key
+    from .store import RunStore, run_key, write_json_atomic
     try:
         key = run_key(source=report["source"]["sha256"], npz=_file_sha(args.inputs), targets=targets,
                       options=options, shapes=shapes, dims=args.dim, values=args.value, ranges=args.range,
                       limits=asdict(limits))
-        RunStore().put(key, report, args.out)
+        report.setdefault("run", {})["key"] = key      # report.json names its run: `report ID`, `?run=ID`
+        write_json_atomic(os.path.join(args.out, "report.json"), report)
+        RunStore().put(key, report, args.out, origin="cli")
+        if not args.quiet:
+            print(f"recorded as run {key[:12]} (python -m xc_core report {key[:12]}; dashboard ?run={key[:12]})",
+                  file=sys.stderr)
     except (OSError, ValueError) as e:
         print(f"xc: warning: the run was not recorded in the store ({e})", file=sys.stderr)
 
@@ -190,9 +310,10 @@ def summary_table(report: dict) -> str:
     extra = ["accelerated share", "partitions", "fallbacks", "ORT verdict", "latency cliff (est.)",
              "Core ML units", "casts", "MIL ops"]
     cols += [c for c in extra if any(c in r for r in rows)] + ["evidence"]
-    lines = [" | ".join(cols)]
-    for r in rows:
-        lines.append(" | ".join(str(r.get(c, "—")) for c in cols))
+    # A terminal table, aligned; Markdown for a PR comment is `--md FILE` / `report RUN --format md`.
+    cells = [cols] + [[str(r.get(c, "—")) for c in cols] for r in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(cols))]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip() for line in cells]
     for r in rows:
         if r.get("error"):
             lines.append(f"{r['target']}: {r['error']}")

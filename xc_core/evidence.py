@@ -1,4 +1,5 @@
-"""Evidence kinds: every block of figures in a report says how it was obtained (see DESIGN.md)."""
+"""Evidence kinds: every block of figures in a report says how it was obtained, so nobody mistakes a prediction
+or an emulation for a measurement."""
 MEASURED = "measured"                    # we ran it on this host and measured it
 REPORTED = "reported"                    # the compiler / runtime told us (profiling JSON, runtime model)
 PREDICTED_RUNTIME = "predicted-runtime"  # the runtime's own checker predicted it (ORT partition checker)
@@ -6,3 +7,12 @@ PREDICTED_RULES = "predicted-rules"      # our rule table predicted it; each rul
 EMULATED = "emulated"                    # computed by emulating a runtime this host cannot run
 
 ALL = (MEASURED, REPORTED, PREDICTED_RUNTIME, PREDICTED_RULES, EMULATED)
+
+# In a reader's words, for legends (dashboard, HTML and Markdown reports).
+HELP = {
+    MEASURED: "ran on this host and measured",
+    REPORTED: "the compiler / runtime reported it",
+    PREDICTED_RUNTIME: "the runtime's own checker predicted it",
+    PREDICTED_RULES: "xc's cited rule table predicted it",
+    EMULATED: "computed by emulating a runtime this host cannot run",
+}

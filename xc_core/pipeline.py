@@ -111,8 +111,11 @@ def target_job(args: dict, workdir: str, stage) -> dict:
 
 
 def assemble_report(captured: Captured, inputs_info: dict, reference, results: list, run_info: dict,
-                    artifacts_dir: str | None) -> dict:
-    """The Report from the captured model and every target's result, validated against the schema."""
+                    artifacts_dir: str | None, run_dir: str | None = None) -> dict:
+    """The Report from the captured model and every target's result, validated against the schema.
+
+    Artifact paths are relative to the run folder (where report.json is written): a report then reads the same
+    wherever the run was made, diffs cleanly, and its files resolve from the run store or a copied folder."""
     from .analysis.layer_drift import module_boundaries
     from .report.build import build_report, host_info
     from .report.schema import validate_report
@@ -120,8 +123,16 @@ def assemble_report(captured: Captured, inputs_info: dict, reference, results: l
                           module_boundaries(captured.before))
     report["run"] = run_info
     report["artifacts_dir"] = artifacts_dir
+    if run_dir:
+        for block in report["targets"].values():
+            block["artifacts"] = [_relative(p, run_dir) for p in block.get("artifacts") or []]
     validate_report(report)
     return report
+
+
+def _relative(path: str, run_dir: str) -> str:
+    rel = os.path.relpath(os.path.abspath(path), run_dir)
+    return path if rel.startswith("..") else rel.replace(os.sep, "/")
 
 
 def report_job(args: dict, workdir: str, stage) -> dict:
@@ -136,7 +147,8 @@ def report_job(args: dict, workdir: str, stage) -> dict:
         r.info["worker"] = worker
         loaded.append(r)
     reference = loaded.pop(0) if args["has_reference"] and loaded else None
-    report = assemble_report(captured, args["inputs_info"], reference, loaded, args["run"], args["artifacts_dir"])
+    report = assemble_report(captured, args["inputs_info"], reference, loaded, args["run"], args["artifacts_dir"],
+                             args["run_dir"])
     write_json_atomic(os.path.join(workdir, "report.json"), report)
     return {"targets": len(loaded)}
 

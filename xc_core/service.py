@@ -104,9 +104,9 @@ class AnalysisService:
                         kwargs["inputs_npz"] = paths[kwargs["inputs_npz"]]
                 run_dir = scratch_dir("dashboard-run")
                 report = analyze(spec, out_dir=run_dir, progress=a.events.append, **kwargs)
-                report["artifacts_dir"] = None          # the run folder goes; its files are in the store
+                # The run folder goes; its files (artifacts/…, as report.json names them) are in the store.
                 report.setdefault("run", {})["key"] = a.key
-                self.store.put(a.key, report, run_dir)
+                self.store.put(a.key, report, run_dir, origin="dashboard")
                 a.report, a.state = report, DONE
             except XcInputError as e:
                 a.error, a.state = e.for_dashboard(), REFUSED

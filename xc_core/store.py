@@ -29,9 +29,11 @@ CREATE TABLE IF NOT EXISTS runs (
     last_used REAL NOT NULL,
     bytes INTEGER NOT NULL,
     source_name TEXT, source_sha256 TEXT, targets TEXT, status TEXT,
-    manifest TEXT NOT NULL
+    manifest TEXT NOT NULL,
+    summary TEXT
 );
 """
+ORIGINS = ("cli", "dashboard", "imported")
 REPORT_FILE = "report.json"
 
 
@@ -93,6 +95,18 @@ def run_key(**parts) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+def run_summary(report: dict, origin: str) -> dict:
+    """What the history lists without opening the report: where it came from, targets by status, verdicts."""
+    statuses = [t["status"] for t in (report.get("targets") or {}).values()]
+    verdicts: dict[str, int] = {}
+    for items in ((report.get("checklist") or {}).get("targets") or {}).values():
+        for i in items:
+            verdicts[i["verdict"]] = verdicts.get(i["verdict"], 0) + 1
+    return {"origin": origin, "kind": (report.get("source") or {}).get("kind"),
+            "ok": statuses.count("ok"), "error": statuses.count("error"),
+            "unavailable": statuses.count("unavailable"), "verdicts": verdicts}
+
+
 class RunStore:
     """Thread-safe within a process (one lock), safe across processes (SQLite's own locking, WAL)."""
 
@@ -106,6 +120,9 @@ class RunStore:
                                    isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(_SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(runs)")}
+        if "summary" not in columns:     # a store written before run summaries existed
+            self._db.execute("ALTER TABLE runs ADD COLUMN summary TEXT")
 
     # -- reading ----------------------------------------------------------------------------------------------
     def get(self, key: str) -> dict | None:
@@ -139,19 +156,26 @@ class RunStore:
         return dest
 
     def runs(self) -> list[dict]:
+        """Every run, newest first: key, created, last_used, bytes, source_name, source_sha256, targets, status
+        and summary (origin, targets ok / failed, checklist verdict counts)."""
         with self._lock:
             rows = self._db.execute("SELECT key, created, last_used, bytes, source_name, source_sha256, targets, "
-                                    "status FROM runs ORDER BY last_used DESC").fetchall()
-        cols = ("key", "created", "last_used", "bytes", "source_name", "source_sha256", "targets", "status")
-        return [dict(zip(cols, r)) for r in rows]
+                                    "status, summary FROM runs ORDER BY created DESC").fetchall()
+        cols = ("key", "created", "last_used", "bytes", "source_name", "source_sha256", "targets", "status",
+                "summary")
+        out = [dict(zip(cols, r)) for r in rows]
+        for r in out:
+            r["summary"] = json.loads(r["summary"]) if r["summary"] else {}
+        return out
 
     def total_bytes(self) -> int:
         with self._lock:
             return int(self._db.execute("SELECT COALESCE(SUM(bytes), 0) FROM runs").fetchone()[0])
 
     # -- writing ----------------------------------------------------------------------------------------------
-    def put(self, key: str, report: dict, run_dir: str | None = None) -> None:
-        """Store the report and every file of run_dir (its inputs, capture, artifacts), then commit the run."""
+    def put(self, key: str, report: dict, run_dir: str | None = None, origin: str = "cli") -> None:
+        """Store the report and every file of run_dir (its inputs, capture, artifacts), then commit the run.
+        `origin`: where it came from (the CLI, the dashboard, or a report.json imported without its files)."""
         manifest: dict[str, str] = {}
         size = 0
         if run_dir and os.path.isdir(run_dir):
@@ -165,15 +189,17 @@ class RunStore:
                     manifest[rel], n = self._add_file(path)
                     size += n
         data = json.dumps(report).encode()
+        manifest.pop(REPORT_FILE, None)      # the report given wins over a report.json in run_dir
         manifest[REPORT_FILE], n = self._add_bytes(data)
         size += n
         src = report.get("source") or {}
         status = ",".join(sorted({t["status"] for t in (report.get("targets") or {}).values()}))
         now = time.time()
         with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?)",
+            self._db.execute("INSERT OR REPLACE INTO runs VALUES (?,?,?,?,?,?,?,?,?,?)",
                              (key, now, now, size, src.get("name"), src.get("sha256"),
-                              ",".join(report.get("targets") or {}), status, json.dumps(manifest)))
+                              ",".join(report.get("targets") or {}), status, json.dumps(manifest),
+                              json.dumps(run_summary(report, origin))))
         self.evict()
 
     def delete(self, key: str) -> None:

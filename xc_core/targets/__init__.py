@@ -1,4 +1,5 @@
-"""Targets by stable id (DESIGN.md). Importing this package registers every target module."""
+"""Targets by stable id (the ids the CLI, the report and the dashboard use). Importing this package registers
+every target module."""
 from __future__ import annotations
 
 from ..errors import XcInputError

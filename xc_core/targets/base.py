@@ -116,7 +116,7 @@ class Target(abc.ABC):
     label: ClassVar[str]
     description: ClassVar[str]
     # Evidence kinds of what this target reports: where the backend assignment, the precision and the output
-    # numbers come from (DESIGN.md, "Targets").
+    # numbers come from.
     evidence: ClassVar[dict[str, str]]
     accelerated: ClassVar[bool] = False   # has an accelerator the graph can fall back from
     option_names: ClassVar[tuple[str, ...]] = ()  # options a user may set (CLI --option, dashboard)

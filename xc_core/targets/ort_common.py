@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-# The profiling JSON names each kernel event "<node name>_kernel_time" with args.provider (DESIGN.md).
+# The profiling JSON names each kernel event "<node name>_kernel_time" with args.provider.
 _KERNEL_SUFFIX = "_kernel_time"
 
 PROVIDER_BACKEND = {"CPUExecutionProvider": "cpu", "NnapiExecutionProvider": "nnapi",

@@ -1,0 +1,112 @@
+"""History: every stored run (the dashboard's, the CLI's, report.json files imported from CI); open one, import
+one, or compare two — the same diff and gate as `python -m xc_core diff --gate`."""
+import datetime
+import hashlib
+import json
+
+import pandas as pd
+import streamlit as st
+
+from pages import _ui
+from xc_core.errors import XcInputError
+from xc_core.review.diff import change_lines, diff_markdown, diff_reports
+from xc_core.review.gate import GateRules, regressions
+from xc_core.review.runs import parse_report
+from xc_core.store import run_key
+
+st.title("History")
+store = _ui._service().store
+
+
+def _open(key: str) -> None:
+    """A callback (it runs before the sidebar is built), so it may set the sidebar's widgets."""
+    st.session_state.update(source_mode=_ui.SAVED_RUN, saved_run=key, report=None, report_key=None)
+
+
+with st.expander("Open a report.json (e.g. a CI artifact)"):
+    uploaded = st.file_uploader("report.json", type=["json"], key="history_import")
+    if uploaded is not None:
+        data = uploaded.getvalue()
+        try:
+            imported = parse_report(data, _ui._safe_filename(uploaded.name))
+        except XcInputError as e:
+            st.error(_ui.plain(str(e)))
+        else:
+            key = run_key(imported=hashlib.sha256(data).hexdigest())
+            if not store.has(key):
+                imported.setdefault("run", {})["key"] = key
+                store.put(key, imported, None, origin="imported")
+            st.success(f"Imported as run `{key[:12]}` — {_ui.plain(imported['source']['name'])}, "
+                       f"{len(imported['targets'])} target(s). Its artifacts stay in CI; the report opens here.")
+            if st.button("Open it", key="history_open_import", on_click=_open, args=(key,)):
+                st.switch_page("pages/overview.py")
+
+runs = store.runs()
+if not runs:
+    st.info("No runs yet. Every dashboard analysis and every `python -m xc_core analyze` (without --no-store) is "
+            "kept here, and survives restarts.")
+    st.stop()
+
+st.caption(f"{len(runs)} run(s) in {_ui.plain(store.root)} · {store.total_bytes() / 2**20:.1f} MiB; the least "
+           "recently used are evicted beyond XC_STORE_MB.")
+rows = []
+for r in runs:
+    s = r["summary"]
+    v = s.get("verdicts") or {}
+    rows.append({"run": r["key"][:12], "when": datetime.datetime.fromtimestamp(r["created"]).strftime("%Y-%m-%d %H:%M"),
+                 "model": r["source_name"] or "?", "from": s.get("origin", "—"),
+                 "ok / failed": f"{s['ok']} / {s['error']}" if s else "—",
+                 "checklist": f"{v.get('fail', 0)} fail · {v.get('warn', 0)} warn · {v.get('pass', 0)} pass"
+                 if s else "—",
+                 "targets": r["targets"] or "—", "kind": s.get("kind") or "—",
+                 "sha256": (r["source_sha256"] or "")[:12], "MiB": round(r["bytes"] / 2**20, 2),
+                 "link": f"?run={r['key'][:12]}"})
+st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+labels = {r["key"]: _ui.run_label(r) for r in runs}
+keys = list(labels)
+c1, c2 = st.columns([4, 1])
+pick = c1.selectbox("Run", keys, format_func=lambda k: labels[k], key="history_pick")
+c2.write("")
+if c2.button("Open", key="history_open", on_click=_open, args=(pick,), type="primary"):
+    st.switch_page("pages/overview.py")
+
+st.subheader("Compare two runs")
+if len(keys) < 2:
+    st.info("Compare needs two runs: analyze another model (or the same model with other targets).")
+    st.stop()
+c1, c2 = st.columns(2)
+new_key = c2.selectbox("New", keys, index=0, format_func=lambda k: labels[k], key="history_new")
+# The baseline a reviewer means: the run of the same model before this one, else the run before it.
+by_key = {r["key"]: r for r in runs}
+same = [k for k in keys if k != new_key and by_key[k]["source_name"] == by_key[new_key]["source_name"]]
+default_base = same[0] if same else next(k for k in keys if k != new_key)
+if st.session_state.get("history_base") not in keys:
+    st.session_state["history_base"] = default_base
+base_key = c1.selectbox("Base", keys, format_func=lambda k: labels[k], key="history_base")
+base, new = store.get(base_key), store.get(new_key)
+if base is None or new is None:
+    st.error("One of the runs is gone from the store.")
+    st.stop()
+d = diff_reports(base, new)
+regs = regressions(d, GateRules())       # the defaults; a CI job passes its repository's .xc-gate.toml
+
+if regs:
+    st.error(f"**{len(regs)} regression(s)** under the default gate rules (`diff --gate`):")
+    st.dataframe(pd.DataFrame(regs), hide_index=True, width="stretch")
+else:
+    st.success("No regression under the default gate rules.")
+lines = change_lines(d)
+if lines:
+    st.dataframe(pd.DataFrame([{"target": t, "change": line} for t, line in lines]), hide_index=True,
+                 width="stretch")
+else:
+    st.info("No change in any compiler decision between these runs.")
+if d["targets_added"] or d["targets_removed"]:
+    st.caption("Targets only in one run: " + ", ".join(d["targets_added"] + d["targets_removed"]))
+c1, c2 = st.columns(2)
+c1.download_button("Diff as Markdown (PR comment)", diff_markdown(d, regs), file_name="xc-diff.md",
+                   key="history_dl_md", on_click="ignore")
+c2.download_button("Diff as JSON", json.dumps({**d, "regressions": regs}, indent=1), file_name="xc-diff.json",
+                   key="history_dl_json", on_click="ignore")
+st.caption(f"From the CLI: `python -m xc_core diff {base_key[:12]} {new_key[:12]} --gate --format md`")

@@ -1,0 +1,43 @@
+"""History and saved runs through AppTest: a run link that names no run is one line; an opened run renders on
+every page with no analysis; a run whose report is missing from the store is said so."""
+import os
+
+from streamlit.testing.v1 import AppTest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _app(run: str | None = None, page: str | None = None) -> AppTest:
+    at = AppTest.from_file(os.path.join(ROOT, "app.py"), default_timeout=300)
+    if run:
+        at.query_params["run"] = run
+    at.run()
+    if page:
+        at.switch_page(f"pages/{page}.py").run()
+    return at
+
+
+def test_a_run_link_to_no_run_says_so_in_one_line():
+    at = _app("0123456789ab")
+    assert not at.exception
+    assert at.session_state["source_mode"] == "Saved run"
+    assert any("no such run in the store" in e.value for e in at.error)
+
+
+def test_an_opened_run_renders_pages_without_analysing(sample_report):
+    from xc_core.store import RunStore
+    report, out = sample_report("vision-mini")
+    store = RunStore()
+    key, twin = "feedface" * 4, "facefeed" * 4
+    store.put(twin, {**report, "run": {**report.get("run", {}), "key": twin}}, None, origin="imported")
+    store.put(key, {**report, "run": {**report.get("run", {}), "key": key}}, out, origin="cli")
+    for page in ("overview", "downloads", "fallbacks", "history"):
+        at = _app(key[:12], page)
+        assert not at.exception, (page, at.exception)
+        assert at.session_state["report_key"] == key and not at.session_state["pending"]
+    assert at.title[0].value == "History"
+    assert any("No regression" in e.value for e in at.success)     # the same report twice
+    store.delete(key)
+    store.delete(twin)
+    at = _app(key[:12])
+    assert any("no such run" in e.value for e in at.error)

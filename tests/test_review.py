@@ -1,0 +1,157 @@
+"""The review workflow from the CLI: a model change in a pull request, diffed and gated; Markdown a PR comment can
+hold; runs found by id, folder or report.json; bad reports and bad gate files refused in one line."""
+import json
+import os
+
+import pytest
+from markdown_it import MarkdownIt
+
+from tiny_models import review_pair
+from xc_core.cli import main
+from xc_core.review.markdown import MAX_CHARS, report_markdown
+
+TARGETS = "ort-cpu,ort-nnapi,ort-coreml,ort-cpu-int8"
+
+
+@pytest.fixture(scope="module")
+def review_runs(tmp_path_factory):
+    """v1 analysed twice (the same model, two runs) and v2 (ReLU → HardSwish, plus a LayerNorm), by the CLI."""
+    folder = tmp_path_factory.mktemp("review")
+    v1, v2 = review_pair(str(folder))
+    outs = {}
+    for name, model in (("v1", v1), ("v1-again", v1), ("v2", v2)):
+        outs[name] = str(folder / name)
+        assert main(["analyze", model, "--targets", TARGETS, "--out", outs[name], "--quiet"]) == 0
+    return outs
+
+
+def _run(capsys, argv):
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_gate_fails_on_the_new_nnapi_fallback_and_the_drift_change(review_runs, capsys, tmp_path):
+    code, out, err = _run(capsys, ["diff", review_runs["v1"], review_runs["v2"], "--gate"])
+    assert code == 1, out + err
+    assert "REGRESSION ort-nnapi" in out and "new CPU fallback" in out
+    assert "LayerNormalization at norm (unsupported operator)" in out
+    assert "HardSigmoid at act" in out            # ORT lowers HardSwish to HardSigmoid × x; NNAPI lacks it
+    assert "drift of 'linear' grew" in out
+    assert "source op replaced at act: relu → hardswish" in out
+    assert err.startswith("xc: ") and len(err.strip().splitlines()) == 1
+    # The JSON says the same, for scripts.
+    code, out, _ = _run(capsys, ["diff", review_runs["v1"], review_runs["v2"], "--gate", "--format", "json"])
+    d = json.loads(out)
+    assert code == 1 and {r["rule"] for r in d["regressions"]} >= {"max_new_fallbacks", "max_drift_ratio"}
+    nnapi = d["targets"]["ort-nnapi"]
+    assert {f["op_type"] for f in nnapi["fallbacks"]["added"]} == {"HardSigmoid", "LayerNormalization"}
+    assert nnapi["fallbacks"]["count"] == {"base": 0, "new": 2}
+
+
+def test_the_same_model_twice_passes_the_gate(review_runs, capsys):
+    code, out, err = _run(capsys, ["diff", review_runs["v1"], review_runs["v1-again"], "--gate"])
+    assert code == 0, out + err
+    assert "gate: no regression" in out
+
+
+def test_gate_rules_from_a_repository_file_and_flags(review_runs, capsys, tmp_path):
+    config = tmp_path / ".xc-gate.toml"
+    config.write_text('max_drift_ratio = 10\n[target."ort-nnapi"]\nmax_new_fallbacks = 2\ncheklist_worse = true\n')
+    code, _, err = _run(capsys, ["diff", review_runs["v1"], review_runs["v2"], "--gate", "--config", str(config)])
+    assert code == 2 and "unknown gate rule 'cheklist_worse'" in err and len(err.strip().splitlines()) == 1
+    config.write_text('max_drift_ratio = 10\n[target."ort-nnapi"]\nmax_new_fallbacks = 2\n')
+    code, out, _ = _run(capsys, ["diff", review_runs["v1"], review_runs["v2"], "--gate", "--config", str(config),
+                                 "--allow-checklist-worse"])
+    assert code == 0, out      # two fallbacks allowed on NNAPI, drift up to 10×, verdicts not gated
+    code, out, _ = _run(capsys, ["diff", review_runs["v1"], review_runs["v2"], "--gate", "--config", str(config),
+                                 "--allow-checklist-worse", "--max-drift-ratio", "1.2"])
+    assert code == 1 and "drift" in out and "fallback" not in out.split("gate:")[1]
+    config.write_text("max_new_fallbacks = 'none'\n")
+    code, _, err = _run(capsys, ["diff", review_runs["v1"], review_runs["v2"], "--gate", "--config", str(config)])
+    assert code == 2 and "max_new_fallbacks must be int" in err
+
+
+def test_malformed_reports_exit_2_with_one_line(review_runs, capsys, tmp_path):
+    bad = {"not-json.json": b"{\"targets\": ", "other.json": b'{"hello": 1}',
+           "schema.json": json.dumps({**json.load(open(os.path.join(review_runs["v1"], "report.json"))),
+                                      "targets": {"ort-cpu": {"status": "exploded"}}}).encode()}
+    for name, data in bad.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        code, out, err = _run(capsys, ["diff", review_runs["v1"], str(path), "--gate"])
+        assert code == 2, (name, out, err)
+        assert err.startswith("xc: ") and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    code, _, err = _run(capsys, ["diff", review_runs["v1"], "deadbeefdead", "--gate"])
+    assert code == 2 and "no such run" in err
+    code, _, err = _run(capsys, ["report", str(tmp_path / "missing.json")])
+    assert code == 2 and "no such file" in err
+
+
+def test_report_by_id_folder_and_file_is_the_same(review_runs, capsys, tmp_path):
+    report = json.load(open(os.path.join(review_runs["v2"], "report.json")))
+    run_id = report["run"]["key"][:12]
+    texts = []
+    for ref in (run_id, review_runs["v2"], os.path.join(review_runs["v2"], "report.json")):
+        code, out, err = _run(capsys, ["report", ref, "--format", "md"])
+        assert code == 0, err
+        texts.append(out)
+    assert texts[0] == texts[1] == texts[2]
+    code, out, _ = _run(capsys, ["runs"])
+    assert code == 0 and run_id in out and "review_v2.pt2" in out
+    # Deterministic and portable: no timestamps, no absolute paths in the comment; artifacts relative in the JSON.
+    assert report["created_at"] not in texts[0] and str(tmp_path.anchor + "tmp") not in texts[0]
+    assert all(not p.startswith("/") for t in report["targets"].values() for p in t["artifacts"])
+    assert report["artifacts_dir"] == "artifacts"
+    md_file = tmp_path / "comment.md"
+    code, _, _ = _run(capsys, ["report", run_id, "--format", "md", "--out", str(md_file)])
+    assert code == 0 and md_file.read_text() == texts[0]
+
+
+def _tables(md: str):
+    """Every GFM table markdown-it finds, as lists of rows of cell counts."""
+    tokens = MarkdownIt("commonmark").enable("table").parse(md)
+    tables, rows, cells = [], None, 0
+    for tok in tokens:
+        if tok.type == "table_open":
+            rows = []
+        elif tok.type == "tr_open":
+            cells = 0
+        elif tok.type in ("th_open", "td_open"):
+            cells += 1
+        elif tok.type == "tr_close":
+            rows.append(cells)
+        elif tok.type == "table_close":
+            tables.append(rows)
+    return tables
+
+
+def test_markdown_tables_are_valid_github_tables_and_fit_a_comment(sample_report):
+    report, _ = sample_report("transformer-mini")
+    md = report_markdown(report)
+    assert len(md) <= MAX_CHARS
+    separators = [line for line in md.splitlines() if line.startswith("|---")]
+    tables = _tables(md)
+    assert len(tables) == len(separators) >= 3          # every table written parses as a table
+    for rows in tables:
+        assert len(set(rows)) == 1 and rows[0] <= 8      # rows as wide as the header; at most 8 columns
+    assert md.count("<details>") == md.count("</details>") == 5
+    assert report_markdown(report) == md                 # deterministic
+    # A long report is cut to fit, saying so, and its tables stay tables.
+    small = report_markdown(report, max_chars=6000)
+    assert len(small) <= 6000 and all(len(set(rows)) == 1 for rows in _tables(small))
+
+
+def test_markdown_escapes_names_from_the_upload(sample_report):
+    report, _ = sample_report("vision-mini")
+    hostile = json.loads(json.dumps(report))
+    hostile["source"]["name"] = "<img src=x onerror=alert(1)>|`x`|**bold**"
+    fallbacks = [n for t in hostile["targets"].values() for n in (t.get("graph") or {}).get("nodes", [])
+                 if n.get("fallback")]
+    assert fallbacks, "vision-mini has NNAPI fallbacks: the fallback table must hold a hostile node name"
+    fallbacks[0]["id"] = "a|b<script>"
+    md = report_markdown(hostile)
+    assert "<img" not in md                              # text: escaped; identifiers: inside code spans
+    html = MarkdownIt("commonmark").enable("table").render(md)
+    assert "<img" not in html and "<script" not in html
+    assert all(len(set(rows)) == 1 for rows in _tables(md))

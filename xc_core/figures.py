@@ -1,0 +1,136 @@
+"""Plotly figures built from a Report, shared by the dashboard pages and the HTML report (no UI imports here), so
+the figure a reviewer sees offline is the one the dashboard draws.
+
+Each function takes the report dict and the page's parameters and returns a `plotly.graph_objects.Figure`, or None
+when there is nothing to draw (the caller says why)."""
+from __future__ import annotations
+
+import math
+
+import plotly.graph_objects as go
+
+from .views import HEAT_CATEGORIES, heatmap_rows
+
+HEAT_COLORS = {"accelerator": "#1a9850", "accelerator (fused)": "#91cf60", "CPU": "#4575b4",
+               "CPU (fused)": "#91bfdb", "CPU fallback": "#d73027", "unknown": "#fee08b", "not present": "#f0f0f0"}
+MARGIN = dict(l=10, r=10, t=30, b=10)
+
+
+# ---- heat map ---------------------------------------------------------------------------------------------
+def heatmap_targets(report: dict) -> list[str]:
+    """The heat map's columns: targets that produced a graph (as views.heatmap_rows picks them)."""
+    return [t for t, b in report["targets"].items() if b.get("graph")]
+
+
+def heatmap_figure(report: dict, *, by_module: bool = True, depth: int = 2, only_diff: bool = False,
+                   only_fallbacks: bool = False) -> go.Figure | None:
+    """Rows are source modules (or ops), columns the targets with a graph, each cell what runs it. None when no
+    target has a graph or no row passes the filters."""
+    labels, targets, cells = heatmap_rows(report, by_module=by_module, depth=depth)
+    if not targets:
+        return None
+    keep = []
+    for i, line in enumerate(cells):
+        cats = [c["category"] for c in line]
+        if only_diff and len(set(cats)) < 2:
+            continue
+        if only_fallbacks and "CPU fallback" not in cats:
+            continue
+        keep.append(i)
+    if not keep:
+        return None
+    index = {c: i for i, c in enumerate(HEAT_CATEGORIES)}
+    z = [[index[cells[i][j]["category"]] for j in range(len(targets))] for i in keep]
+    text = [[cells[i][j]["hover"] for j in range(len(targets))] for i in keep]
+    n = len(HEAT_CATEGORIES)
+    scale = []
+    for k, cat in enumerate(HEAT_CATEGORIES):  # a discrete colour scale: one flat band per category
+        scale += [[k / n, HEAT_COLORS[cat]], [(k + 1) / n, HEAT_COLORS[cat]]]
+    fig = go.Figure(go.Heatmap(z=z, x=targets, y=[labels[i] for i in keep], text=text, hoverinfo="text",
+                               colorscale=scale, zmin=-0.5, zmax=n - 0.5, xgap=2, ygap=1,
+                               colorbar=dict(tickvals=list(range(n)), ticktext=HEAT_CATEGORIES, title="runs on")))
+    fig.update_layout(height=max(320, 22 * len(keep) + 120), yaxis=dict(autorange="reversed"), margin=MARGIN)
+    return fig
+
+
+# ---- fusion -----------------------------------------------------------------------------------------------
+def fusion_targets(report: dict) -> list[str]:
+    """Targets whose compiled graph was counted."""
+    return [t for t, b in report["targets"].items() if b.get("op_counts")]
+
+
+def fusion_counts_figure(report: dict, targets: list[str] | None = None) -> go.Figure | None:
+    """Compute ops before (captured graph) and after (each compiled graph), grouped per target. None when no
+    target was counted."""
+    targets = fusion_targets(report) if targets is None else targets
+    if not targets:
+        return None
+    before = (report.get("capture") or {}).get("op_count_before")
+    fig = go.Figure([
+        go.Bar(name="before (captured)", x=targets, y=[before] * len(targets), marker_color="#bbbbbb"),
+        go.Bar(name="after (compiled)", x=targets, y=[report["targets"][t]["op_count_after"] for t in targets],
+               marker_color="#1f77b4"),
+    ])
+    fig.update_layout(barmode="group", height=360, margin=MARGIN, yaxis_title="compute ops")
+    return fig
+
+
+# ---- drift ------------------------------------------------------------------------------------------------
+def _drift_details(report: dict, tid: str, output: str) -> dict | None:
+    m = (((report["targets"][tid].get("drift") or {}).get("outputs")) or {}).get(output) or {}
+    return m.get("details")
+
+
+def drift_histogram_figure(report: dict, tid: str, output: str, atol: float = 1e-3) -> go.Figure | None:
+    """Histogram of log10 |target − reference| for one output, with the atol line. None without a histogram
+    (an output that failed, or every element exactly equal)."""
+    details = _drift_details(report, tid, output)
+    h = (details or {}).get("histogram") or {}
+    if not h.get("counts"):
+        return None
+    centers = [(a + b) / 2 for a, b in zip(h["log10_edges"][:-1], h["log10_edges"][1:])]
+    fig = go.Figure(go.Bar(x=centers, y=h["counts"], marker_color="#1f77b4"))
+    fig.add_vline(x=math.log10(atol) if atol > 0 else min(centers), line_dash="dash", line_color="red",
+                  annotation_text="atol")
+    fig.update_layout(height=320, xaxis_title="log10 |target − reference|", yaxis_title="elements", margin=MARGIN)
+    return fig
+
+
+def drift_scatter_figure(report: dict, tid: str, output: str, *, webgl: bool = True) -> go.Figure | None:
+    """Reference vs target values of a seeded sample of one output's elements, with y = x. webgl=False draws
+    SVG (at most drift.SCATTER_POINTS points), for a file opened where WebGL may be off. None without a sample."""
+    sc = (_drift_details(report, tid, output) or {}).get("scatter") or {}
+    if not sc.get("reference"):
+        return None
+    trace = go.Scattergl if webgl else go.Scatter
+    fig = go.Figure(trace(x=sc["reference"], y=sc["target"], mode="markers", marker=dict(size=3, color="#ff7f0e")))
+    lo, hi = min(sc["reference"]), max(sc["reference"])
+    fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", line=dict(color="gray", dash="dot"),
+                             name="y = x"))
+    fig.update_layout(height=320, xaxis_title="reference", yaxis_title=tid, showlegend=False, margin=MARGIN)
+    return fig
+
+
+def layer_drift_series(report: dict) -> dict[str, dict]:
+    """Targets whose intermediate values were compared, with their layer_drift block."""
+    layer = {t: b.get("layer_drift") for t, b in report["targets"].items()}
+    return {t: v for t, v in layer.items() if v and v["points"]}
+
+
+def layer_drift_figure(report: dict) -> go.Figure | None:
+    """rel L2 vs the reference at each module boundary along the depth of the captured graph, one line per
+    target, with the divergence threshold. None when no target exposed intermediate values."""
+    layer = layer_drift_series(report)
+    if not layer:
+        return None
+    fig = go.Figure()
+    for t, ld in layer.items():
+        pts = ld["points"]
+        fig.add_trace(go.Scatter(x=[p["depth"] for p in pts], y=[max(p["rel_l2"] or 0, 1e-12) for p in pts],
+                                 mode="lines+markers", name=t, text=[p["module_path"] for p in pts],
+                                 hovertemplate="%{text}<br>rel L2 %{y:.2e}<extra>" + t + "</extra>"))
+    threshold = next(iter(layer.values()))["threshold_rel_l2"]
+    fig.add_hline(y=threshold, line_dash="dash", line_color="red", annotation_text="divergence threshold")
+    fig.update_layout(height=380, yaxis_type="log", xaxis_title="depth (op index in the captured graph)",
+                      yaxis_title="rel L2 vs reference", margin=MARGIN)
+    return fig

@@ -1,0 +1,285 @@
+"""What changed between two runs, in the compilers' decisions: per target and per source op.
+
+Source ops are matched by where they sit, not by their names: a model edit renumbers the exporter's names
+(`relu_3` becomes `hardswish`), so a source op's key is (module path, op type, its index among the ops of that
+type in that module). Fallbacks are matched the same way on the compiled node (module path, compiled op type),
+as a multiset. Everything in the result is plain data (JSON); `diff_text` and `diff_markdown` render it.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+from ..views import ACCELERATORS, fmt_sci
+from .markdown import code, table, text
+
+WORSE = {"pass": 0, "not applicable": 0, "warn": 1, "fail": 2}
+
+
+def diff_reports(base: dict, new: dict) -> dict:
+    b_ops, n_ops = _source_ops(base), _source_ops(new)
+    out = {
+        "base": _about(base), "new": _about(new),
+        "targets_added": [t for t in new["targets"] if t not in base["targets"]],
+        "targets_removed": [t for t in base["targets"] if t not in new["targets"]],
+        "source_ops": {
+            "added": [_op_ref(n_ops[k]) for k in n_ops if k not in b_ops],
+            "removed": [_op_ref(b_ops[k]) for k in b_ops if k not in n_ops],
+            "op_count": {"base": (base.get("capture") or {}).get("op_count_before"),
+                         "new": (new.get("capture") or {}).get("op_count_before")},
+        },
+        "targets": {},
+    }
+    for tid in [t for t in new["targets"] if t in base["targets"]]:
+        out["targets"][tid] = _target_diff(tid, base, new, b_ops, n_ops)
+    out["source_ops"]["replaced"] = _replaced(out["source_ops"])
+    out["changed"] = bool(out["targets_added"] or out["targets_removed"] or out["source_ops"]["added"]
+                          or out["source_ops"]["removed"] or any(t["changed"] for t in out["targets"].values()))
+    return out
+
+
+def _about(report: dict) -> dict:
+    src = report["source"]
+    return {"name": src["name"], "kind": src["kind"], "sha256": src["sha256"],
+            "run": (report.get("run") or {}).get("key")}
+
+
+# ---- source ops ---------------------------------------------------------------------------------------------
+def _source_ops(report: dict) -> dict[tuple, dict]:
+    seen: Counter = Counter()
+    out = {}
+    for row in (report.get("alignment") or {}).get("source_ops", []):
+        where = (row.get("module_path") or "", row["op_type"])
+        out[(*where, seen[where])] = row
+        seen[where] += 1
+    return out
+
+
+def _replaced(ops: dict) -> list[dict]:
+    """Ops removed and added at the same module path: a swap (ReLU → HardSwish) reads as one change."""
+    added = {}
+    for op in ops["added"]:
+        added.setdefault(op["module_path"], []).append(op)
+    out = []
+    for op in ops["removed"]:
+        if added.get(op["module_path"]):
+            new = added[op["module_path"]].pop(0)
+            out.append({"module_path": op["module_path"], "base": op["op_type"], "new": new["op_type"]})
+    return out
+
+
+def _op_ref(row: dict) -> dict:
+    return {"source_op": row["source_op"], "op_type": row["op_type"], "module_path": row.get("module_path") or ""}
+
+
+def _placement(cell: dict | None) -> tuple[str | None, str | None]:
+    """(backend, precision) of a source op on a target; the backend reads "cpu (fallback)" for a fallback."""
+    if not cell or cell.get("status") in (None, "absent", "missing"):
+        return None, None
+    backend = cell.get("backend")
+    if cell.get("status") == "fallback":
+        backend = f"{backend or 'cpu'} (fallback)"
+    return backend, cell.get("precision")
+
+
+# ---- one target -------------------------------------------------------------------------------------------
+def _target_diff(tid: str, base: dict, new: dict, b_ops: dict, n_ops: dict) -> dict:
+    bt, nt = base["targets"][tid], new["targets"][tid]
+    d: dict = {"status": {"base": bt["status"], "new": nt["status"]},
+               "op_count": {"base": bt.get("op_count_after"), "new": nt.get("op_count_after")}}
+    d["fallbacks"] = _fallbacks(bt, nt)
+    d["fusions"] = _fusions(tid, base, new)
+    d["backend_changes"], d["precision_changes"] = [], []
+    for key in [k for k in n_ops if k in b_ops]:
+        b_backend, b_prec = _placement(b_ops[key]["targets"].get(tid))
+        n_backend, n_prec = _placement(n_ops[key]["targets"].get(tid))
+        ref = _op_ref(n_ops[key])
+        if b_backend and n_backend and b_backend != n_backend:
+            d["backend_changes"].append({**ref, "base": b_backend, "new": n_backend,
+                                         "to_cpu": _accelerated(b_backend) and not _accelerated(n_backend)})
+        if b_prec and n_prec and b_prec != n_prec:
+            d["precision_changes"].append({**ref, "base": b_prec, "new": n_prec})
+    d["drift"] = _drift(bt, nt)
+    d["checklist"] = _checklist(tid, base, new)
+    d["accelerated_share"] = {"base": _share(bt), "new": _share(nt)}
+    d["latency_cliff_ms"] = {"base": _cliff(bt), "new": _cliff(nt)}
+    d["evidence"] = {"assignment": (nt.get("evidence") or {}).get("assignment"),
+                     "numerics": (nt.get("evidence") or {}).get("numerics")}
+    d["changed"] = bool(bt["status"] != nt["status"] or d["op_count"]["base"] != d["op_count"]["new"]
+                        or d["fallbacks"]["added"] or d["fallbacks"]["removed"] or d["fusions"]["gained"]
+                        or d["fusions"]["lost"] or d["backend_changes"] or d["precision_changes"]
+                        or any(c["base"] != c["new"] for c in d["checklist"])
+                        or any(x.get("ratio") not in (None, 1.0) for x in d["drift"]))
+    return d
+
+
+def _accelerated(backend: str) -> bool:
+    return backend.split(" ")[0] in ACCELERATORS
+
+
+def _fallbacks(bt: dict, nt: dict) -> dict:
+    def nodes(t):
+        return [n for n in (t.get("graph") or {}).get("nodes", []) if n.get("fallback")]
+
+    def key(n):
+        return (n.get("module_path") or "", n["op_type"])
+    b, n = nodes(bt), nodes(nt)
+    added_keys = Counter(map(key, n)) - Counter(map(key, b))
+    removed_keys = Counter(map(key, b)) - Counter(map(key, n))
+    return {"added": _take(n, added_keys, key), "removed": _take(b, removed_keys, key),
+            "count": {"base": len(b), "new": len(n)}}
+
+
+def _take(nodes: list[dict], wanted: Counter, key) -> list[dict]:
+    out = []
+    for n in nodes:
+        if wanted[key(n)] > 0:
+            wanted[key(n)] -= 1
+            out.append({"node": n["id"], "op_type": n["op_type"], "module_path": n.get("module_path") or "",
+                        "reason": n.get("fallback_reason"), "source_ops": n.get("source_ops") or []})
+    return out
+
+
+def _fusions(tid: str, base: dict, new: dict) -> dict:
+    def counts(report):
+        return {p["pattern"]: p["targets"].get(tid, 0)
+                for p in (report.get("fusion_matrix") or {}).get("patterns", []) if p["targets"].get(tid)}
+    b, n = counts(base), counts(new)
+    gained = [{"pattern": p, "base": b.get(p, 0), "new": c} for p, c in sorted(n.items()) if c > b.get(p, 0)]
+    lost = [{"pattern": p, "base": c, "new": n.get(p, 0)} for p, c in sorted(b.items()) if c > n.get(p, 0)]
+    return {"gained": gained, "lost": lost,
+            "groups": {"base": (base["targets"][tid].get("fusions") or {}).get("count"),
+                       "new": (new["targets"][tid].get("fusions") or {}).get("count")}}
+
+
+def _drift(bt: dict, nt: dict) -> list[dict]:
+    b_out = (bt.get("drift") or {}).get("outputs") or {}
+    n_out = (nt.get("drift") or {}).get("outputs") or {}
+    rows = []
+    for name in n_out:
+        if name not in b_out:
+            continue
+        b, n = b_out[name].get("rel_l2"), n_out[name].get("rel_l2")
+        ratio = None
+        if b is not None and n is not None:
+            ratio = 1.0 if b == n else (n / b if b > 0 else math.inf)
+        rows.append({"output": name, "base": b, "new": n, "ratio": ratio,
+                     "evidence": (nt.get("drift") or {}).get("evidence")})
+    return rows
+
+
+def _checklist(tid: str, base: dict, new: dict) -> list[dict]:
+    b = {i["id"]: i for i in base["checklist"]["targets"].get(tid, [])}
+    rows = []
+    for i in new["checklist"]["targets"].get(tid, []):
+        if i["id"] in b:
+            rows.append({"id": i["id"], "question": i["question"], "base": b[i["id"]]["verdict"],
+                         "new": i["verdict"], "detail": i["detail"],
+                         "worse": WORSE.get(i["verdict"], 0) > WORSE.get(b[i["id"]]["verdict"], 0)})
+    return rows
+
+
+def _share(t: dict) -> float | None:
+    return ((t.get("info") or {}).get("partitioning") or {}).get("accelerated_share_nodes")
+
+
+def _cliff(t: dict) -> float | None:
+    return (((t.get("info") or {}).get("boundaries") or {}).get("latency_cliff") or {}).get("estimate_ms")
+
+
+# ---- rendering --------------------------------------------------------------------------------------------
+def change_lines(d: dict) -> list[tuple[str, str]]:
+    """(target, one line) for every change, in a fixed order; shared by the text and Markdown renderings."""
+    lines = [(t, "target added") for t in d["targets_added"]] + [(t, "target removed") for t in d["targets_removed"]]
+    swapped = {(r["module_path"], r["base"]) for r in d["source_ops"]["replaced"]} | \
+        {(r["module_path"], r["new"]) for r in d["source_ops"]["replaced"]}
+    for r in d["source_ops"]["replaced"]:
+        lines.append(("model", f"source op replaced at {r['module_path'] or '(root)'}: {r['base']} → {r['new']}"))
+    for op in d["source_ops"]["added"]:
+        if (op["module_path"], op["op_type"]) not in swapped:
+            lines.append(("model", f"source op added: {op['op_type']} at {op['module_path'] or '(root)'}"))
+    for op in d["source_ops"]["removed"]:
+        if (op["module_path"], op["op_type"]) not in swapped:
+            lines.append(("model", f"source op removed: {op['op_type']} at {op['module_path'] or '(root)'}"))
+    for tid, t in d["targets"].items():
+        if t["status"]["base"] != t["status"]["new"]:
+            lines.append((tid, f"status {t['status']['base']} → {t['status']['new']}"))
+        if t["op_count"]["base"] != t["op_count"]["new"]:
+            lines.append((tid, f"compiled ops {t['op_count']['base']} → {t['op_count']['new']}"))
+        for f in t["fallbacks"]["added"]:
+            lines.append((tid, f"new CPU fallback: {f['op_type']} at {f['module_path'] or '(root)'} "
+                               f"({f['reason'] or 'no reason given'})"))
+        for f in t["fallbacks"]["removed"]:
+            lines.append((tid, f"fallback gone: {f['op_type']} at {f['module_path'] or '(root)'}"))
+        for f in t["fusions"]["lost"]:
+            lines.append((tid, f"fusion lost: {f['pattern']} ({f['base']} → {f['new']})"))
+        for f in t["fusions"]["gained"]:
+            lines.append((tid, f"fusion gained: {f['pattern']} ({f['base']} → {f['new']})"))
+        for c in t["backend_changes"]:
+            lines.append((tid, f"backend {c['base']} → {c['new']}: {c['op_type']} at {c['module_path'] or '(root)'}"))
+        for c in t["precision_changes"]:
+            lines.append((tid, f"precision {c['base']} → {c['new']}: {c['op_type']} at "
+                               f"{c['module_path'] or '(root)'}"))
+        for x in t["drift"]:
+            if x["ratio"] not in (None, 1.0):
+                lines.append((tid, f"drift of '{x['output']}' rel L2 {fmt_sci(x['base'])} → {fmt_sci(x['new'])} "
+                                   f"({_ratio(x['ratio'])}, {x['evidence']})"))
+        for c in t["checklist"]:
+            if c["base"] != c["new"]:
+                lines.append((tid, f"checklist ({c['id']}) {c['base']} → {c['new']}: {c['detail']}"))
+    return lines
+
+
+def _ratio(r: float | None) -> str:
+    if r is None:
+        return "—"
+    return "∞×" if math.isinf(r) else f"{r:.2f}×"
+
+
+def diff_text(d: dict, regressions: list[dict] | None = None) -> str:
+    out = [f"base: {d['base']['name']} ({d['base']['sha256'][:12]})",
+           f"new:  {d['new']['name']} ({d['new']['sha256'][:12]})"]
+    lines = change_lines(d)
+    out += [f"  {tid:24} {line}" for tid, line in lines] or ["  no change in any compiler decision"]
+    if regressions is not None:
+        out.append(f"gate: {len(regressions)} regression(s)" if regressions else "gate: no regression")
+        out += [f"  REGRESSION {r['target']}: {r['what']}" for r in regressions]
+    return "\n".join(out) + "\n"
+
+
+def diff_markdown(d: dict, regressions: list[dict] | None = None, max_rows: int = 200) -> str:
+    out = [f"### xc diff: {text(d['base']['name'])} → {text(d['new']['name'])}",
+           f"base sha256 {code(d['base']['sha256'][:12])} · new sha256 {code(d['new']['sha256'][:12])}", ""]
+    if regressions is not None:
+        if regressions:
+            out += [f"**❌ {len(regressions)} regression(s)**", ""]
+            out += [f"- {code(r['target'])} {text(r['what'])}" for r in regressions[:max_rows]] + [""]
+        else:
+            out += ["**✅ no regression**", ""]
+    summary = []
+    for tid, t in d["targets"].items():
+        drift = max((x["ratio"] for x in t["drift"] if x["ratio"] is not None), default=None)
+        summary.append([code(tid), text(f"{t['status']['base']} → {t['status']['new']}"
+                                        if t["status"]["base"] != t["status"]["new"] else t["status"]["new"]),
+                        _arrow(t["op_count"]), _arrow(t["fallbacks"]["count"]),
+                        f"+{len(t['fusions']['gained'])} / −{len(t['fusions']['lost'])}",
+                        str(len(t["backend_changes"])), _ratio(drift),
+                        str(sum(c["base"] != c["new"] for c in t["checklist"]))])
+    if summary:
+        out += [table(["target", "status", "compiled ops", "CPU fallbacks", "fusions", "backend changes",
+                       "worst drift ratio", "verdicts changed"], summary), ""]
+    lines = change_lines(d)
+    if lines:
+        out += ["<details><summary>Every change</summary>", ""]
+        out += [f"- {code(tid)} {text(line)}" for tid, line in lines[:max_rows]]
+        if len(lines) > max_rows:
+            out.append(f"- … and {len(lines) - max_rows} more (in the JSON diff)")
+        out += ["", "</details>", ""]
+    else:
+        out += ["No change in any compiler decision.", ""]
+    return "\n".join(out)
+
+
+def _arrow(pair: dict) -> str:
+    b, n = pair.get("base"), pair.get("new")
+    return str(n) if b == n else f"{b} → {n}"

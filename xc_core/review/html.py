@@ -1,0 +1,466 @@
+"""One self-contained HTML file of a run, for reviewers who get it as a CI artifact and open it offline.
+
+Everything is inlined: plotly.js once in the head, every figure after it without the library, CSS in a <style>,
+no font, stylesheet or script fetched from anywhere. The figures are the dashboard's own (xc_core.figures and
+xc_core.layout), at the pages' default settings. Every string from the report is escaped: model, module and node
+names come from untrusted uploads. A block the report lacks (no reference, a failed target, no accelerator, no
+captured graph) leaves its section with a sentence saying why, never an exception.
+"""
+from __future__ import annotations
+
+import html
+import itertools
+import re
+
+import plotly.io as pio
+from plotly.offline import get_plotlyjs
+
+from .. import evidence as ev
+from .. import figures
+from .. import layout as topo
+from ..analysis.drift import passes_at
+from ..views import accelerated_targets, fallback_rows, fmt_sci, overview_rows
+
+SECTIONS = [("overview", "Overview"), ("heatmap", "Heat map"), ("fusion", "Fusion"), ("drift", "Drift"),
+            ("checklist", "Checklist"), ("fallbacks", "Fallbacks"), ("topology", "Topology")]
+EVIDENCE_HELP = ev.HELP
+EVIDENCE_COLORS = {ev.MEASURED: "#1a7f37", ev.REPORTED: "#0969da", ev.PREDICTED_RUNTIME: "#bc4c00",
+                   ev.PREDICTED_RULES: "#8250df", ev.EMULATED: "#6e7781"}
+VERDICT_LABEL = {"pass": "pass", "warn": "warn", "fail": "FAIL", "not applicable": "n/a"}
+DRIFT_ATOL = DRIFT_RTOL = 1e-3          # the drift page's default tolerances
+PLOT_CONFIG = {"displaylogo": False, "responsive": True}
+SCROLL_ROWS = 20
+
+CSS = """
+body { font-family: -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; color: #1f2328;
+       margin: 0; background: #fff; line-height: 1.45; font-size: 14px; }
+main { max-width: 1280px; margin: 0 auto; padding: 16px 28px 64px; }
+h1 { font-size: 24px; margin: 8px 0 4px; }
+h2 { font-size: 20px; margin: 40px 0 8px; padding-bottom: 4px; border-bottom: 1px solid #d0d7de; }
+h3 { font-size: 16px; margin: 22px 0 6px; }
+code { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 12.5px;
+       background: #f3f4f6; padding: 1px 4px; border-radius: 4px; }
+nav.toc { background: #f6f8fa; border: 1px solid #d0d7de; border-radius: 6px; padding: 8px 14px; margin: 12px 0; }
+nav.toc a { margin-right: 16px; color: #0969da; text-decoration: none; }
+nav.toc a:hover { text-decoration: underline; }
+.meta { color: #59636e; }
+.caption { color: #59636e; font-size: 12.5px; margin: 4px 0 12px; }
+.empty { background: #fff8c5; border: 1px solid #d4a72c66; border-radius: 6px; padding: 8px 12px; }
+.error { background: #ffebe9; border: 1px solid #ff818266; border-radius: 6px; padding: 8px 12px; }
+.scroll { overflow-x: auto; margin: 6px 0; }
+table { border-collapse: collapse; font-size: 12.5px; }
+th, td { border: 1px solid #d0d7de; padding: 3px 8px; text-align: left; vertical-align: top; }
+th { background: #f6f8fa; position: sticky; top: 0; }
+tr:nth-child(even) td { background: #fafbfc; }
+.badge { display: inline-block; color: #fff; border-radius: 10px; padding: 0 8px; font-size: 11.5px;
+         white-space: nowrap; }
+.v-pass { color: #1a7f37; font-weight: 600; } .v-warn { color: #bc4c00; font-weight: 600; }
+.v-fail { color: #cf222e; font-weight: 700; } .v-na { color: #6e7781; }
+.nowrap { white-space: nowrap; display: inline-block; margin-right: 6px; }
+.grid2 { display: grid; grid-template-columns: 1fr 1fr; gap: 16px; }
+.grid2 > div { min-width: 0; }
+.scroll.tall { max-height: 520px; overflow-y: auto; width: fit-content; max-width: 100%;
+               border-bottom: 1px solid #d0d7de; }
+dl.legend dt { float: left; clear: left; width: 150px; } dl.legend dd { margin: 0 0 4px 160px; }
+"""
+
+
+def _e(x) -> str:
+    """Escaped text of a report value (None shows as a dash)."""
+    return "—" if x is None else html.escape(str(x), quote=True)
+
+
+def _badge(kind: str | None) -> str:
+    if not kind:
+        return ""
+    return (f'<span class="badge" style="background:{EVIDENCE_COLORS.get(kind, "#6e7781")}" '
+            f'title="{_e(EVIDENCE_HELP.get(kind, ""))}">{_e(kind)}</span>')
+
+
+def _verdict(v: str | None) -> str:
+    cls = {"pass": "v-pass", "warn": "v-warn", "fail": "v-fail"}.get(v or "", "v-na")
+    return f'<span class="{cls}">{_e(VERDICT_LABEL.get(v, v))}</span>'
+
+
+def _note(text: str, cls: str = "empty") -> str:
+    return f'<p class="{cls}">{text}</p>'
+
+
+def _caption(text: str) -> str:
+    return f'<p class="caption">{text}</p>'
+
+
+def _table(rows: list[dict], html_cols: tuple[str, ...] = (), scroll_over: int = SCROLL_ROWS) -> str:
+    """A table of dict rows (columns: the union of keys in first-seen order). Cells are escaped, except the
+    columns in html_cols, which the caller built from escaped parts. Over `scroll_over` rows it scrolls in a box
+    of its own (header kept in view), so one long table does not push the next sections pages down."""
+    cols = list(dict.fromkeys(k for r in rows for k in r))
+    head = "".join(f"<th>{_e(c)}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f"<td>{r.get(c, '—') if c in html_cols else _e(r.get(c, '—'))}</td>"
+                                    for c in cols) + "</tr>" for r in rows)
+    tall = len(rows) > scroll_over
+    return (f'<div class="scroll{" tall" if tall else ""}"><table><thead><tr>{head}</tr></thead><tbody>{body}'
+            "</tbody></table></div>" + (_caption(f"{len(rows)} rows: scroll the table.") if tall else ""))
+
+
+def _target_evidence(report: dict, block: str) -> str:
+    """ "tid badge · tid badge" for a per-target block's evidence key (graph, op_counts, drift...)."""
+    parts = [f"<code>{_e(t)}</code> {_badge((b.get(block) or {}).get('evidence'))}"
+             for t, b in report["targets"].items() if (b.get(block) or {}).get("evidence")]
+    return " · ".join(parts)
+
+
+class _Figures:
+    """Figure → HTML div, with ids numbered in document order so the output is deterministic."""
+
+    def __init__(self):
+        self.count = 0
+
+    def div(self, fig, name: str) -> str:
+        self.count += 1
+        # plotly writes the id unescaped into an attribute and a script: keep only safe characters of a name
+        # that may carry a target id from the report.
+        safe = re.sub(r"[^A-Za-z0-9_-]", "_", name)
+        return pio.to_html(fig, include_plotlyjs=False, full_html=False, config=PLOT_CONFIG,
+                           div_id=f"fig-{self.count}-{safe}")
+
+
+# ---- sections -------------------------------------------------------------------------------------------------
+def _overview(report: dict, figs: _Figures) -> str:
+    src = report.get("source") or {}
+    ref = report.get("reference") or {}
+    out = [f'<p class="meta">Source <b>{_e(src.get("name"))}</b> · {_e(src.get("kind"))} · sha256 '
+           f'<code>{_e((src.get("sha256") or "")[:12])}</code> · reference <code>{_e(ref.get("id"))}</code>'
+           + (f" ({_e(ref.get('status'))})" if ref.get("status") not in (None, "ok") else "")
+           + f' · xc {_e(report.get("xc_version"))} · created {_e(report.get("created_at"))}</p>']
+    if report.get("reference") is None:
+        out.append(_note("No reference run: the source is a compiled artifact, so there are no drift figures."))
+    elif ref.get("status") == "error":
+        out.append(_note(f"The reference failed: {_e(ref.get('error'))}", "error"))
+    out.append("<h3>Evidence kinds</h3>")
+    out.append('<dl class="legend">' + "".join(f"<dt>{_badge(k)}</dt><dd>{_e(EVIDENCE_HELP[k])}</dd>"
+                                                 for k in ev.ALL) + "</dl>")
+    out.append("<h3>Targets</h3>")
+    if not report.get("targets"):
+        out.append(_note("The report has no target."))
+        return "".join(out)
+    checks = (report.get("checklist") or {}).get("targets") or {}
+    rows = []
+    for row in overview_rows(report):
+        items = checks.get(row["target"]) or []
+        counts = {v: sum(i["verdict"] == v for i in items) for v in VERDICT_LABEL}
+        row = {k: v for k, v in row.items() if k != "error"}
+        evidence = (report["targets"][row["target"]].get("evidence") or {}).items()
+        row["evidence"] = " ".join(f'<span class="nowrap">{_e(k)} {_badge(v)}</span>' for k, v in evidence) or "—"
+        row["checklist"] = (" · ".join(f"{n} {VERDICT_LABEL[v]}" for v, n in counts.items() if n)
+                            or "no checklist")
+        rows.append(row)
+    out.append(_table(rows, html_cols=("evidence",)))
+    out.append(_caption("One row per target. The evidence column says how each block was obtained; the "
+                        "checklist column counts the verdicts of the Checklist section."))
+    failed = [(t, b) for t, b in report["targets"].items() if b.get("status") != "ok"]
+    for tid, b in failed:
+        out.append(_note(f"<code>{_e(tid)}</code> {_e(b.get('status'))}"
+                         + (f" at {_e(b['error_stage'])}" if b.get("error_stage") else "")
+                         + f": {_e(b.get('error') or 'no error text')}", "error"))
+    return "".join(out)
+
+
+def _heatmap(report: dict, figs: _Figures) -> str:
+    targets = figures.heatmap_targets(report)
+    if not targets:
+        return _note("No target produced a graph, so there is nothing to map.")
+    fig = figures.heatmap_figure(report)
+    if fig is None:
+        return _note("No source-op alignment in this report (no captured framework graph to align the compiled "
+                     "graphs to, as for a compiled artifact).")
+    return (_caption("Rows: source modules at depth 2; columns: targets; each cell what runs it (a module shows "
+                     "its worst op: a CPU fallback anywhere in it shows). Hover a cell for the ops and the fallback "
+                     "reason.")
+            + figs.div(fig, "heatmap")
+            + _caption("Evidence per target: " + _target_evidence(report, "graph")))
+
+
+def _fusion(report: dict, figs: _Figures) -> str:
+    targets = figures.fusion_targets(report)
+    out = []
+    if not targets:
+        out.append(_note("No target produced a graph, so no op counts."))
+    else:
+        out.append(figs.div(figures.fusion_counts_figure(report, targets), "fusion-counts"))
+        out.append(_caption("Before: compute ops of the captured framework graph"
+                            + ("" if report.get("capture") else " (none captured: no bar)")
+                            + ". After: compute ops of each compiled graph (layout reorders, casts and constants "
+                            "are counted apart). Evidence: " + _target_evidence(report, "op_counts")))
+    matrix = report.get("fusion_matrix")
+    out.append("<h3>Fusion patterns (in source ops) and where they fired</h3>")
+    if matrix is None:
+        out.append(_note("No fusion matrix: the report has no captured graph to compare the targets' fusions on."))
+        return "".join(out)
+    if matrix.get("patterns"):
+        cols = list(dict.fromkeys(targets + [t for p in matrix["patterns"] for t in p["targets"]]))
+        out.append(_table([{"pattern": p["pattern"], **{t: p["targets"].get(t, 0) for t in cols}}
+                           for p in matrix["patterns"]]))
+        out.append(_caption("Instances of each fused source-op pattern per target. Evidence: "
+                            + _badge(matrix.get("evidence"))))
+    else:
+        out.append(_note("No fusions on any target."))
+    out.append("<h3>Expected fusion did not fire</h3>")
+    missed = matrix.get("not_fired_by_pattern") or []
+    if missed:
+        # One row per pattern and reason, listing the targets it missed on: the report has one per target.
+        grouped: dict[tuple, dict] = {}
+        for m in missed:
+            key = (m["pattern"], tuple(m["fired_on"]), m["instances"], m.get("reason"), tuple(m["example"]))
+            grouped.setdefault(key, {"pattern": m["pattern"], "did not fire on": [], "fired on": ", ".join(
+                m["fired_on"]), "instances": m["instances"], "reason": m.get("reason") or "—",
+                "example source ops": ", ".join(m["example"])})["did not fire on"].append(m["missing_on"])
+        rows = [{**g, "did not fire on": ", ".join(g["did not fire on"])} for g in grouped.values()]
+        out.append(_table(rows))
+        out.append(_caption("A group of source ops one target fused into one node, kept in separate nodes on "
+                            "another — with the compiler's reason where it gives one (targets with the same reason "
+                            "share a row). Evidence: " + _badge(matrix.get("evidence"))))
+    else:
+        out.append(_note("Every fusion that fired on one target fired on the others."))
+    return "".join(out)
+
+
+PASS_COL = f"pass @ atol=rtol={DRIFT_ATOL:g}"
+
+
+def _metric_row(tid: str, name: str, m: dict, evidence: str | None) -> dict:
+    """One row of the drift table, as the drift page builds it at its default tolerances (cells are HTML)."""
+    if "error" in m:
+        return {"target": _e(tid), "output": _e(name), PASS_COL: _verdict("fail"), "error": _e(m["error"]),
+                "evidence": _badge(evidence)}
+    ok = passes_at(m["details"], DRIFT_ATOL, DRIFT_RTOL) if m.get("details") else False
+    row = {"target": tid, "output": name, PASS_COL: "pass" if ok else "fail",
+           "max abs": fmt_sci(m.get("max_abs")), "mean abs": fmt_sci(m.get("mean_abs")),
+           "rel L2": fmt_sci(m.get("rel_l2")), "cosine": f"{m['cosine']:.6f}" if m.get("cosine") is not None else "—",
+           "SNR dB": f"{m['snr_db']:.1f}" if m.get("snr_db") else "∞",
+           "min atol": fmt_sci(m.get("min_atol")), "min rtol": fmt_sci(m.get("min_rtol"))}
+    return {**{k: _e(v) for k, v in row.items()}, PASS_COL: _verdict(row[PASS_COL]), "evidence": _badge(evidence)}
+
+
+def _drift(report: dict, figs: _Figures) -> str:
+    targets = [t for t, b in report["targets"].items() if b.get("drift")]
+    if not targets:
+        return _note("No drift figures: " + ("this source has no reference (a compiled artifact)."
+                                             if report.get("reference") is None else "no target ran."))
+    out = []
+    rows = [_metric_row(tid, name, m, report["targets"][tid]["drift"].get("evidence"))
+            for tid in targets for name, m in (report["targets"][tid]["drift"].get("outputs") or {}).items()]
+    if rows:
+        out.append(_table(rows, html_cols=tuple(dict.fromkeys(k for r in rows for k in r))))
+    else:
+        out.append(_note("No output was compared."))
+    assumptions = [f"<code>{_e(t)}</code> {_e(report['targets'][t]['drift']['assumption'])}" for t in targets
+                   if report["targets"][t]["drift"].get("assumption")]
+    out.append(_caption(f"Pass: |target − reference| ≤ atol + rtol·|reference| everywhere (np.isclose), at the "
+                        f"dashboard's default atol = rtol = {DRIFT_ATOL:g}. min atol / min rtol: the smallest "
+                        "tolerance that passes with the other at 0 (as Polygraphy reports them)."
+                        + (" Assumptions: " + " · ".join(assumptions) if assumptions else "")))
+
+    out.append("<h3>Error distribution of each target's worst output</h3>")
+    for tid in targets:
+        d = report["targets"][tid]["drift"]
+        name = (d.get("worst") or {}).get("output")
+        m = (d.get("outputs") or {}).get(name) or {}
+        head = f"<p><b>{_e(tid)}</b> · output <code>{_e(name)}</code> {_badge(d.get('evidence'))}</p>"
+        if d.get("failed"):
+            out.append(head + _note("Emulation failed (xc's), no figures.", "error"))
+            continue
+        if name is None or not m.get("details"):
+            why = m.get("error") or ("no output was compared" if name is None else "no element-wise details")
+            out.append(head + _note(f"No distribution: {_e(why)}."))
+            continue
+        hist = figures.drift_histogram_figure(report, tid, name, DRIFT_ATOL)
+        scatter = figures.drift_scatter_figure(report, tid, name, webgl=False)
+        h, sc = m["details"]["histogram"], m["details"]["scatter"]
+        left = (figs.div(hist, f"drift-hist-{tid}") if hist is not None
+                else _note("Every element equals the reference exactly: no error to plot."))
+        right = figs.div(scatter, f"drift-scatter-{tid}") if scatter is not None else _note("No sampled element.")
+        out.append(head + f'<div class="grid2"><div>{left}'
+                   + _caption(f"{_e(h.get('exact'))} element(s) exactly equal to the reference; dashed line: "
+                              f"atol {DRIFT_ATOL:g}.")
+                   + f"</div><div>{right}"
+                   + _caption(f"{sc.get('sampled', 0):,} of {sc.get('total', 0):,} elements (seeded sample), "
+                              "reference vs target, y = x dotted.") + "</div></div>")
+
+    out.append("<h3>Per-layer drift</h3>")
+    layer = figures.layer_drift_series(report)
+    if not layer:
+        out.append(_note("No target exposed intermediate values for this model."))
+        return "".join(out)
+    out.append(figs.div(figures.layer_drift_figure(report), "drift-layers"))
+    rows = []
+    for t, ld in layer.items():
+        first = ld.get("first_divergence")
+        rows.append({"target": t, "first boundary over tolerance": first["module_path"] if first else "none",
+                     "rel L2 there": fmt_sci(first["rel_l2"]) if first else "—",
+                     "boundaries compared": f"{ld.get('covered')} / {ld.get('boundaries')}",
+                     "how intermediates were obtained": ld.get("method") or "—",
+                     "evidence": _badge(ld.get("evidence"))})
+    out.append(_table(rows, html_cols=("evidence",)))
+    out.append(_caption("Boundaries are module outputs of the captured graph; a boundary whose tensor does not "
+                        "survive compilation on a target (fused into a larger node) is skipped for that target."))
+    return "".join(out)
+
+
+def _checklist(report: dict, figs: _Figures) -> str:
+    check = report.get("checklist") or {}
+    per_target = check.get("targets") or {}
+    if not per_target:
+        return _note("The report has no checklist (no target to answer it for).")
+    targets = list(per_target)
+    questions = [(i["id"], i["question"]) for i in per_target[targets[0]]]
+    grid = []
+    for k, (qid, question) in enumerate(questions):
+        row = {"#": _e(qid), "question": _e(question)}
+        for tid in targets:
+            items = per_target[tid]
+            row[tid] = _verdict(items[k]["verdict"]) if k < len(items) else "—"
+        grid.append(row)
+    out = [_table(grid, html_cols=("#", "question", *targets))]
+    th = check.get("thresholds") or {}
+    if th:
+        out.append(_caption(f"Outputs match when rel L2 ≤ {th['match_rel_l2']:g} and cosine ≥ "
+                            f"{th['match_cosine']}; warn up to rel L2 {th['warn_rel_l2']:g}. Every verdict names "
+                            "the evidence it rests on."))
+    for k, (qid, question) in enumerate(questions):
+        out.append(f"<h3>{_e(qid)}. {_e(question)}</h3><ul>")
+        for tid in targets:
+            items = per_target[tid]
+            if k >= len(items):
+                continue
+            item = items[k]
+            out.append(f"<li><b>{_e(tid)}</b> {_verdict(item['verdict'])} {_badge(item.get('evidence'))} — "
+                       f"{_e(item.get('detail'))}</li>")
+        out.append("</ul>")
+    return "".join(out)
+
+
+def _fallbacks(report: dict, figs: _Figures) -> str:
+    targets = accelerated_targets(report)
+    if not targets:
+        return _note("None of the targets has an accelerator to fall back from (ort-nnapi and ort-coreml do).")
+    out = []
+    for tid in targets:
+        info = report["targets"][tid]["info"]
+        part, bounds = info["partitioning"], info.get("boundaries") or {}
+        cliff = bounds.get("latency_cliff")
+        out.append(f"<h3>{_e(tid)}</h3><p>{_badge(part.get('evidence'))} ORT verdict: "
+                   f"<b>{_e(part.get('suitability'))}</b> · {_e(part.get('num_supported_nodes'))}/"
+                   f"{_e(part.get('num_nodes'))} nodes on {_e(part.get('ep'))} · {_e(part.get('num_partitions'))} "
+                   f"partition(s), sizes {_e(part.get('partition_sizes'))} · {_e(bounds.get('count', 0))} "
+                   f"boundary(ies), {bounds.get('total_bytes') or 0:,} bytes cross</p>")
+        if cliff:
+            a = cliff.get("assumptions") or {}
+            out.append(f"<p>Latency cliff (est.): <b>{cliff['estimate_ms']:.2f} ms</b> = "
+                       f"{cliff['transfer_ms']:.3f} ms transfer + {cliff['overhead_ms']:.2f} ms overhead "
+                       f"{_badge(bounds.get('evidence'))}</p>"
+                       + _caption(f"{_e(a.get('formula'))}, at {_e(a.get('bandwidth_gb_s'))} GB/s and "
+                                  f"{_e(a.get('transition_overhead_ms'))} ms per transition; excludes "
+                                  f"{_e(a.get('excludes'))}. The dashboard's Fallbacks page recomputes it for "
+                                  "other assumptions."))
+        else:
+            out.append(_note("No latency-cliff estimate in this report."))
+        if part.get("unsupported_ops"):
+            out.append(_caption("Unsupported ops: " + ", ".join(f"<code>{_e(o)}</code>"
+                                                               for o in part["unsupported_ops"])))
+        shipped = info.get("partitioning_as_shipped")
+        if shipped:
+            out.append(f"<p><b>As shipped, with its dynamic dims</b> {_badge(shipped.get('evidence'))} ORT verdict: "
+                       f"<b>{_e(shipped.get('suitability'))}</b> · accelerated "
+                       f"{100 * shipped['accelerated_share_nodes']:.0f}% of nodes (vs "
+                       f"{100 * part['accelerated_share_nodes']:.0f}% at the shapes that ran) · "
+                       f"{_e(shipped.get('num_partitions'))} partition(s) · "
+                       f"{_e(shipped.get('nodes_unsupported_due_to_dynamic_input'))} node(s) left on the CPU for a "
+                       "dynamic input shape</p>")
+    out.append("<h3>Fallback nodes</h3>")
+    rows = [r for tid in targets for r in fallback_rows(report, tid)]
+    if rows:
+        out.append(_table(rows))
+        out.append(_caption("Every node an accelerated target leaves on the CPU, why, where it came from and the "
+                            "bytes that cross its accelerator ↔ CPU boundaries. Evidence: "
+                            + " · ".join(f"<code>{_e(t)}</code> "
+                                         f"{_badge((report['targets'][t].get('graph') or {}).get('evidence'))}"
+                                         for t in targets)))
+    else:
+        out.append(_note("No fallback nodes: every node runs on the accelerator."))
+    return "".join(out)
+
+
+def _topology_pair(report: dict) -> list[str]:
+    """The two targets whose graphs differ most in the node count the topology draws (constants and graph
+    inputs/outputs left out; compiled targets first), or the only one."""
+    cands = [t for t, b in report["targets"].items() if (b.get("graph") or {}).get("nodes")]
+    ok = [t for t in cands if report["targets"][t]["status"] == "ok"]
+    cands = ok if len(ok) >= 2 else cands
+    if len(cands) < 2:
+        return cands
+    size = {t: sum(n.get("kind") not in topo.DROP_KINDS for n in report["targets"][t]["graph"]["nodes"])
+            for t in cands}
+    # max() keeps the first of equal pairs, so equal graphs give the first two targets.
+    return list(max(itertools.combinations(cands, 2), key=lambda p: abs(size[p[0]] - size[p[1]])))
+
+
+def _topology(report: dict, figs: _Figures) -> str:
+    picked = _topology_pair(report)
+    if not picked:
+        return _note("No target produced a compiled graph to draw.")
+    preps = {tid: topo.prepare(report["targets"][tid]["graph"], report["targets"][tid].get("fusions"))
+             for tid in picked}
+    depth = topo.auto_depth(list(preps.values()))
+    aidx = topo.index_alignment(topo.alignment_rows(report))
+    drawn = ("every node drawn (both fit" if depth is None else f"collapsed by module at depth {depth} (the most "
+             "detail that fits") + f" in {topo.DEFAULT_BUDGET} boxes a pane)"
+    out = [_caption("The two compiled graphs whose node counts differ most, as layered DAGs (edges point down), "
+                    f"{drawn}. Colour = backend · ■ module box (size ~ "
+                    "node count) · ◆ fused node · ▼ layout/cast node · red outline = fallback · magenta ring = no "
+                    "counterpart on the other target (or no source op: inserted by the compiler).")]
+    if len(picked) == 1:
+        out.append(_note("Only one target produced a graph: nothing to compare it with."))
+    panes = []
+    for tid in picked:
+        t, prep = report["targets"][tid], preps[tid]
+        lay = topo.layout(prep, depth, None)
+        gaps = topo.counterpart_gaps(prep, tid, aidx, picked) if len(picked) > 1 else {}
+        n_fb = sum(1 for n in prep.nodes if n.get("fallback"))
+        n_fused = sum(1 for i in range(len(prep.ids)) if prep.is_fused(i))
+        evid = (t.get("graph") or {}).get("evidence")
+        panes.append(f"<div><h3>{_e(tid)}</h3><p>{_badge(evid)} graph evidence: <b>{_e(evid or 'unknown')}</b>"
+                     + ("" if t["status"] == "ok" else f" · status <b>{_e(t['status'])}</b>") + "</p>"
+                     + figs.div(topo.figure(lay, gaps=gaps), f"topology-{tid}")
+                     + _caption(f"{lay['n_nodes']} nodes → {lay['n_boxes']} boxes, {lay['n_layers']} layers · "
+                                f"{n_fb} fallback · {n_fused} fused · {len(gaps)} without counterpart")
+                     + "</div>")
+    out.append(f'<div class="grid2">{"".join(panes)}</div>' if len(panes) == 2 else panes[0])
+    return "".join(out)
+
+
+BUILDERS = {"overview": _overview, "heatmap": _heatmap, "fusion": _fusion, "drift": _drift,
+            "checklist": _checklist, "fallbacks": _fallbacks, "topology": _topology}
+
+
+def report_html(report: dict) -> str:
+    """The whole run as one HTML document: plotly.js inlined once, every section with an id and an h2."""
+    figs = _Figures()
+    body = []
+    for sid, title in SECTIONS:
+        try:
+            content = BUILDERS[sid](report, figs)
+        except Exception as e:  # noqa: BLE001 — one odd block must not cost the reviewer the whole file
+            content = _note(f"This section could not be rendered from this report: {_e(type(e).__name__)}: "
+                            f"{_e(e)}", "error")
+        body.append(f'<section id="{sid}"><h2>{_e(title)}</h2>{content}</section>')
+    src = report.get("source") or {}
+    toc = "".join(f'<a href="#{sid}">{_e(title)}</a>' for sid, title in SECTIONS)
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            f"<title>xc report — {_e(src.get('name'))}</title><style>{CSS}</style>"
+            f'<script type="text/javascript">{get_plotlyjs()}</script></head>'
+            f"<body><main><h1>xc report — {_e(src.get('name'))}</h1>"
+            f'<p class="meta">What each target\'s compiler did with one model, read back from the compilers. '
+            f"Rendered from report.json; open the dashboard for the interactive views.</p>"
+            f'<nav class="toc">{toc}</nav>{"".join(body)}</main></body></html>\n')

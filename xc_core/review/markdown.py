@@ -1,0 +1,202 @@
+"""A run as GitHub-flavoured Markdown for a pull-request comment.
+
+What a reviewer reads first: one headline per target, a compact table (at most 8 columns, so it fits a PR
+comment's width), the checklist verdicts, then one collapsed `<details>` section per checklist question with the
+evidence behind each verdict. The body is deterministic — no timestamps, no absolute paths, lists in report order
+or sorted — so the comment for the same run is the same text, and it stays under GitHub's comment limit
+(65,536 characters; we keep to MAX_CHARS) by listing fewer rows per section when it must.
+"""
+from __future__ import annotations
+
+import html
+
+from ..views import accelerated_targets, fallback_rows, fmt_sci, overview_rows
+
+MAX_CHARS = 60_000
+VERDICT = {"pass": "✅ pass", "warn": "⚠️ warn", "fail": "❌ fail", "not applicable": "➖ n/a"}
+SHORT_QUESTION = {1: "report read", 2: "CPU fallback", 3: "fusions fired", 4: "outputs match", 5: "same precision"}
+
+
+def text(value) -> str:
+    """Untrusted text (model, node and tensor names come from uploads) as inert Markdown inside a table cell."""
+    s = html.escape(" ".join(str(value).split()), quote=False)
+    for ch in "\\`*_[]|#~$":
+        s = s.replace(ch, "\\" + ch)
+    return s
+
+
+def code(value) -> str:
+    """An identifier as a code span (backticks cannot be escaped inside one; a pipe still splits a GFM cell)."""
+    return "`" + " ".join(str(value).split()).replace("`", "'").replace("|", "\\|") + "`"
+
+
+def table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell or "—" for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def report_markdown(report: dict, *, max_chars: int = MAX_CHARS) -> str:
+    """The whole comment; if it would pass `max_chars`, long lists are cut (saying how many rows were left)."""
+    for cap in (40, 15, 5, 2):
+        body = _render(report, cap)
+        if len(body) <= max_chars:
+            return body
+    note = "\n\n*(cut to fit a pull-request comment; the full report is in report.json / the HTML report)*\n"
+    return body[:max_chars - len(note)].rsplit("\n", 1)[0] + note
+
+
+def _render(report: dict, cap: int) -> str:
+    src = report["source"]
+    parts = [f"### xc: {text(src['name'])}",
+             f"{text(src['kind'])} · sha256 {code(src['sha256'][:12])} · reference "
+             f"{code((report.get('reference') or {}).get('id') or 'none')} · xc {text(report.get('xc_version', '?'))}",
+             "", "\n".join(headlines(report)), "", target_table(report), "", "#### Checklist", "",
+             checklist_table(report), ""]
+    parts += [details(report, qid, cap) for qid in _question_ids(report)]
+    errors = [(tid, t) for tid, t in report["targets"].items() if t.get("error")]
+    if errors:
+        parts += ["", "#### Errors", ""] + [f"- **{text(tid)}** ({text(t['status'])}): {text(t['error'])}"
+                                              for tid, t in errors]
+    parts += ["", "<sub>Evidence kinds: measured (ran here) · reported (the compiler said so) · predicted-runtime "
+                  "(the runtime's own checker) · predicted-rules (xc's cited rule table) · emulated (xc computed "
+                  "what this host cannot run).</sub>", ""]
+    return "\n".join(parts)
+
+
+def headlines(report: dict) -> list[str]:
+    """One line per target: what a reviewer needs to decide whether to open the rest."""
+    counts = _verdict_counts(report)
+    lines = []
+    for row in overview_rows(report):
+        tid = row["target"]
+        t = report["targets"][tid]
+        if t["status"] != "ok":
+            lines.append(f"- **{text(tid)}** — {text(t['status'])}: {text(t.get('error') or '')}")
+            continue
+        bits = [f"{text(row['ops'])} ops", f"{row['fused groups']} fused"]
+        if "accelerated share" in row:
+            bits.append(f"{text(row['accelerated share'])} accelerated, {row['fallbacks']} CPU fallback(s), "
+                        f"{row['partitions']} partition(s)")
+        if "Core ML units" in row:
+            bits.append(f"units {text(row['Core ML units'])}")
+        bits.append(f"drift {text(row['worst drift (rel L2)'])}")
+        c = counts.get(tid, {})
+        verdicts = ", ".join(f"{c[v]} {v}" for v in ("fail", "warn") if c.get(v)) or "all pass"
+        lines.append(f"- **{text(tid)}** — " + " · ".join(bits) + f" · checklist: {verdicts}")
+    return lines
+
+
+def target_table(report: dict) -> str:
+    rows = []
+    for row in overview_rows(report):
+        t = report["targets"][row["target"]]
+        accel = "—"
+        if "accelerated share" in row:
+            accel = (f"{text(row['accelerated share'])}; {row['fallbacks']} fallback(s); cliff "
+                     f"{text(row['latency cliff (est.)'])}")
+        elif "Core ML units" in row:
+            accel = f"{text(row['Core ML units'])}; {row['casts']} cast(s)"
+        ev = t.get("evidence") or {}
+        evidence = ", ".join(f"{k} {v}" for k, v in ev.items() if k in ("assignment", "numerics")) \
+            if t["status"] == "ok" else "—"
+        rows.append([code(row["target"]), text(row["status"]), text(row["ops"]), str(row["fused groups"]),
+                     text(row["precision"]), text(row["worst drift (rel L2)"]), accel, text(evidence)])
+    return table(["target", "status", "ops before → after", "fused", "precision", "worst drift (rel L2)",
+                  "accelerator", "evidence"], rows)
+
+
+def checklist_table(report: dict) -> str:
+    ids = _question_ids(report)
+    rows = []
+    for tid, items in report["checklist"]["targets"].items():
+        by_id = {i["id"]: i for i in items}
+        rows.append([code(tid)] + [VERDICT.get(by_id[q]["verdict"], text(by_id[q]["verdict"])) if q in by_id
+                                   else "—" for q in ids])
+    return table(["target"] + [f"({q}) {SHORT_QUESTION.get(q, '')}".strip() for q in ids], rows)
+
+
+def details(report: dict, qid: int, cap: int) -> str:
+    """A collapsed section per question: each target's verdict with its evidence, then the rows behind it."""
+    items = [(tid, i) for tid, its in report["checklist"]["targets"].items() for i in its if i["id"] == qid]
+    if not items:
+        return ""
+    question = items[0][1]["question"]
+    worst = [v for v in ("fail", "warn") if any(i["verdict"] == v for _, i in items)]
+    tally = ", ".join(f"{sum(i['verdict'] == v for _, i in items)} {v}" for v in worst) or "all pass"
+    lines = [f"<details><summary><b>({qid}) {html.escape(question)}</b> — {tally}</summary>", ""]
+    for tid, i in items:
+        lines.append(f"- {code(tid)} {VERDICT.get(i['verdict'], text(i['verdict']))} ({text(i['evidence'])}): "
+                     f"{text(i['detail'])}")
+    evidence = {2: _fallback_evidence, 3: _fusion_evidence, 4: _drift_evidence, 5: _precision_evidence}.get(qid)
+    if evidence:
+        extra = evidence(report, cap)
+        if extra:
+            lines += ["", extra]
+    lines += ["", "</details>", ""]
+    return "\n".join(lines)
+
+
+def _fallback_evidence(report: dict, cap: int) -> str:
+    rows = [r for tid in accelerated_targets(report) for r in fallback_rows(report, tid)]
+    if not rows:
+        return ""
+    body = [[code(r["target"]), code(r["node"]), text(r["op_type"]), text(r["module_path"]), text(r["reason"]),
+             str(r["boundary bytes"])] for r in rows[:cap]]
+    return (table(["target", "node", "op", "module", "reason", "boundary bytes"], body)
+            + _more(len(rows), cap, "fallback node"))
+
+
+def _fusion_evidence(report: dict, cap: int) -> str:
+    missed = (report.get("fusion_matrix") or {}).get("not_fired_by_pattern") or []
+    if not missed:
+        return ""
+    body = [[text(m["pattern"]), code(m["missing_on"]), text(", ".join(m["fired_on"])), str(m["instances"]),
+             text(m.get("reason") or "—")] for m in missed[:cap]]
+    return (table(["pattern (source ops)", "did not fire on", "fired on", "instances", "reason"], body)
+            + _more(len(missed), cap, "pattern"))
+
+
+def _drift_evidence(report: dict, cap: int) -> str:
+    body = []
+    for tid, t in report["targets"].items():
+        d = t.get("drift") or {}
+        for name, m in sorted((d.get("outputs") or {}).items()):
+            if "error" in m:
+                body.append([code(tid), code(name), "—", "—", "—", text(m["error"]), text(d.get("evidence", ""))])
+            else:
+                body.append([code(tid), code(name), fmt_sci(m.get("rel_l2")), fmt_sci(m.get("max_abs")),
+                             f"{m['cosine']:.6f}" if m.get("cosine") is not None else "—",
+                             fmt_sci(m.get("min_atol")), text(d.get("evidence", ""))])
+    if not body:
+        return ""
+    return (table(["target", "output", "rel L2", "max abs", "cosine", "min atol", "evidence"], body[:cap])
+            + _more(len(body), cap, "output"))
+
+
+def _precision_evidence(report: dict, cap: int) -> str:
+    body = []
+    for tid, t in report["targets"].items():
+        mix = (t.get("precision") or {}).get("mix") or {}
+        if mix:
+            body.append([code(tid), text(", ".join(f"{k} × {v}" for k, v in mix.items())),
+                         text((t.get("precision") or {}).get("evidence", ""))])
+    return table(["target", "ops by precision", "evidence"], body[:cap]) + _more(len(body), cap, "target") \
+        if body else ""
+
+
+def _more(total: int, cap: int, what: str) -> str:
+    return f"\n\n… and {total - cap} more {what}(s) (in report.json)" if total > cap else ""
+
+
+def _question_ids(report: dict) -> list[int]:
+    return sorted({i["id"] for items in report["checklist"]["targets"].values() for i in items})
+
+
+def _verdict_counts(report: dict) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for tid, items in report["checklist"]["targets"].items():
+        for i in items:
+            out.setdefault(tid, {}).setdefault(i["verdict"], 0)
+            out[tid][i["verdict"]] += 1
+    return out

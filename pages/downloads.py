@@ -81,6 +81,9 @@ for g in order:
                                     _ui.file_reader(files[rel]), file_name=os.path.basename(rel),
                                     key=f"dl_{g}_{i}", on_click="ignore", icon=":material/download:",
                                     help=f"{rel} · {os.path.getsize(files[rel]) / 1024:,.1f} KiB")
+export_error = ((report.get("exports") or {}).get("model_explorer") or {}).get("error")
+if export_error:
+    st.warning(f"The Model Explorer export failed (the analysis did not): {_ui.plain(export_error)}")
 if "Model Explorer" in by_group:
     st.caption("Model Explorer: `pip install ai-edge-model-explorer`, then `model-explorer <target>.graph.json`; "
                "load the .nodedata.json overlays and the sync-navigation mapping from its side panel "

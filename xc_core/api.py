@@ -10,7 +10,7 @@ from typing import Callable
 from . import inputs as inputs_mod
 from .errors import XcInputError
 from .limits import Limits
-from .pipeline import assemble_report, captured_summary, prepare, run_target
+from .pipeline import assemble_report, captured_summary, export_files, prepare, run_target
 from .sources.spec import ShapeOverrides, Source
 from .store import scratch_dir, write_json_atomic
 from .targets import ERROR, TargetResult, make_target, target_ids
@@ -18,9 +18,6 @@ from .targets.base import MAX_ERROR_DETAIL
 from .worker import Job, Outcome, WorkerLimits, run_jobs
 
 Progress = Callable[[dict], None]
-
-
-MODEL_EXPLORER_DIR = "model_explorer"
 
 
 def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_npz: str | None = None,
@@ -108,7 +105,8 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
             report = assemble_report(captured, prepared["inputs_info"], reference, results, run_info,
                                      artifacts_dir, run_dir)
         if out_dir:
-            report["exports"] = {"model_explorer": _export_model_explorer(report, run_dir)}
+            if "exports" not in report:     # built in this process: export here (the worker did it otherwise)
+                report["exports"] = export_files(report, run_dir)
             write_json_atomic(os.path.join(run_dir, "report.json"), report)
         emit({"stage": "report", "status": "done"})
         return report
@@ -118,17 +116,6 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
         shutil.rmtree(os.path.join(run_dir, "work"), ignore_errors=True)
         if not out_dir:
             shutil.rmtree(run_dir, ignore_errors=True)
-
-
-def _export_model_explorer(report: dict, run_dir: str) -> dict:
-    """Model Explorer files beside the artifacts; a failure here is noted, never a failed analysis."""
-    from .export.model_explorer import write_model_explorer
-    try:
-        written = write_model_explorer(report, os.path.join(run_dir, MODEL_EXPLORER_DIR))
-    except Exception as e:  # noqa: BLE001 — an export bug must not cost the user the analysis
-        return {"error": f"{type(e).__name__}: {str(e).strip()[:300]}"}
-    return {"folder": MODEL_EXPLORER_DIR, "files": sorted(os.path.relpath(p, run_dir).replace(os.sep, "/")
-                                                            for p in written)}
 
 
 def default_jobs() -> int:
@@ -218,7 +205,8 @@ def _report_isolated(run_dir: str, inputs_info: dict, made: list, folders: dict,
     items = [[t.identity, *folders[t.identity]] for t in made if t.identity in folders]
     job = Job("report", "xc_core.pipeline:report_job",
               {"run_dir": run_dir, "inputs_info": inputs_info, "results": items, "has_reference": has_reference,
-               "run": run_info, "artifacts_dir": artifacts_dir}, os.path.join(run_dir, "work", "report"))
+               "run": run_info, "artifacts_dir": artifacts_dir, "export": artifacts_dir is not None},
+              os.path.join(run_dir, "work", "report"))
     out = run_jobs([job], limits, 1)["report"]
     if not out.ok:
         raise RuntimeError(f"building the report: {out.error}")

@@ -191,9 +191,11 @@ def _runs(args) -> int:
     for r in rows:
         when = datetime.datetime.fromtimestamp(r["created"]).strftime("%Y-%m-%d %H:%M")
         s = r["summary"]
-        verdicts = " ".join(f"{s.get('verdicts', {}).get(v, 0)} {v}" for v in ("fail", "warn", "pass"))
-        print(f"{r['key'][:12]}  {when}  {(r['source_name'] or '?')[:32]:32}  {s.get('origin', '?'):9}  "
-              f"{s.get('ok', '?')} ok / {s.get('error', '?')} failed  {verdicts}  {r['targets']}")
+        # Runs stored before run summaries existed have none: their columns read "—".
+        verdicts = " ".join(f"{s['verdicts'].get(v, 0)} {v}" for v in ("fail", "warn", "pass")) if s else "—"
+        status = f"{s['ok']} ok / {s['error']} failed" if s else "—"
+        print(f"{r['key'][:12]}  {when}  {(r['source_name'] or '?')[:32]:32}  {s.get('origin', '—'):9}  "
+              f"{status:18}  {verdicts:22}  {r['targets']}")
     return EXIT_OK
 
 

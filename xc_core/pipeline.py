@@ -149,8 +149,26 @@ def report_job(args: dict, workdir: str, stage) -> dict:
     reference = loaded.pop(0) if args["has_reference"] and loaded else None
     report = assemble_report(captured, args["inputs_info"], reference, loaded, args["run"], args["artifacts_dir"],
                              args["run_dir"])
+    if args.get("export"):
+        stage("export")
+        report["exports"] = export_files(report, args["run_dir"])
     write_json_atomic(os.path.join(workdir, "report.json"), report)
     return {"targets": len(loaded)}
+
+
+MODEL_EXPLORER_DIR = "model_explorer"
+
+
+def export_files(report: dict, run_dir: str) -> dict:
+    """Files written from the report beside the artifacts (the Model Explorer export). A failure here is noted
+    in the report, never a failed analysis."""
+    from .export.model_explorer import write_model_explorer
+    try:
+        written = write_model_explorer(report, os.path.join(run_dir, MODEL_EXPLORER_DIR))
+    except Exception as e:  # noqa: BLE001 — an export bug must not cost the user the analysis
+        return {"model_explorer": {"error": f"{type(e).__name__}: {str(e).strip()[:300]}"}}
+    return {"model_explorer": {"folder": MODEL_EXPLORER_DIR,
+                               "files": sorted(os.path.relpath(p, run_dir).replace(os.sep, "/") for p in written)}}
 
 
 def read_feeds(run_dir: str) -> dict:

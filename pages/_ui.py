@@ -106,6 +106,9 @@ def sidebar_and_analyze() -> None:
         from xc_core.views import run_status
         label, state = run_status(report)
         (sb.warning if state == "error" else sb.caption)(plain(label))
+        run_id = (report.get("run") or {}).get("key")
+        if run_id:      # the link a reviewer pastes: this run on any page, without analysing again
+            sb.caption(f"Run `{run_id[:12]}` · link: `?run={run_id[:12]}`")
     _inputs_panel.render(sb, source_key, report, needs)
 
 

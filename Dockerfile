@@ -5,6 +5,7 @@ COPY requirements.txt requirements-nodeps.txt ./
 RUN pip install --no-cache-dir --extra-index-url https://download.pytorch.org/whl/cpu -r requirements.txt \
  && pip install --no-cache-dir --no-deps -r requirements-nodeps.txt
 COPY app.py ./
+COPY assets ./assets
 COPY .streamlit ./.streamlit
 COPY pages ./pages
 COPY xc_core ./xc_core

@@ -30,7 +30,6 @@ def _service():
 def sidebar_and_analyze() -> None:
     st.session_state["_xc_routed"] = True
     sb = st.sidebar
-    sb.title("xc")
     sb.caption("Compile one model for every target; see what each compiler decided.")
     # ?run=ID in the URL opens a stored run on any page (links from a PR comment or the CLI).
     wanted_run = st.query_params.get("run")
@@ -66,14 +65,15 @@ def sidebar_and_analyze() -> None:
                              format_func=lambda t: f"{t} — {REGISTRY[t].label}")
     options = _target_options(sb, targets)
     if not targets:
-        st.session_state["report"] = st.session_state["pending"] = None
-        st.session_state["report_error"] = "Pick at least one target in the sidebar."
+        st.session_state.update(report=None, pending=None, failed=None, report_hint=True,
+                                report_error="Pick at least one target in the sidebar to compare.")
         return
     if mode == "Upload" and upload is None:
-        st.session_state["report"] = st.session_state["pending"] = None
-        st.session_state["report_error"] = ("Upload a model (.pt2, .pt, .onnx) in the sidebar, or switch to a "
-                                            "bundled sample.")
+        st.session_state.update(report=None, pending=None, failed=None, report_hint=True, report_error=(
+            "Drop a model in the sidebar — .pt2, .pt (TorchScript or a sample's state_dict), .onnx, or a Core ML "
+            "model — or switch to a bundled sample to see xc at work."))
         return
+    st.session_state["report_hint"] = False
 
     limits = _worker_limits(sb)
     if mode == "Bundled sample":
@@ -331,7 +331,9 @@ def require_report() -> dict | None:
         st.stop()
     report = st.session_state.get("report")
     if report is None:
-        st.error(plain(st.session_state.get("report_error") or "No report yet."))
+        # Nothing chosen yet is an invitation, not an error.
+        box = st.info if st.session_state.get("report_hint") else st.error
+        box(plain(st.session_state.get("report_error") or "No report yet."))
         if st.session_state.get("failed") and st.button("Try again", key="retry"):
             _service().forget(st.session_state["failed"])
             st.session_state["failed"] = None

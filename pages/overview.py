@@ -20,8 +20,9 @@ c4.metric("Reference", (report.get("reference") or {}).get("id", "—"))
 
 rows = overview_rows(report)
 st.subheader("Targets")
-df = pd.DataFrame(rows).drop(columns=["error"])
-df = df.astype(object).where(df.notna(), "—").astype(str)  # mixed int/str columns → text
+columns = list(dict.fromkeys(k for r in rows for k in r if k != "error"))
+# A blank is "—" before pandas sees it: a column with a gap would otherwise turn its counts into floats ("4.0").
+df = pd.DataFrame([{c: str(r[c]) if c in r and r[c] is not None else "—" for c in columns} for r in rows])
 df = df[[c for c in df.columns if c != "evidence"] + ["evidence"]]
 st.dataframe(df, hide_index=True, width="stretch")
 st.caption("Evidence: " + " · ".join(f"**{k}** — {v}" for k, v in _ui.EVIDENCE_HELP.items()))
@@ -86,8 +87,9 @@ for tid, t in report["targets"].items():
         for note in t.get("notes") or []:
             st.caption(f"Note: {note}")
         info = {k: v for k, v in (t.get("info") or {}).items() if not isinstance(v, (list, dict))}
-        if info:
-            st.caption(" · ".join(f"{k}: {v}" for k, v in info.items()))
+        if info:      # the compiler's settings as report.json names them: one hover away, not in the way
+            st.caption(f"{len(info)} compiler setting(s) and read-back detail(s)",
+                       help=" · ".join(f"{k}: {v}" for k, v in info.items()))
 
 st.subheader("Inputs")
 st.dataframe(pd.DataFrame(input_rows(report)), hide_index=True, width="stretch")

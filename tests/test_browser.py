@@ -9,7 +9,8 @@ from browser import CHROMIUM, FLAGS, dashboard, settle
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian chromium is not installed")
 
 PAGES = {"topology": "Topology", "heatmap": "Backend heat map", "fusion": "Fusion", "drift": "Numerical drift",
-         "precision": "Precision audit", "checklist": "Checklist", "fallbacks": "Fallbacks", "coreml": "Core ML"}
+         "precision": "Precision audit", "checklist": "Checklist", "fallbacks": "Fallbacks", "coreml": "Core ML",
+         "history": "History", "downloads": "Downloads"}
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +31,14 @@ def test_overview_in_headless_chromium(browser_page, tmp_path):
     assert page.locator('[data-testid="stException"]').count() == 0
     body = page.inner_text("body")
     assert "tts-mini" in body and "ort-cpu" in body and "openvino-cpu" in body
+    # A user sees the app, not Streamlit's developer controls: no Deploy button, no rerun / cache / settings items.
+    assert page.locator('[data-testid="stAppDeployButton"]').count() == 0
+    menu = page.locator('[data-testid="stMainMenu"]')
+    if menu.count():
+        menu.locator("button").first.click()
+        items = page.locator('[data-testid="stMainMenuList"]').inner_text(timeout=10_000)
+        page.keyboard.press("Escape")
+        assert not any(word in items for word in ("Rerun", "Clear cache", "Settings", "Deploy")), items
     page.screenshot(path=str(tmp_path / "overview.png"), full_page=True)
 
 

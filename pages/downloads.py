@@ -48,13 +48,13 @@ c2.download_button("Markdown (PR comment)", _markdown, file_name=f"{name}-xc.md"
 c3.download_button("HTML (one offline file)", _html, file_name=f"{name}-xc.html", mime="text/html",
                    key="dl_report_html", on_click="ignore")
 c4.download_button("Whole run (.zip)", _zip, file_name=f"{name}-xc-run.zip", mime="application/zip",
-                   key="dl_run_zip", on_click="ignore", disabled=not files)
+                   key="dl_run_zip", on_click="ignore", disabled=not set(files) - {"report.json"})
 if key:
     st.caption(f"Run `{key[:12]}` · open it again with `?run={key[:12]}` · from the CLI: "
                f"`python -m xc_core report {key[:12]} --format md`")
 
 st.subheader("Artifacts")
-if not files:
+if not set(files) - {"report.json"}:
     st.info("This run has no files here: it was imported from a report.json, whose artifacts stay where it was "
             "made (a CI job's artifacts, or the folder given to analyze --out).")
     st.stop()

@@ -37,6 +37,8 @@ def test_an_opened_run_renders_pages_without_analysing(sample_report):
         assert at.session_state["report_key"] == key and not at.session_state["pending"]
     assert at.title[0].value == "History"
     assert any("No regression" in e.value for e in at.success)     # the same report twice
+    at = _app(twin[:12], "downloads")                                # imported: a report without its files
+    assert not at.exception and any("imported from a report.json" in i.value for i in at.info)
     store.delete(key)
     store.delete(twin)
     at = _app(key[:12])

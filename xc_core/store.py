@@ -33,7 +33,6 @@ CREATE TABLE IF NOT EXISTS runs (
     summary TEXT
 );
 """
-ORIGINS = ("cli", "dashboard", "imported")
 REPORT_FILE = "report.json"
 
 

@@ -49,7 +49,8 @@ def test_pages_render_for_each_sample(browser_page, sample, path, title):
     page.goto(f"{url}{path}?sample={sample}", timeout=120_000)
     settle(page)
     page.get_by_role("heading", name=title, exact=True).wait_for(timeout=60_000)
-    # The page header names the analysed source once the report is there.
-    page.locator('[data-testid="stCaptionContainer"]', has_text=sample).first.wait_for(timeout=600_000)
+    # The page header names the analysed source once the report is there (History lists runs, not one report).
+    if path != "history":
+        page.locator('[data-testid="stCaptionContainer"]', has_text=sample).first.wait_for(timeout=600_000)
     assert page.locator('[data-testid="stException"]').count() == 0
 

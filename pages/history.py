@@ -105,8 +105,9 @@ else:
 if d["targets_added"] or d["targets_removed"]:
     st.caption("Targets only in one run: " + ", ".join(d["targets_added"] + d["targets_removed"]))
 c1, c2 = st.columns(2)
-c1.download_button("Diff as Markdown (PR comment)", diff_markdown(d, regs), file_name="xc-diff.md",
+# Rendered only when clicked: most reruns of this page never download the diff.
+c1.download_button("Diff as Markdown (PR comment)", lambda: diff_markdown(d, regs), file_name="xc-diff.md",
                    key="history_dl_md", on_click="ignore")
-c2.download_button("Diff as JSON", json.dumps({**d, "regressions": regs}, indent=1), file_name="xc-diff.json",
+c2.download_button("Diff as JSON", lambda: json.dumps({**d, "regressions": regs}, indent=1), file_name="xc-diff.json",
                    key="history_dl_json", on_click="ignore")
 st.caption(f"From the CLI: `python -m xc_core diff {base_key[:12]} {new_key[:12]} --gate --format md`")

@@ -36,17 +36,22 @@ def runs(tmp_path_factory):
     return {"home": str(home), "keys": keys, "ci_report": str(folder / "ci" / "report.json")}
 
 
+def _history(browser, url):
+    """A new session on the History page, once it has listed the runs: (page, its text)."""
+    page = browser.new_context().new_page()
+    page.goto(url + "history", wait_until="commit")
+    page.get_by_text("run(s) in").wait_for(timeout=300_000)
+    settle(page)
+    return page, page.locator("body").inner_text()
+
+
 def test_history_lists_compares_and_opens_an_uploaded_report_after_a_restart(runs):
     from playwright.sync_api import sync_playwright
     env = {"XC_HOME": runs["home"]}
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         with dashboard(env) as url:
-            page = browser.new_context().new_page()
-            page.goto(url + "history", wait_until="commit")
-            page.get_by_text("run(s) in").wait_for(timeout=300_000)
-            settle(page)
-            body = page.locator("body").inner_text()
+            page, body = _history(browser, url)
             assert "2 run(s) in" in body
             assert "regression(s)" in body and "under the default gate rules" in body      # v1 → v2
             assert page.locator('[data-testid="stException"]').count() == 0
@@ -58,11 +63,7 @@ def test_history_lists_compares_and_opens_an_uploaded_report_after_a_restart(run
             settle(page)
             assert "ci_model.pt2" in page.locator("body").inner_text()
         with dashboard(env) as url:      # a restart: a new server, the same store
-            page = browser.new_context().new_page()
-            page.goto(url + "history", wait_until="commit")
-            page.get_by_text("run(s) in").wait_for(timeout=300_000)
-            settle(page)
-            body = page.locator("body").inner_text()
+            page, body = _history(browser, url)
             assert "3 run(s) in" in body
             assert page.locator('[data-testid="stException"]').count() == 0
         browser.close()

@@ -1,10 +1,12 @@
-"""Fusion: op counts before → after per target, by op type, the patterns that fired where, and the ones that
-fired on one target but not another."""
+"""Fusion: op counts before → after per target, by op type; whether the fusions each compiler implements fired
+where the graph allowed them (checklist question 3); the patterns that fired where, and the ones that fired on one
+target but not another (information: compilers fuse differently by design)."""
 import pandas as pd
 import streamlit as st
 
 from pages import _ui
 from xc_core.figures import fusion_counts_figure, fusion_targets
+from xc_core.views import catalogue_entries, catalogue_rows
 
 report = _ui.require_report()
 _ui.header(report, "Fusion")
@@ -31,6 +33,24 @@ with st.expander("Op counts by type"):
     st.dataframe(table.pivot_table(index="op_type", columns="graph", values="count", fill_value=0),
                  width="stretch")
 
+st.subheader("Fusions each compiler implements: did they fire?")
+st.caption("Every place where a fusion from the target's own compiler catalogue could apply. **Blocked**: the "
+           "graph forbids it (an intermediate tensor has a second consumer or is a model output). **Missed**: "
+           "nothing forbids it and it still did not fire. **Superseded**: another fusion took one of its ops.")
+show_all = st.toggle("Show the fusions that fired too", value=False, key="fusion_catalogue_all")
+crow = catalogue_rows(report, targets, only_failed=not show_all)
+if crow:
+    st.dataframe(pd.DataFrame(crow), hide_index=True, width="stretch")
+else:
+    st.success("Every catalogued fusion that was possible fired on every target.")
+with st.expander("The catalogues and where each entry comes from"):
+    cat_tid = st.selectbox("Target", targets, key="fusion_catalogue_target")
+    entries = catalogue_entries(report, cat_tid)
+    if entries:
+        st.dataframe(pd.DataFrame(entries), hide_index=True, width="stretch")
+    else:
+        st.write("No catalogue is kept for this target's compiler.")
+
 matrix = report.get("fusion_matrix") or {"patterns": [], "not_fired_by_pattern": []}
 st.subheader("Fusion patterns (in source ops) and where they fired")
 if matrix["patterns"]:
@@ -39,11 +59,12 @@ if matrix["patterns"]:
 else:
     st.write("No fusions on any target.")
 
-st.subheader("Expected fusion did not fire")
-st.caption("A group of source ops one target fused into one node, kept in separate nodes on another — with the "
-           "compiler's reason where it gives one.")
+st.subheader("Fused on one target, not on another")
+st.caption("Information, not a finding: a group of source ops one target fused into one node, kept in separate "
+           "nodes on another — compilers implement different fusions. The compiler's reason is shown where it "
+           "gives one.")
 missed = matrix.get("not_fired_by_pattern") or []
-pick = st.multiselect("Missing on", targets, default=targets, key="fusion_missing_on")
+pick = st.multiselect("Not fused on", targets, default=targets, key="fusion_missing_on")
 rows = [{"pattern": m["pattern"], "did not fire on": m["missing_on"], "fired on": ", ".join(m["fired_on"]),
          "instances": m["instances"], "reason": m["reason"] or "—", "example source ops": ", ".join(m["example"])}
         for m in missed if m["missing_on"] in pick]

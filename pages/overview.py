@@ -1,11 +1,15 @@
-"""Overview: one row per target — status, ops before → after, fused groups, precision mix, worst drift, evidence."""
+"""Overview: first what differs between the targets a user ships together (one sentence per pair), then one row
+per target in eight columns (status, ops before → after, fused groups, accelerator, precision, worst drift,
+evidence), with every other column one click away."""
+import itertools
 import json
 
 import pandas as pd
 import streamlit as st
 
 from pages import _ui
-from xc_core.views import fmt_sci, input_rows, overview_rows, probe_rows
+from xc_core.views import (default_pairs, fmt_sci, input_rows, overview_rows, pair_sentence, probe_rows,
+                            target_summary_rows)
 
 report = _ui.require_report()
 _ui.header(report, "Overview")
@@ -18,14 +22,36 @@ c2.metric("Targets", len(report["targets"]))
 c3.metric("Targets OK", sum(t["status"] == "ok" for t in report["targets"].values()))
 c4.metric("Reference", (report.get("reference") or {}).get("id", "—"))
 
-rows = overview_rows(report)
+st.subheader("Where the targets you ship together differ")
+compiled = [tid for tid, t in report["targets"].items() if t.get("graph")]
+all_pairs = [f"{a} vs {b}" for a, b in itertools.combinations(compiled, 2)]
+chosen = st.multiselect("Pairs", all_pairs, default=[f"{a} vs {b}" for a, b in default_pairs(report)],
+                        key="overview_pairs", help="Targets you ship side by side: the sentences compare each pair's "
+                                                   "CPU fallbacks (by source op) and drift, with its cause.")
+for pair in chosen:
+    a, b = pair.split(" vs ")
+    st.markdown("- " + _ui.plain(pair_sentence(report, a, b)))
+if not chosen:
+    st.caption("Pick two targets you ship together to see what differs between them.")
+checks = report.get("checklist", {}).get("targets", {})
+fails = sum(i["verdict"] == "fail" for items in checks.values() for i in items)
+warns = sum(i["verdict"] == "warn" for items in checks.values() for i in items)
+if fails or warns:
+    st.caption(f"Checklist: {fails} fail, {warns} warn across the targets — the Checklist page says which and why.")
+
 st.subheader("Targets")
-columns = list(dict.fromkeys(k for r in rows for k in r if k != "error"))
-# A blank is "—" before pandas sees it: a column with a gap would otherwise turn its counts into floats ("4.0").
-df = pd.DataFrame([{c: str(r[c]) if c in r and r[c] is not None else "—" for c in columns} for r in rows])
-df = df[[c for c in df.columns if c != "evidence"] + ["evidence"]]
-st.dataframe(df, hide_index=True, width="stretch")
-st.caption("Evidence: " + " · ".join(f"**{k}** — {v}" for k, v in _ui.EVIDENCE_HELP.items()))
+summary = pd.DataFrame(target_summary_rows(report))
+st.dataframe(summary, hide_index=True, width="stretch")
+st.caption("Accelerator: share of nodes (and weights) the accelerator takes, ops left on the CPU; Core ML: predicted "
+           "compute units. Evidence: how the assignment · the numbers were obtained.",
+           help=" · ".join(f"{k} — {v}" for k, v in _ui.EVIDENCE_HELP.items()))
+rows = overview_rows(report)
+with st.expander("All columns"):
+    columns = list(dict.fromkeys(k for r in rows for k in r if k != "error"))
+    # A blank is "—" before pandas sees it: a column with a gap would otherwise turn its counts into floats.
+    df = pd.DataFrame([{c: str(r[c]) if c in r and r[c] is not None else "—" for c in columns} for r in rows])
+    df = df[[c for c in df.columns if c != "evidence"] + ["evidence"]]
+    st.dataframe(df, hide_index=True, width="stretch")
 
 ref = report.get("reference") or {}
 if ref.get("status") == "error":

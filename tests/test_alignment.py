@@ -45,8 +45,10 @@ def test_conv_relu_fused_on_one_target_did_not_fire_on_another():
     missed = [m for m in report["fusion_matrix"]["not_fired"] if m["pattern"] == "conv2d+relu"]
     assert [(m["fired_on"], m["missing_on"]) for m in missed] == [("ort-cpu", "ort-nnapi")]
     assert missed[0]["source_ops"] == ["conv2d", "relu"] and len(missed[0]["carried_by"]) == 2
+    # ConvActivationFusion is a CPU-EP (Level 2) fusion: its absence on NNAPI is that compiler's design, shown as
+    # information — question 3 does not warn for it.
     q3 = report["checklist"]["targets"]["ort-nnapi"][2]
-    assert q3["verdict"] == "warn" and "conv2d+relu" in q3["detail"]
+    assert q3["verdict"] == "pass" and "other targets fused" in q3["detail"]
     assert report["checklist"]["targets"]["ort-cpu"][2]["verdict"] == "pass"
 
 

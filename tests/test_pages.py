@@ -49,11 +49,18 @@ def test_coreml_page(sample):
     assert set(placement["unit"]) <= {"ane", "gpu", "cpu", "unknown"}
 
 
-def test_overview_has_core_ml_and_accelerator_columns():
+def test_overview_leads_with_pair_sentences_and_keeps_eight_columns():
     at = run_page("overview", "tts-mini")
     table = at.dataframe[0].value
-    assert {"Core ML units", "casts", "MIL ops", "partitions", "ORT verdict"} <= set(table.columns)
+    assert len(table.columns) <= 8 and {"accelerator", "evidence", "fused"} <= set(table.columns)
     assert set(table["target"]) == set(ALL_TARGETS)
+    assert all(v == "—" or v.isdigit() for v in table["fused"])          # integers as integers
+    # The details are one click away: every column overview_rows knows, including Core ML and partition ones.
+    full = at.dataframe[1].value
+    assert {"Core ML units", "casts", "MIL ops", "partitions", "ORT verdict"} <= set(full.columns)
+    sentences = [m.value.replace("\\", "") for m in at.markdown if m.value.startswith("- ") and " vs " in m.value]
+    assert sentences and sentences[0].startswith("- ort-nnapi vs coreml-ane:")
+    assert "fall back to the CPU on ort-nnapi and not on coreml-ane" in sentences[0] and "Drift:" in sentences[0]
 
 
 COMPARE_PAGES = {"heatmap": "Backend heat map", "fusion": "Fusion", "drift": "Numerical drift",

@@ -65,3 +65,41 @@ def review_pair(folder: str) -> tuple[str, str]:
         torch.export.save(torch.export.export(ReviewNet(v2).eval(), (torch.randn(1, 3, 32, 32),)), path)
         paths.append(path)
     return paths[0], paths[1]
+
+
+class ConvBnReluStack(nn.Module):
+    """Two Conv+BatchNorm+ReLU blocks, each conv feeding only its norm: every compiler can fuse what it implements."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.body = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                                  nn.Conv2d(8, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU())
+        self.head = nn.Linear(8, 4)
+        with torch.no_grad():
+            for m in self.body:
+                if isinstance(m, nn.BatchNorm2d):
+                    m.running_mean.uniform_(-0.5, 0.5)
+                    m.running_var.uniform_(0.5, 1.5)
+
+    def forward(self, x):
+        return self.head(self.body(x).mean((2, 3)))
+
+
+class BlockedConvBn(nn.Module):
+    """The first conv's output feeds its BatchNorm *and* a residual add, so no compiler may fold the norm into it."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.act = nn.ReLU()
+        self.head = nn.Linear(8, 4)
+        with torch.no_grad():
+            self.bn.running_mean.uniform_(-0.5, 0.5)
+            self.bn.running_var.uniform_(0.5, 1.5)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return self.head((self.act(self.bn(y)) + y).mean((2, 3)))

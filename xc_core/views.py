@@ -3,9 +3,10 @@ from __future__ import annotations
 
 
 def fmt_sci(x) -> str:
+    """Error figures (rel L2, max abs, tolerances) in one format everywhere: 3.17e-07 beside 8.57e-03."""
     if x is None:
         return "—"
-    return f"{x:.2e}" if (abs(x) < 1e-3 or abs(x) >= 1e4) and x != 0 else f"{x:.4g}"
+    return "0" if x == 0 else f"{x:.2e}"
 
 
 def overview_rows(report: dict) -> list[dict]:
@@ -224,3 +225,104 @@ def precision_rows(report: dict, only_differing: bool = False) -> list[dict]:
         if not only_differing or row["differs"]:
             rows.append(row)
     return rows
+
+
+OUTCOME_ORDER = {"blocked": 0, "missed": 1, "superseded": 2, "fired": 3}
+
+
+def catalogue_rows(report: dict, targets: list[str] | None = None, *, only_failed: bool = False) -> list[dict]:
+    """Each target's catalogued fusion opportunities (fusions its own compiler implements) and how each ended:
+    blocked and missed first, as question 3 of the checklist reads them."""
+    rows = []
+    for tid in targets or list(report["targets"]):
+        cat = ((report["targets"][tid].get("fusions") or {}).get("catalogue")) or {}
+        for o in cat.get("opportunities", []):
+            if only_failed and o["outcome"] not in ("blocked", "missed"):
+                continue
+            rows.append({"target": tid, "fusion": o["fusion"], "outcome": o["outcome"],
+                         "ops": "→".join(o["op_types"]), "first node": o["nodes"][0],
+                         "module_path": o.get("module_path") or "—", "reason": o.get("reason") or "—"})
+    return sorted(rows, key=lambda r: (OUTCOME_ORDER.get(r["outcome"], 9), r["target"]))
+
+
+def catalogue_entries(report: dict, tid: str) -> list[dict]:
+    cat = ((report["targets"][tid].get("fusions") or {}).get("catalogue")) or {}
+    return [{"fusion": e["fusion"], "pattern": e["pattern"], "source": e["source"]} for e in cat.get("entries", [])]
+
+
+def fmt_count(x) -> str:
+    """Counts are integers everywhere ("4", never "4.0"); a missing count is "—"."""
+    return "—" if x is None else str(int(x))
+
+
+def target_summary_rows(report: dict) -> list[dict]:
+    """The Overview / Markdown target table: eight columns that fit 1280 px. The rest of overview_rows (partitions,
+    ORT's verdict, the latency-cliff estimate, casts, MIL op counts, every evidence key) is one click away."""
+    out = []
+    for row in overview_rows(report):
+        t = report["targets"][row["target"]]
+        accel = "—"
+        if "accelerated share" in row:
+            accel = f"{row['accelerated share'].split(' (', 1)[0]}; {fmt_count(row['fallbacks'])} on CPU"
+        elif "Core ML units" in row:
+            accel = row["Core ML units"] or "—"
+        ev = t.get("evidence") or {}
+        out.append({"target": row["target"], "status": row["status"], "ops": row["ops"],
+                    "fused": fmt_count(row["fused groups"]) if row["fused groups"] != "—" else "—",
+                    "accelerator": accel, "precision": row["precision"], "worst drift (rel L2)":
+                    row["worst drift (rel L2)"],
+                    "evidence": " · ".join(ev[k] for k in ("assignment", "numerics") if k in ev) or "—"})
+    return out
+
+
+# Targets users ship together, in the order the Overview reads them: the two phone platforms, each phone
+# platform through ONNX Runtime and natively, the two CPU runtimes, and float against int8.
+SHIPPED_TOGETHER = [("ort-nnapi", "coreml-ane"), ("ort-coreml", "coreml-ane"), ("ort-nnapi", "ort-coreml"),
+                    ("ort-cpu", "openvino-cpu"), ("ort-cpu", "ort-cpu-int8")]
+
+
+def default_pairs(report: dict, limit: int = 3) -> list[tuple[str, str]]:
+    ok = [tid for tid, t in report["targets"].items() if t.get("graph")]
+    pairs = [p for p in SHIPPED_TOGETHER if p[0] in ok and p[1] in ok]
+    if not pairs and len(ok) >= 2:
+        pairs = [(ok[0], ok[1])]
+    return pairs[:limit]
+
+
+def pair_sentence(report: dict, a: str, b: str) -> str:
+    """One sentence on what differs between two targets a user ships together: the ops that fall back to the CPU
+    on one and not the other, then each one's worst drift and what it comes from."""
+    rows = (report.get("alignment") or {}).get("source_ops") or []
+
+    def fallbacks(x, y):
+        return [r for r in rows if (r["targets"].get(x) or {}).get("status") == "fallback"
+                and (r["targets"].get(y) or {}).get("status") != "fallback"]
+
+    parts = []
+    for x, y in ((a, b), (b, a)):
+        only = fallbacks(x, y)
+        if only:
+            names = ", ".join(f"{r['source_op']}" + (f" ({r['module_path']})" if r.get("module_path") else "")
+                              for r in only[:3]) + (f" and {len(only) - 3} more" if len(only) > 3 else "")
+            parts.append(f"{len(only)} op(s) fall back to the CPU on {x} and not on {y}: {names}")
+    if not parts:
+        parts.append("the same ops run on the CPU on both" if any(
+            (r["targets"].get(a) or {}).get("status") == "fallback" for r in rows) else "neither falls back to the CPU")
+    drift = "; ".join(_drift_phrase(report, x) for x in (a, b))
+    return f"{a} vs {b}: " + "; ".join(parts) + f". Drift: {drift}."
+
+
+def _drift_phrase(report: dict, tid: str) -> str:
+    t = report["targets"][tid]
+    d = t.get("drift") or {}
+    if d.get("failed"):
+        return f"{tid} has no numbers (xc's emulation failed)"
+    worst = d.get("worst") or {}
+    if worst.get("rel_l2") is None:
+        return f"{tid} not compared"
+    mix = (t.get("precision") or {}).get("mix") or {}
+    lowered = [k for k in ("fp16", "bf16", "int8", "uint8") if mix.get(k)]
+    cause = (f"{'/'.join(lowered)} compute" if lowered else "fp32 rounding only")
+    if (t.get("info") or {}).get("partitioning") and not lowered:
+        cause = "the CPU EP's numbers for its partitions; the device's own rounding is not predicted"
+    return f"{tid} {fmt_sci(worst['rel_l2'])} on '{worst.get('output')}' ({cause}; {d.get('evidence')})"

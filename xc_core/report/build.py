@@ -11,6 +11,7 @@ from ..analysis.checklist import checklist
 from ..analysis.fusion_diff import fusion_matrix
 from ..analysis.drift import drift_details, drift_metrics, worst
 from ..analysis.fusion import fusion_groups, pattern_counts
+from ..analysis.fusion_catalogue import check_catalogue
 from ..analysis.op_counts import op_counts, other_counts
 from ..analysis.precision import precision_mix
 from ..targets import OK, REGISTRY
@@ -107,6 +108,9 @@ def target_block(r, captured, reference) -> dict:
         groups = fusion_groups(g, input_graph_for(r, captured))
         block["fusions"] = {"groups": groups, "patterns": pattern_counts(groups), "count": len(groups),
                             "evidence": fusion_ev}
+        catalogue = getattr(cls, "fusion_catalogue", None)
+        if catalogue:
+            block["fusions"]["catalogue"] = check_catalogue(g, input_graph_for(r, captured), catalogue)
         block["precision"] = {"mix": precision_mix(g), "evidence": r.evidence.get("precision", ev.REPORTED)}
         block["graph"] = _graph_block(g, r.evidence.get("assignment", ev.REPORTED))
         block["stages"] = [_graph_block(s, fusion_ev) for s in r.stages]

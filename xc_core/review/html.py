@@ -19,7 +19,7 @@ from .. import evidence as ev
 from .. import figures
 from .. import layout as topo
 from ..analysis.drift import passes_at
-from ..views import accelerated_targets, fallback_rows, fmt_sci, overview_rows
+from ..views import accelerated_targets, catalogue_rows, fallback_rows, fmt_sci, overview_rows
 
 SECTIONS = [("overview", "Overview"), ("heatmap", "Heat map"), ("fusion", "Fusion"), ("drift", "Drift"),
             ("checklist", "Checklist"), ("fallbacks", "Fallbacks"), ("topology", "Topology")]
@@ -205,7 +205,16 @@ def _fusion(report: dict, figs: _Figures) -> str:
                             + _badge(matrix.get("evidence"))))
     else:
         out.append(_note("No fusions on any target."))
-    out.append("<h3>Expected fusion did not fire</h3>")
+    out.append("<h3>Fusions each compiler implements that did not fire</h3>")
+    failed = catalogue_rows(report, only_failed=True)
+    if failed:
+        out.append(_table(failed))
+        out.append(_caption("Places where a fusion from the target's own compiler catalogue could apply and did "
+                            "not: blocked (an intermediate tensor has a second consumer or is a model output) or "
+                            "missed. Evidence: " + _target_evidence(report, "fusions")))
+    else:
+        out.append(_note("Every catalogued fusion that was possible fired on every target."))
+    out.append("<h3>Fused on one target, not on another (information)</h3>")
     missed = matrix.get("not_fired_by_pattern") or []
     if missed:
         # One row per pattern and reason, listing the targets it missed on: the report has one per target.
@@ -217,8 +226,8 @@ def _fusion(report: dict, figs: _Figures) -> str:
                 "example source ops": ", ".join(m["example"])})["did not fire on"].append(m["missing_on"])
         rows = [{**g, "did not fire on": ", ".join(g["did not fire on"])} for g in grouped.values()]
         out.append(_table(rows))
-        out.append(_caption("A group of source ops one target fused into one node, kept in separate nodes on "
-                            "another — with the compiler's reason where it gives one (targets with the same reason "
+        out.append(_caption("Compilers implement different fusions: a group of source ops one target fused into "
+                            "one node, kept in separate nodes on another — with the compiler's reason where it gives one (targets with the same reason "
                             "share a row). Evidence: " + _badge(matrix.get("evidence"))))
     else:
         out.append(_note("Every fusion that fired on one target fired on the others."))

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import html
 
-from ..views import accelerated_targets, fallback_rows, fmt_sci, overview_rows
+from ..views import (accelerated_targets, catalogue_rows, default_pairs, fallback_rows, fmt_sci, overview_rows,
+                     pair_sentence, target_summary_rows)
 
 MAX_CHARS = 60_000
 VERDICT = {"pass": "✅ pass", "warn": "⚠️ warn", "fail": "❌ fail", "not applicable": "➖ n/a"}
@@ -51,7 +52,11 @@ def _render(report: dict, cap: int) -> str:
     parts = [f"### xc: {text(src['name'])}",
              f"{text(src['kind'])} · sha256 {code(src['sha256'][:12])} · reference "
              f"{code((report.get('reference') or {}).get('id') or 'none')} · xc {text(report.get('xc_version', '?'))}",
-             "", "\n".join(headlines(report)), "", target_table(report), "", "#### Checklist", "",
+             "", "\n".join(headlines(report)), ""]
+    pairs = pair_lines(report)
+    if pairs:
+        parts += ["#### Where the targets shipped together differ", "", "\n".join(pairs), ""]
+    parts += [target_table(report), "", "#### Checklist", "",
              checklist_table(report), ""]
     parts += [details(report, qid, cap) for qid in _question_ids(report)]
     errors = [(tid, t) for tid, t in report["targets"].items() if t.get("error")]
@@ -88,22 +93,15 @@ def headlines(report: dict) -> list[str]:
 
 
 def target_table(report: dict) -> str:
-    rows = []
-    for row in overview_rows(report):
-        t = report["targets"][row["target"]]
-        accel = "—"
-        if "accelerated share" in row:
-            accel = (f"{text(row['accelerated share'])}; {row['fallbacks']} fallback(s); cliff "
-                     f"{text(row['latency cliff (est.)'])}")
-        elif "Core ML units" in row:
-            accel = f"{text(row['Core ML units'])}; {row['casts']} cast(s)"
-        ev = t.get("evidence") or {}
-        evidence = ", ".join(f"{k} {v}" for k, v in ev.items() if k in ("assignment", "numerics")) \
-            if t["status"] == "ok" else "—"
-        rows.append([code(row["target"]), text(row["status"]), text(row["ops"]), str(row["fused groups"]),
-                     text(row["precision"]), text(row["worst drift (rel L2)"]), accel, text(evidence)])
-    return table(["target", "status", "ops before → after", "fused", "precision", "worst drift (rel L2)",
-                  "accelerator", "evidence"], rows)
+    rows = [[code(r["target"]), text(r["status"]), text(r["ops"]), text(r["fused"]), text(r["accelerator"]),
+             text(r["precision"]), text(r["worst drift (rel L2)"]), text(r["evidence"])]
+            for r in target_summary_rows(report)]
+    return table(["target", "status", "ops before → after", "fused", "accelerator", "precision",
+                  "worst drift (rel L2)", "evidence (assignment · numbers)"], rows)
+
+
+def pair_lines(report: dict) -> list[str]:
+    return [f"- {text(pair_sentence(report, a, b))}" for a, b in default_pairs(report)]
 
 
 def checklist_table(report: dict) -> str:
@@ -148,13 +146,21 @@ def _fallback_evidence(report: dict, cap: int) -> str:
 
 
 def _fusion_evidence(report: dict, cap: int) -> str:
+    failed = catalogue_rows(report, only_failed=True)
+    out = ""
+    if failed:
+        body = [[code(r["target"]), text(r["fusion"]), text(r["outcome"]), text(r["ops"]), code(r["first node"]),
+                 text(r["reason"])] for r in failed[:cap]]
+        out += (table(["target", "fusion (its compiler's)", "outcome", "ops", "at", "reason"], body)
+                + _more(len(failed), cap, "opportunity"))
     missed = (report.get("fusion_matrix") or {}).get("not_fired_by_pattern") or []
-    if not missed:
-        return ""
-    body = [[text(m["pattern"]), code(m["missing_on"]), text(", ".join(m["fired_on"])), str(m["instances"]),
-             text(m.get("reason") or "—")] for m in missed[:cap]]
-    return (table(["pattern (source ops)", "did not fire on", "fired on", "instances", "reason"], body)
-            + _more(len(missed), cap, "pattern"))
+    if missed:
+        out += ("\n\nFused on one target, not on another (information: compilers fuse differently):\n\n"
+                + table(["pattern (source ops)", "not fused on", "fused on", "instances"],
+                        [[text(m["pattern"]), code(m["missing_on"]), text(", ".join(m["fired_on"])),
+                          str(m["instances"])] for m in missed[:cap]])
+                + _more(len(missed), cap, "pattern"))
+    return out
 
 
 def _drift_evidence(report: dict, cap: int) -> str:

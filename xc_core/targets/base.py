@@ -121,6 +121,8 @@ class Target(abc.ABC):
     accelerated: ClassVar[bool] = False   # has an accelerator the graph can fall back from
     option_names: ClassVar[tuple[str, ...]] = ()  # options a user may set (CLI --option, dashboard)
     is_reference: ClassVar[bool] = False
+    # Which catalogue of its compiler's fusions applies (analysis/fusion_catalogue.py); None: none is kept.
+    fusion_catalogue: ClassVar[str | None] = None
 
     def __init__(self, **options):
         self.options = options

@@ -35,6 +35,7 @@ DEFAULT_DEPLOYMENT_TARGET = "iOS18"
 
 
 class CoreMLTarget(Target):
+    fusion_catalogue = "coremltools"
     compute_precision: str     # "fp16" | "fp32"
     compute_units: str         # coremltools ComputeUnit name
     option_names = ("minimum_deployment_target",)

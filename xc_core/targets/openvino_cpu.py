@@ -18,6 +18,7 @@ LAYER_KINDS = {"Input": IO, "Parameter": IO, "Output": IO, "Result": IO, "Const"
 
 @register
 class OpenVinoCpu(Target):
+    fusion_catalogue = "openvino-cpu"
     def needs_live_source(self, kind):
         return kind == "openvino-ir"   # compiles the uploaded IR itself, unpacked again in the worker
 

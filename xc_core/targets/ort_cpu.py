@@ -22,6 +22,7 @@ from .ort_common import PROVIDER_BACKEND, feeds_for, make_session, providers_fro
 
 class OrtTarget(Target):
     """An ORT CPU session over some ONNX file; subclasses choose the file and the optimization level."""
+    fusion_catalogue = "onnxruntime"
     level = "ORT_ENABLE_ALL"
     intermediates_method = ("ORT's own optimized model (as dumped after ORT_ENABLE_ALL) with the source ops' tensors "
                             "that survived optimization added as graph outputs, run again with graph optimizations "

@@ -28,6 +28,7 @@ REASON_RANK = "input rank above the EP's limit"
 
 
 class OrtMobileTarget(Target):
+    fusion_catalogue = "onnxruntime-basic"
     accelerated = True
     option_names = ("fp16", "bandwidth_gb_s", "transition_overhead_ms")
     ep_name: str            # as ORT names it

@@ -1,0 +1,94 @@
+"""Checklist questions that carry signal: question 3 warns only where a fusion the target's own compiler implements
+was possible and did not fire; question 1 passes a runtime-checked prediction; question 5 names what a precision
+the runtime chose by itself cost."""
+import pytest
+
+from tiny_models import BlockedConvBn, ConvBnReluStack
+from xc_core.analysis.checklist import _q5
+from xc_core.analysis.fusion_catalogue import check_catalogue
+from xc_core.api import analyze
+from xc_core.ir import Graph, Node, TensorInfo
+from xc_core.sources.spec import InputSpec, Source
+
+
+def _analyze(module, name):
+    src = Source(kind="sample", name=name, sha256=("a" if name.startswith("plain") else "b") * 64, inputs=[InputSpec("x", [1, 3, 16, 16], "float32")],
+                 module=module.eval())
+    return analyze(src, None)
+
+
+@pytest.fixture(scope="module")
+def plain():
+    return _analyze(ConvBnReluStack(), "plain-conv-bn-relu")
+
+
+@pytest.fixture(scope="module")
+def blocked():
+    return _analyze(BlockedConvBn(), "blocked-conv-bn")
+
+
+def _q(report, tid, qid):
+    return report["checklist"]["targets"][tid][qid - 1]
+
+
+def test_q3_passes_everywhere_when_every_compiler_fuses_what_it_can(plain):
+    for tid, t in plain["targets"].items():
+        assert t["status"] == "ok", (tid, t["error"])
+        q3 = _q(plain, tid, 3)
+        assert q3["verdict"] == "pass", (tid, q3["detail"])
+    # The catalogue saw real opportunities (not a pass by finding nothing) and every one fired.
+    cat = plain["targets"]["ort-cpu"]["fusions"]["catalogue"]
+    assert cat["counts"]["fired"] >= 4 and {"ConvBNFusion", "ConvActivationFusion"} <= {
+        o["fusion"] for o in cat["opportunities"]}
+    assert plain["targets"]["coreml-cpu"]["fusions"]["catalogue"]["counts"]["fired"] == 2
+    # Cross-target differences stay visible as information.
+    assert plain["fusion_matrix"]["not_fired"]
+
+
+def test_q3_warns_where_a_conv_with_a_second_consumer_blocks_its_compilers_fusion(blocked):
+    warned = {tid for tid in blocked["targets"] if _q(blocked, tid, 3)["verdict"] == "warn"}
+    # ORT (Level 1 ConvBNFusion on every EP), OpenVINO and coremltools all fold BatchNorm into a Conv — not here.
+    assert {"ort-cpu", "ort-nnapi", "ort-coreml", "openvino-cpu", "coreml-cpu", "coreml-ane"} <= warned
+    for tid in warned:
+        detail = _q(blocked, tid, 3)["detail"]
+        assert "also feeds" in detail and "conv2d" in detail, (tid, detail)
+    blocked_rows = [o for o in blocked["targets"]["ort-cpu"]["fusions"]["catalogue"]["opportunities"]
+                    if o["outcome"] == "blocked"]
+    assert blocked_rows and blocked_rows[0]["fusion"] == "ConvBNFusion"
+    # The int8 model's Conv is a ConvInteger: no catalogued float fusion applies, so nothing to warn about.
+    assert _q(blocked, "ort-cpu-int8", 3)["verdict"] == "pass"
+
+
+def test_q1_passes_a_runtime_checked_prediction_and_warns_on_xcs_own_rules(plain):
+    q1 = _q(plain, "ort-nnapi", 1)
+    assert q1["verdict"] == "pass" and q1["evidence"] == "predicted-runtime"
+    q1 = _q(plain, "coreml-ane", 1)
+    assert q1["verdict"] == "warn" and q1["evidence"] == "predicted-rules"
+
+
+def _t(n, op, ins, outs, **attrs):
+    return Node(id=n, op_type=op, inputs=[TensorInfo(i) for i in ins], outputs=[TensorInfo(o) for o in outs],
+                attributes=attrs, fused_from=[n])
+
+
+def test_catalogue_needs_a_constant_bias_and_reports_a_fusion_that_took_an_op_first():
+    # MatMul(x, W) + b, then Relu; ORT's MatMulAddFusion fused MatMul+Add, so GemmActivation never saw a Gemm
+    # (nothing to match), and an Add of two computed tensors is no bias (no MatMulAdd opportunity).
+    given = Graph("g", "onnx", [_t("mm", "MatMul", ["x", "W"], ["m"]), _t("add", "Add", ["m", "b"], ["a"]),
+                                _t("mm2", "MatMul", ["x", "W2"], ["m2"]), _t("add2", "Add", ["m2", "a"], ["y"])],
+                  inputs=[TensorInfo("x")], outputs=[TensorInfo("y")])
+    compiled = Graph("c", "optimized", [Node("gemm", "Gemm", fused_from=["mm", "add"]),
+                                        Node("mm2", "MatMul", fused_from=["mm2"]),
+                                        Node("add2", "Add", fused_from=["add2"])])
+    cat = check_catalogue(compiled, given, "onnxruntime")
+    by_nodes = {tuple(o["nodes"]): o["outcome"] for o in cat["opportunities"]}
+    assert by_nodes == {("mm", "add"): "fired"}
+
+
+def test_q5_warns_on_a_runtime_chosen_bf16_with_its_drift_and_the_switch():
+    t = {"id": "openvino-cpu", "status": "ok", "graph": {"nodes": []}, "info": {"inference_precision": "f32"},
+         "precision": {"mix": {"bf16": 20, "fp32": 4}, "evidence": "reported"},
+         "drift": {"worst": {"output": "logits", "rel_l2": 3.2e-3}}}
+    q5 = _q5(t)
+    assert q5["verdict"] == "warn"
+    assert "3.20e-03" in q5["detail"] and "INFERENCE_PRECISION_HINT" in q5["detail"]

@@ -3,6 +3,7 @@ import pandas as pd
 import streamlit as st
 
 from pages import _ui
+from xc_core.analysis.checklist import SHORT_QUESTION
 
 report = _ui.require_report()
 _ui.header(report, "Checklist")
@@ -16,12 +17,13 @@ targets = list(check["targets"])
 questions = [(i["id"], i["question"], i["page"]) for i in check["targets"][targets[0]]] if targets else []
 
 grid = []
-for qid, question, _ in questions:
-    row = {"#": qid, "question": question}
-    for tid in targets:
-        row[tid] = ICON[check["targets"][tid][qid - 1]["verdict"]]
+for tid in targets:      # a row per target, a column per question: fits the page at 1280 px with every target
+    row = {"target": tid}
+    for qid, _, _ in questions:
+        row[f"({qid}) {SHORT_QUESTION[qid]}"] = ICON[check["targets"][tid][qid - 1]["verdict"]]
     grid.append(row)
 st.dataframe(pd.DataFrame(grid), hide_index=True, width="stretch")
+st.caption(" · ".join(f"({qid}) {question}" for qid, question, _ in questions))
 th = check["thresholds"]
 st.caption(f"Outputs match when rel L2 ≤ {th['match_rel_l2']:g} and cosine ≥ {th['match_cosine']}; warn up to rel "
            f"L2 {th['warn_rel_l2']:g}. Every verdict names the evidence it rests on.")
@@ -33,4 +35,4 @@ for qid, question, page in questions:
         item = check["targets"][tid][qid - 1]
         ev = _ui.evidence_badge(item["evidence"]) if item["evidence"] else ""
         badge = f":{COLOR[item['verdict']]}-badge[{ICON[item['verdict']]}]"
-        st.markdown(f"**{tid}** {badge} {ev} — {item['detail']}")
+        st.markdown(f"**{tid}** {badge} {ev} — {_ui.plain(item['detail'])}")

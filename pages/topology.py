@@ -1,22 +1,25 @@
-"""Topology: two or three targets' compiled graphs side by side as layered DAGs (igraph Sugiyama, top to bottom),
-collapsed by module so large graphs stay readable. Selecting a node in one pane selects the nodes that carry the
-same source ops on the other panes, through the report's alignment."""
+"""Topology: two or three targets' compiled graphs side by side, drawn like Netron (labelled boxes, edges with
+tensor shapes, module groups that expand in place) by Graphviz. Selecting a node in one pane rings the nodes that
+carry the same source ops on the other panes, through the report's alignment; search finds nodes and source ops
+by name and opens the groups that hide them."""
 import functools
 
 import pandas as pd
 import streamlit as st
 
 from pages import _ui
-from xc_core import layout as topo
+from pages._graph_pane import graph_pane
+from xc_core import layout, topology
 
 report = _ui.require_report()
 _ui.header(report, "Topology")
 
-SEL, PICK, PICK_MOD = "topo_sel", "topo_source_op", "topo_op_module"
+SEL, PICK, PICK_MOD, EXPANDED, FIND = "topo_sel", "topo_source_op", "topo_op_module", "topo_expanded", "topo_find"
 NONE = "—"
 MAX_TABLE_OPS = 50
 FLAT_PICKER_MAX = 1000   # above this many source ops, pick a module first (a 20k-option list is slow to ship
                          # to the browser and to filter while typing)
+PANE_HEIGHT = 680
 
 
 def _rkey(report: dict) -> str:
@@ -25,55 +28,44 @@ def _rkey(report: dict) -> str:
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
-def _prepared(rkey: str, tid: str, _target: dict) -> topo.Prepared:
-    return topo.prepare(_target["graph"], _target.get("fusions"))
+def _tree(rkey: str, tid: str, _target: dict) -> topology.Tree:
+    return topology.build_tree(layout.prepare(_target["graph"], _target.get("fusions")))
 
 
-@st.cache_resource(max_entries=64, show_spinner="Laying out the graph…")
-def _layout(rkey: str, tid: str, depth, expand, _prep: topo.Prepared) -> dict:
-    return topo.layout(_prep, depth, expand)
-
-
-@st.cache_resource(max_entries=64, show_spinner=False)
-def _gaps(rkey: str, tid: str, shown: tuple, _prep: topo.Prepared, _aidx: dict) -> dict:
-    return topo.counterpart_gaps(_prep, tid, _aidx, list(shown))
+@st.cache_resource(max_entries=96, show_spinner="Drawing the graph…")
+def _drawing(rkey: str, tid: str, expanded: tuple, _tree: topology.Tree) -> tuple[dict, str]:
+    v = topology.view(_tree, set(expanded))
+    return v, topology.render_svg(v)
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
 def _alignment(rkey: str, _report: dict) -> dict:
-    return topo.index_alignment(topo.alignment_rows(_report))
+    return layout.index_alignment(layout.alignment_rows(_report))
 
 
-def _on_click(tid: str) -> None:
-    """A point clicked in one pane: remember its nodes and their source ops (an empty selection is ignored, so a
-    pane re-rendering with new highlights never clears what the user picked)."""
-    state = st.session_state.get(f"topo_chart_{tid}") or {}
-    points = ((state.get("selection") or {}).get("points")) or []
-    lay = (st.session_state.get("_topo_layouts") or {}).get(tid)
-    if not points or lay is None:
-        return
-    boxes = set()
-    for p in points:
-        cd = p.get("customdata")
-        if isinstance(cd, list):
-            cd = cd[0] if cd else None
-        if isinstance(cd, (int, float)) and 0 <= int(cd) < len(lay["boxes"]):
-            boxes.add(int(cd))
-    if not boxes:
-        return
-    nodes, ops = [], []
-    for b in sorted(boxes):
-        box = lay["boxes"][b]
-        nodes += box["node_ids"]
-        ops += [s for s in box["source_ops"] if s not in ops]
-    first = lay["boxes"][min(boxes)]
-    st.session_state[SEL] = {"ops": ops, "origin": tid, "nodes": nodes, "label": first["id"]}
-    known = st.session_state.get("_topo_op_module") or {}
-    if first["kind"] == "node" and ops and ops[0] in known:
-        st.session_state[PICK] = ops[0]          # the picker follows the click (first source op of the node)
-        st.session_state[PICK_MOD] = known[ops[0]]
-    else:
-        st.session_state[PICK] = NONE
+@st.cache_resource(max_entries=32, show_spinner=False)
+def _gaps(rkey: str, tid: str, shown: tuple, _tree: topology.Tree, _aidx: dict) -> dict:
+    return layout.counterpart_gaps(_tree.prep, tid, _aidx, list(shown))
+
+
+def _on_pane_event(tid: str) -> None:
+    """A click in a pane, handled before the rerun draws anything: a group toggles open / closed (every pane), a
+    node becomes the selection (its nodes and source ops)."""
+    ev = st.session_state.get(f"topo_pane_{tid}") or {}
+    v = (st.session_state.get("_topo_drawings") or {}).get(tid)
+    toggle, pick = ev.get("toggle"), ev.get("select")
+    if toggle:
+        state = st.session_state.get(EXPANDED) or {"paths": []}
+        st.session_state[EXPANDED] = {**state, "paths": sorted(set(state["paths"]) ^ {toggle})}
+    elif pick and v is not None and pick[1:].isdigit() and int(pick[1:]) < len(v["boxes"]):
+        box = v["boxes"][int(pick[1:])]
+        ops = list(dict.fromkeys(box["source_ops"]))
+        st.session_state[SEL] = {"ops": ops, "origin": tid, "nodes": box["node_ids"],
+                                 "label": box.get("id") or box["path"]}
+        st.session_state[PICK] = ops[0] if ops else NONE     # the picker follows the click (checked below)
+        module = (st.session_state.get("_topo_op_module") or {}).get(ops[0]) if ops else None
+        if module is not None:
+            st.session_state[PICK_MOD] = module
 
 
 def _on_pick() -> None:
@@ -84,6 +76,7 @@ def _on_pick() -> None:
 def _clear() -> None:
     st.session_state[SEL] = None
     st.session_state[PICK] = NONE
+    st.session_state[FIND] = ""
 
 
 def _valid(key: str, options: list, default) -> None:
@@ -109,50 +102,54 @@ rows = aidx["rows"]
 op_module = {op: (r.get("module_path") or "(root)") for op, r in rows.items()}
 st.session_state["_topo_op_module"] = op_module
 
-c1, c2, c3 = st.columns([3, 1.3, 2])
+c1, c2, c3, c4 = st.columns([3, 2.4, 1, 1])
 _valid("topo_targets", candidates, ok[:2])
 picked = c1.multiselect("Targets (2 or 3)", candidates, max_selections=3, key="topo_targets",
                         help="Panes side by side; pick two or three compiled graphs to compare.")
 if not picked:
     st.info("Pick two or three targets to compare.")
     st.stop()
-if len(picked) == 1:
-    st.caption("One target picked: add another to see counterparts side by side.")
+trees = {tid: _tree(rk, tid, report["targets"][tid]) for tid in picked}
+largest = max(trees.values(), key=lambda tr: len(tr.prep.ids))
 
-preps = {tid: _prepared(rk, tid, report["targets"][tid]) for tid in picked}
-auto = topo.auto_depth(list(preps.values()))
-max_depth = max(p.max_depth for p in preps.values())
-depth_opts = ["auto"] + [str(d) for d in range(1, max_depth + 1)] + ["all"]
-
-
-def _depth_label(o: str) -> str:
-    if o == "auto":
-        return f"auto ({'all nodes' if auto is None else f'depth {auto}'})"
-    if o == "all":
-        return "all nodes (no collapsing)"
-    return f"depth {o} — " + " / ".join(str(topo.box_count(preps[t], int(o))) for t in picked) + " boxes"
+# One set of expanded groups for every pane: group paths are source module paths, the same on every target.
+state = st.session_state.get(EXPANDED)
+if not state or state.get("report") != rk:
+    state = {"report": rk, "paths": sorted(topology.auto_expand(largest))}
+    st.session_state[EXPANDED] = state
+expanded = set(state["paths"])
 
 
-_valid("topo_depth", depth_opts, "auto")
-depth_choice = c2.selectbox("Module depth", depth_opts, key="topo_depth", format_func=_depth_label,
-                            help="Modules at this depth of the module path become one box (n nodes inside, the "
-                                 "backends mix on hover). auto: the most detail that keeps every pane at most "
-                                 f"{topo.DEFAULT_BUDGET} boxes.")
-depth = auto if depth_choice == "auto" else None if depth_choice == "all" else int(depth_choice)
-if depth is None and max(len(p.ids) for p in preps.values()) > 3000:
-    st.warning("Drawing every node of a graph this large takes a while and is hard to read; a module depth is "
-               "faster.")
+def _set_expanded(paths: set[str]) -> None:
+    st.session_state[EXPANDED] = {"report": rk, "paths": sorted(paths)}
 
-mod_counts: dict[str, int] = {}
-for p in preps.values():
-    for m, k in topo.collapsed_modules(p, depth):
-        mod_counts[m] = max(mod_counts.get(m, 0), k)
-expand_opts = [NONE] + sorted(mod_counts)
-_valid("topo_expand", expand_opts, NONE)
-expand_choice = c3.selectbox("Expand module", expand_opts, key="topo_expand", disabled=len(expand_opts) == 1,
-                             format_func=lambda m: m if m == NONE else f"{m} ({mod_counts[m]} nodes)",
-                             help="Open one collapsed module to see the nodes inside it.")
-expand = None if expand_choice == NONE else expand_choice
+
+find = c2.text_input("Find a node or source op", key=FIND, placeholder="e.g. Conv, layer_norm, blocks.1",
+                     help="Matches node names, source-op names and op types; the groups that hide a match open.")
+if c3.button("Auto", key="topo_auto", width="stretch",
+             help=f"The most detail that keeps the largest pane at {topology.DEFAULT_BUDGET} boxes."):
+    _set_expanded(topology.auto_expand(largest))
+    st.rerun()
+if c4.button("Collapse", key="topo_collapse", width="stretch", help="Every group closed."):
+    _set_expanded(set())
+    st.rerun()
+
+matches: dict[str, list[int]] = {}
+if find.strip():
+    q = find.strip().lower()
+    for tid, tr in trees.items():
+        matches[tid] = [i for i, (nid, n) in enumerate(zip(tr.prep.ids, tr.prep.nodes))
+                        if q in nid.lower() or q in (n.get("op_type") or "").lower()
+                        or any(q in s.lower() for s in n.get("source_ops") or [])
+                        or q in (tr.prep.modules[i] or "").lower()][:200]
+    if st.session_state.get("_topo_found") != (rk, q):      # open the hiding groups once per new query
+        st.session_state["_topo_found"] = (rk, q)
+        opened = set(expanded)
+        for tid, idx in matches.items():
+            opened = topology.expansion_for(trees[tid], idx, opened)
+        if opened != expanded:
+            _set_expanded(opened)
+            expanded = opened
 
 if len(rows) > FLAT_PICKER_MAX:
     s0, s1, s2 = st.columns([2.5, 2.5, 1])
@@ -169,43 +166,72 @@ s1.selectbox("Source op", op_opts, key=PICK, on_change=_on_pick,
              format_func=lambda s: s if s == NONE else
              f"{s} · {rows[s]['op_type']} · {rows[s].get('module_path') or '(root)'}",
              help="Or click a node in any pane. Its counterparts on the other panes are ringed in black.")
-s2.button("Clear selection", on_click=_clear, key="topo_clear", width="stretch")
+s2.button("Clear", on_click=_clear, key="topo_clear", width="stretch", help="Clear the selection and the search.")
 
 sel = st.session_state.get(SEL) or None
 sel_ops = list(sel["ops"]) if sel else []
-st.caption("Colour = backend · ■ module box (size ~ node count) · ◆ fused node · ▼ layout/cast node · "
-           "red outline = fallback · magenta ring = no counterpart on another displayed target (or no source "
-           "op: inserted by the compiler) · black ring = the selected source op's nodes. Edges point down.")
+chips = " ".join(f'<span style="background:{topology.tint(c, 0.6)};border:1px solid {c};border-radius:4px;'
+                 f'padding:0 6px">{b}</span>' for b, c in layout.BACKEND_COLORS.items() if b != "unknown")
+st.markdown(
+    f'<div style="font-size:0.82rem;line-height:1.9">Backend: {chips} · '
+    f'<span style="border:2px solid {layout.FALLBACK_COLOR};border-radius:4px;padding:0 6px">falls back to the '
+    f'CPU</span> · ◆ fused (what it absorbed) · <span style="border:2px dashed {layout.GAP_COLOR};'
+    'border-radius:4px;padding:0 6px">no counterpart on another pane</span> · <span style="border:3px solid #111;'
+    'border-radius:4px;padding:0 6px">selected</span> · <span style="border:3px solid #f0a30a;border-radius:4px;'
+    'padding:0 6px">search match</span> · ▸ collapsed group (click to open) · ▾ open group (click its title to '
+    'close) · edges carry the tensor shape</div>', unsafe_allow_html=True)
 
-layouts = {}
+too_big = [tid for tid, tr in trees.items() if topology.box_count(tr, expanded) > topology.MAX_BOXES]
+if too_big:
+    st.warning(f"Opening that many groups would draw more than {topology.MAX_BOXES} boxes on {', '.join(too_big)}; "
+               "the previous view is kept. Close a group first.")
+    expanded = set(st.session_state.get("_topo_last_ok") or [])
+else:
+    st.session_state["_topo_last_ok"] = sorted(expanded)
+
 panes = st.columns(len(picked))
+drawings = {}
 for col, tid in zip(panes, picked):
-    t = report["targets"][tid]
-    prep = preps[tid]
-    lay = _layout(rk, tid, depth, expand, prep)
-    layouts[tid] = lay
-    gaps = _gaps(rk, tid, tuple(sorted(picked)), prep, aidx)
-    selected = topo.nodes_for_source_ops(aidx, tid, sel_ops)
+    t, tr = report["targets"][tid], trees[tid]
+    try:
+        v, svg = _drawing(rk, tid, tuple(sorted(expanded)), tr)
+    except topology.GraphvizMissing as e:
+        st.error(str(e))
+        st.stop()
+    drawings[tid] = v
+    gaps = _gaps(rk, tid, tuple(sorted(picked)), tr, aidx)
+    selected = layout.nodes_for_source_ops(aidx, tid, sel_ops)
     if sel and sel.get("origin") == tid:
         selected |= set(sel["nodes"])
-    fig = topo.figure(lay, gaps=gaps, selected=selected,
-                      uirevision=f"{tid}|{depth}|{expand}")
+    found = {tr.prep.ids[i] for i in matches.get(tid, [])}
+    sel_boxes = [f"b{k}" for k in topology.boxes_holding(v, tr.prep, selected)]
+    gap_boxes = [f"b{k}" for k, b in enumerate(v["boxes"]) if b["kind"] == "node" and b["id"] in gaps]
+    match_boxes = [f"b{k}" for k in topology.boxes_holding(v, tr.prep, found)]
+    items = {f"b{k}": ({"group": b["path"]} if b["kind"] == "group" else {"node": b["id"]})
+             for k, b in enumerate(v["boxes"])}
+    clusters = {f"c{k}": c["path"] for k, c in enumerate(v["clusters"])}
+    n_fb = sum(1 for n in tr.prep.nodes if n.get("fallback"))
+    n_fused = sum(1 for i in range(len(tr.prep.ids)) if tr.prep.is_fused(i))
     with col:
-        st.subheader(tid)
         ev = (t.get("graph") or {}).get("evidence")
-        st.markdown(_ui.evidence_badge(ev) + f" graph evidence: **{ev or 'unknown'}**"
-                    + ("" if t["status"] == "ok" else f" · status **{t['status']}**"))
-        st.plotly_chart(fig, key=f"topo_chart_{tid}", on_select=functools.partial(_on_click, tid),
-                        selection_mode="points",
-                        config={"displaylogo": False, "scrollZoom": True})
-        n_fb = sum(1 for n in prep.nodes if n.get("fallback"))
-        n_fused = sum(1 for i in range(len(prep.ids)) if prep.is_fused(i))
-        st.caption(f"{lay['n_nodes']} nodes → {lay['n_boxes']} boxes "
-                   f"({'all nodes' if depth is None else f'module depth {depth}'}"
-                   f"{f', {expand} expanded' if expand else ''}), {lay['n_layers']} layers · {n_fb} fallback · "
-                   f"{n_fused} fused · {len(gaps)} without counterpart · "
-                   f"{len(selected)} selected")
-st.session_state["_topo_layouts"] = layouts
+        st.markdown(f"**{tid}** " + _ui.evidence_badge(ev)
+                    + ("" if t["status"] == "ok" else f" · status **{t['status']}**"),
+                    help=f"Backend assignment evidence: {ev or 'unknown'} — {_ui.EVIDENCE_HELP.get(ev, '')}")
+        graph_pane(
+            data={"svg": svg, "key": f"{rk}|{tid}|{len(expanded)}|{hash(tuple(sorted(expanded)))}", "items": items,
+                  "clusters": clusters, "selected": sel_boxes, "gaps": gap_boxes, "matches": match_boxes,
+                  "height": PANE_HEIGHT, "scroll_to": (sel["label"] if sel else "") + "|" + find,
+                  "info": f"{v['n_nodes']} nodes · {v['n_boxes']} boxes"},
+            key=f"topo_pane_{tid}", on_select_change=functools.partial(_on_pane_event, tid),
+            on_toggle_change=functools.partial(_on_pane_event, tid),
+            height=PANE_HEIGHT + 40)
+        hier = {"names": " · groups from node-name scopes", "sequence": " · no module paths: groups are runs of "
+                "the node order"}.get(v["synthesized"] or "", "")
+        st.caption(f"{v['n_nodes']} nodes → {v['n_boxes']} boxes, {len(v['clusters'])} groups open · {n_fb} on "
+                   f"the CPU as fallback · {n_fused} fused · {len(gaps)} without counterpart · {len(sel_boxes)} "
+                   f"selected" + (f" · {len(match_boxes)} found" if find.strip() else "") + hier)
+
+st.session_state["_topo_drawings"] = drawings
 
 st.subheader("Selected source op across targets")
 if not sel:

@@ -6,9 +6,14 @@ cd "$(dirname "$0")/.."
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -r requirements.txt -r tests/requirements.txt
 .venv/bin/python -m pip install -q --no-deps -r requirements-nodeps.txt
-# The real-browser test drives Debian's Chromium (playwright's own browser download does not work here).
-if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-    || echo "warning: could not install chromium; the browser test will be skipped" >&2
+# Debian packages: Graphviz (`dot` draws the Topology view; required) and Chromium for the real-browser tests
+# (playwright's own browser download does not work here).
+missing=""
+command -v dot >/dev/null 2>&1 || missing="$missing graphviz"
+command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
+if [ -n "$missing" ] && [ "$(id -u)" = 0 ]; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null) \
+    || echo "warning: could not install$missing" >&2
 fi
+command -v dot >/dev/null 2>&1 || { echo "Graphviz's dot is missing: apt-get install graphviz (as root)" >&2; exit 1; }
 exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

@@ -54,3 +54,20 @@ def test_pages_render_for_each_sample(browser_page, sample, path, title):
         page.locator('[data-testid="stCaptionContainer"]', has_text=sample).first.wait_for(timeout=600_000)
     assert page.locator('[data-testid="stException"]').count() == 0
 
+    if path == "topology":
+        # Netron-like panes: labelled boxes, edges with tensor shapes and arrowheads; a click rings the node.
+        panes = page.locator(".xc-canvas svg")
+        panes.nth(1).locator("g.node").first.wait_for(timeout=120_000)
+        assert panes.count() == 2
+        for k in range(2):
+            labels = panes.nth(k).locator("g.node text").all_text_contents()
+            assert len(labels) >= 10 and any(t[:1].isupper() for t in labels), labels[:10]
+            edges = panes.nth(k).locator("g.edge")
+            assert edges.count() >= 3 and edges.first.locator("polygon").count() == 1     # arrowhead
+            shapes = panes.nth(k).locator("g.edge text").all_text_contents()
+            assert shapes and all("×" in s or s.isdigit() or s in ("scalar",) or "(" in s for s in shapes), shapes
+        panes.nth(0).locator("g.node").filter(
+            has_not=page.locator("title", has_text="click to expand")).nth(2).click()
+        settle(page)
+        page.locator(".xc-canvas g.node.sel").first.wait_for(timeout=60_000)
+        assert page.get_by_text("Selected source op across targets").count() == 1

@@ -74,8 +74,9 @@ def test_compare_pages(sample, page):
     assert at.title[0].value == COMPARE_PAGES[page]
     if page == "checklist":
         grid = at.dataframe[0].value
-        for tid in ALL_TARGETS:
-            assert grid[tid].str.len().min() > 0          # never blank
+        assert set(grid["target"]) == set(ALL_TARGETS) and len(grid.columns) == 6
+        for col in grid.columns[1:]:
+            assert grid[col].str.len().min() > 0          # never blank
     if page == "fusion":
         assert len(at.dataframe) >= 2
     if page == "drift":

@@ -1,12 +1,15 @@
-"""Topology view: xc_core.layout on small graphs built in code (Sugiyama layering, collapse/expand, flags, figure),
-and the Topology page through AppTest for every bundled sample."""
+"""Topology: xc_core.layout (preparation, alignment) and xc_core.topology (module hierarchy, expansion, Graphviz
+drawing) on small graphs built in code, and the Topology page through AppTest for every bundled sample."""
 import json
 import os
 import sys
 
 import pytest
 
+import re
+
 from xc_core import layout as topo
+from xc_core import topology
 from xc_core.analysis.alignment import source_op_table
 from xc_core.ir import Graph
 
@@ -62,101 +65,13 @@ def test_bridges_through_a_dropped_node():
     assert [(p.ids[i], p.ids[j]) for i, j in p.edges] == [("a", "b")]
 
 
-def test_sugiyama_layers_point_down_and_long_edges_get_control_points():
-    p = topo.prepare(diamond_with_skip())
-    lay = topo.layout(p, None)
-    y = {b["id"]: b["y"] for b in lay["boxes"]}
-    for e in lay["edges"]:
-        assert lay["boxes"][e["source"]]["y"] < lay["boxes"][e["target"]]["y"]
-        ys = [pt[1] for pt in e["points"]]
-        assert ys == sorted(ys)                       # the polyline itself descends
-    assert y["a"] == 0 and y["e"] == max(y.values())
-    long_edge = next(e for e in lay["edges"] if (lay["boxes"][e["source"]]["id"], lay["boxes"][e["target"]]["id"])
-                     == ("a", "e"))
-    assert len(long_edge["points"]) == 2 + (y["e"] - y["a"] - 1)   # one control point per skipped layer
-    json.dumps(lay)                                   # plain, serialisable data
-
-
-def test_layering_on_a_larger_random_dag():
-    import random
-    rnd = random.Random(7)
-    nodes = [node("n0", ["in"])]
-    for k in range(1, 120):
-        preds = rnd.sample(range(k), min(k, rnd.randint(1, 3)))
-        nodes.append(node(f"n{k}", [f"n{i}" for i in preds], module=f"blk.{k // 10}"))
-    p = topo.prepare(graph(nodes))
-    for depth in (None, 1, 2):
-        lay = topo.layout(p, depth)
-        for e in lay["edges"]:
-            assert lay["boxes"][e["source"]]["y"] < lay["boxes"][e["target"]]["y"], depth
-
-
-def test_cycles_do_not_crash():
-    g = graph([node("a", ["c"]), node("b", ["a"]), node("c", ["b"])])
-    lay = topo.layout(topo.prepare(g))
-    assert lay["n_boxes"] == 3 and len(lay["edges"]) == 3
-
-
-# --------------------------------------------------------------------------------------------------- collapse
-
-def modular_graph():
-    """Two blocks of a chain, each with two layers of three ops, a residual edge per block, head at the root."""
-    nodes, prev = [], "in"
-    for i in range(2):
-        block_in = prev
-        for j in range(2):
-            for k in range(3):
-                nid = f"b{i}l{j}o{k}"
-                nodes.append(node(nid, [prev], module=f"blocks.{i}.layer.{j}"))
-                prev = nid
-        nid = f"b{i}res"
-        nodes.append(node(nid, [prev] + ([block_in] if block_in != "in" else []), op="Add", module=f"blocks.{i}"))
-        prev = nid
-    nodes.append(node("head", [prev], module=""))
-    return graph(nodes)
-
-
-def test_collapse_reduces_boxes_and_keeps_edges_between_modules():
-    p = topo.prepare(modular_graph())
-    assert len(p.ids) == 15 and p.max_depth == 4
-    full = topo.layout(p, None)
-    d2 = topo.layout(p, 2)
-    assert d2["n_boxes"] < full["n_boxes"]
-    labels = {b["key"]: b for b in d2["boxes"]}
-    assert set(labels) == {"m:blocks.0", "m:blocks.1", "n:head"}
-    assert labels["m:blocks.0"]["count"] == 7 and labels["m:blocks.0"]["kind"] == "module"
-    pairs = {(d2["boxes"][e["source"]]["key"], d2["boxes"][e["target"]]["key"]): e["count"] for e in d2["edges"]}
-    # blocks.0 → blocks.1 stands for two node edges (the chain and the residual into b1res); no self-loops.
-    assert pairs == {("m:blocks.0", "m:blocks.1"): 2, ("m:blocks.1", "n:head"): 1}
-    d4 = topo.layout(p, 4)
-    keys = {b["key"] for b in d4["boxes"]}
-    assert "m:blocks.0.layer.1" in keys and "n:b0res" in keys   # shallower nodes stay individual
-    assert [topo.box_count(p, d) for d in (1, 2, 3, 4)] == [2, 3, 5, 7]
-
-
-def test_expand_one_module_and_auto_depth():
-    p = topo.prepare(modular_graph())
-    lay = topo.layout(p, 2, expand="blocks.1")
-    keys = {b["key"] for b in lay["boxes"]}
-    assert "m:blocks.0" in keys and "m:blocks.1" not in keys
-    assert {"n:b1l0o0", "n:b1l1o2", "n:b1res"} <= keys
-    # An expanded module too big for the budget opens one level at a time.
-    lay = topo.layout(p, 1, expand="blocks", budget=5)
-    assert {b["key"] for b in lay["boxes"]} == {"m:blocks.0.layer", "m:blocks.1.layer", "n:b0res", "n:b1res",
-                                                "n:head"}
-    assert topo.auto_depth([p], budget=100) is None        # everything fits: no collapsing
-    assert topo.auto_depth([p], budget=5) == 3
-    assert topo.auto_depth([p], budget=2) == 1
-    assert topo.collapsed_modules(p, 2) == [("blocks.0", 7), ("blocks.1", 7)]
-
-
 def test_unknown_module_path_is_inferred_from_neighbours():
     g = graph([node("a", ["in"], module="enc.attn"), node("t", ["a"], kind="layout", module=None, source_ops=[]),
                node("b", ["t"], module="enc.attn.proj")])
     p = topo.prepare(g)
     assert p.modules == ["enc.attn", "enc.attn", "enc.attn.proj"] and p.inferred == [False, True, False]
-    lay = topo.layout(p, 2)
-    assert lay["n_boxes"] == 1 and lay["boxes"][0]["count"] == 3   # the reorder does not split the box
+    v = topology.view(topology.build_tree(p), set())
+    assert v["n_boxes"] == 1 and v["boxes"][0]["nodes"] == 3        # the reorder does not split the group box
 
 
 # ------------------------------------------------------------------------------------------------------ flags
@@ -184,13 +99,13 @@ def test_fallback_fused_and_counterpart_flags():
     aidx = topo.index_alignment(rows)
     assert aidx["status"]["y"]["c"] == "absent"
     px, py = topo.prepare(x), topo.prepare(y)
-    lx = {b["id"]: b for b in topo.layout(px)["boxes"]}
-    assert lx["xd"]["fallback"] == 1 and lx["xd"]["fallback_reasons"] == ["D unsupported"]
-    assert lx["xbc"]["fused"] == 1 and lx["xbc"]["source_ops"] == ["b", "c"] and lx["xa"]["fused"] == 0
+    lx = {b["id"]: b for b in _view(px)["boxes"]}
+    assert lx["xd"]["fallback"] and lx["xd"]["fallback_reason"] == "D unsupported"
+    assert lx["xbc"]["absorbed"] == ["b", "c"] and lx["xbc"]["source_ops"] == ["b", "c"] and not lx["xa"]["fused"]
     # Fusion groups from the report win over fused_from when given.
     px2 = topo.prepare(x, {"groups": [{"node": "xa", "pattern": "A+A → A", "absorbed": [{"id": "a"}, {"id": "a2"}]}]})
-    lx2 = {b["id"]: b for b in topo.layout(px2)["boxes"]}
-    assert lx2["xa"]["fused"] == 1 and lx2["xbc"]["fused"] == 0 and lx2["xa"]["fusion_pattern"] == "A+A → A"
+    lx2 = {b["id"]: b for b in _view(px2)["boxes"]}
+    assert lx2["xa"]["fused"] == "A+A" and lx2["xa"]["absorbed"] == ["a", "a2"] and not lx2["xbc"]["fused"]
 
     gx = topo.counterpart_gaps(px, "x", aidx, ["x", "y"])
     gy = topo.counterpart_gaps(py, "y", aidx, ["x", "y"])
@@ -204,37 +119,6 @@ def test_fallback_fused_and_counterpart_flags():
     assert topo.nodes_for_source_ops(aidx, "y", ["b"]) == {"yb"}
 
 
-def test_figure_encodings_are_valid_plotly_and_serialisable():
-    import plotly.graph_objects as go
-    src, x, y, rows = two_targets()
-    aidx = topo.index_alignment(rows)
-    px = topo.prepare(x)
-    lay = topo.layout(px)
-    gaps = {"xa": "no source op (test)"}
-    fig = topo.figure(lay, gaps=gaps, selected=topo.nodes_for_source_ops(aidx, "x", ["b"]), title="x")
-    go.Figure(fig.to_dict())                           # full plotly validation of the fast-built figure
-    data = json.loads(fig.to_json())["data"]
-    nnapi = next(t for t in data if t.get("name") == "nnapi")
-    cpu = next(t for t in data if t.get("name") == "cpu")
-    assert nnapi["marker"]["color"] == topo.BACKEND_COLORS["nnapi"]
-    assert cpu["marker"]["line"]["color"] == [topo.FALLBACK_COLOR]       # the fallback node is outlined red
-    sym = dict(zip([lay["boxes"][b]["id"] for b in nnapi["customdata"]], nnapi["marker"]["symbol"]))
-    assert sym == {"xa": "circle", "xbc": "diamond"}
-    hover = dict(zip([lay["boxes"][b]["id"] for b in nnapi["customdata"]], nnapi["hovertext"]))
-    assert "absorbed source ops: b, c" in hover["xbc"] and "no counterpart" in hover["xa"]
-    gap_trace = next(t for t in data if t.get("name", "").startswith("no counterpart"))
-    sel_trace = next(t for t in data if t.get("name") == "selected source op")
-    assert [lay["boxes"][b]["id"] for b in gap_trace["customdata"]] == ["xa"]
-    assert [lay["boxes"][b]["id"] for b in sel_trace["customdata"]] == ["xbc"]
-    assert nnapi["selectedpoints"] == [nnapi["customdata"].index(sel_trace["customdata"][0])]
-    assert cpu["selectedpoints"] == []                 # everything else dimmed
-    # Module boxes: squares, hover lists the backend mix.
-    lay_m = topo.layout(topo.prepare(y), 1)
-    fig_m = json.loads(topo.figure(lay_m).to_json())["data"]
-    pts = next(t for t in fig_m if t.get("name") == "cpu")
-    assert "square" in pts["marker"]["symbol"] and any("backends: cpu 4" in h for h in pts["hovertext"])
-
-
 def test_alignment_rows_computed_when_report_has_none():
     src, x, y, rows = two_targets()
     report = {"capture": {"graph": src}, "targets": {"x": {"graph": x}, "y": {"graph": y}}}
@@ -242,25 +126,134 @@ def test_alignment_rows_computed_when_report_has_none():
     assert topo.alignment_rows({**report, "alignment": {"source_ops": rows[:1]}}) == rows[:1]
 
 
-def test_synthetic_large_report_collapses_within_budget():
+def _view(prep, expanded=None):
+    tree = topology.build_tree(prep)
+    return topology.view(tree, topology.auto_expand(tree, 1000) if expanded is None else expanded)
+
+
+# --------------------------------------------------------------------------------------------- hierarchy
+
+def modular_graph():
+    """Two blocks of a chain, each with two layers of three ops, a residual edge per block, head at the root."""
+    nodes, prev = [], "in"
+    for i in range(2):
+        block_in = prev
+        for j in range(2):
+            for k in range(3):
+                nid = f"b{i}l{j}o{k}"
+                nodes.append(node(nid, [prev], module=f"blocks.{i}.layer.{j}"))
+                prev = nid
+        nid = f"b{i}res"
+        nodes.append(node(nid, [prev] + ([block_in] if block_in != "in" else []), op="Add", module=f"blocks.{i}"))
+        prev = nid
+    nodes.append(node("head", [prev], module=""))
+    return graph(nodes)
+
+
+def test_collapsed_groups_keep_edges_between_them_and_say_what_they_hide():
+    g = modular_graph()
+    g["nodes"][1]["fallback"], g["nodes"][1]["fallback_reason"] = True, "unsupported"
+    g["nodes"][2]["precision"] = "fp16"
+    tree = topology.build_tree(topo.prepare(g))
+    v = topology.view(tree, {"blocks"})
+    keys = {b["key"]: b for b in v["boxes"]}
+    assert set(keys) == {"g:blocks.0", "g:blocks.1", "n:head"}
+    b0 = keys["g:blocks.0"]
+    assert (b0["nodes"], b0["fallback"], b0["precisions"]) == (7, 1, {"fp32": 6, "fp16": 1})
+    pairs = {(v["boxes"][e["source"]]["key"], v["boxes"][e["target"]]["key"]): e["count"] for e in v["edges"]}
+    # blocks.0 → blocks.1 stands for two node edges (the chain and the residual into b1res); no self-loops.
+    assert pairs == {("g:blocks.0", "g:blocks.1"): 2, ("g:blocks.1", "n:head"): 1}
+    assert [c["path"] for c in v["clusters"]] == ["blocks"]
+    dot = topology.to_dot(v)
+    assert "7 nodes" in dot and "1 on CPU" in dot and "fp32 6 · fp16 1" in dot
+    json.dumps(v)                                      # plain, serialisable data
+
+
+def test_auto_expand_opens_the_most_detail_within_budget():
+    tree = topology.build_tree(topo.prepare(modular_graph()))
+    assert topology.auto_expand(tree, 100) == {"blocks", "blocks.0", "blocks.1", "blocks.0.layer", "blocks.1.layer",
+                                              "blocks.0.layer.0", "blocks.0.layer.1", "blocks.1.layer.0",
+                                              "blocks.1.layer.1"}
+    for budget in (2, 3, 5, 8):
+        assert topology.view(tree, topology.auto_expand(tree, budget))["n_boxes"] <= budget
+    assert topology.view(tree, set())["n_boxes"] == 2      # the root's group and head
+    # Opening the groups that hide a node (search), within the cap.
+    opened = topology.expansion_for(tree, [tree.prep.index["b1l1o2"]], set())
+    assert {"blocks", "blocks.1", "blocks.1.layer", "blocks.1.layer.1"} <= opened
+    assert "blocks.0" not in opened
+    assert topology.expansion_for(tree, [tree.prep.index["b1l1o2"]], set(), cap=3) == set()
+
+
+def test_flat_graphs_get_a_hierarchy_from_name_scopes_or_the_node_order():
+    named = graph([node(f"/model.{i // 10}/conv/Conv_{i}", [f"/model.{(i - 1) // 10}/conv/Conv_{i - 1}"
+                                                            if i else "in"], module=None) for i in range(60)])
+    tree = topology.build_tree(topo.prepare(named))
+    assert tree.synthesized == "names" and tree.size["model.3.conv"] == 10
+    assert "model.3" not in tree.size            # a group holding only one group is merged into it
+    flat = graph([node(f"n{i}", [f"n{i - 1}" if i else "in"], module=None) for i in range(1000)])
+    tree = topology.build_tree(topo.prepare(flat))
+    assert tree.synthesized == "sequence"
+    top = tree.children[""]
+    assert top[0] == "ops 1–576" and tree.size[top[0]] == 576 and sum(tree.size[c] for c in top) == 1000
+    v = topology.view(tree, topology.auto_expand(tree))
+    assert 2 < v["n_boxes"] <= topology.DEFAULT_BUDGET
+    small = graph([node(f"n{i}", [f"n{i - 1}" if i else "in"], module=None) for i in range(20)])
+    assert topology.build_tree(topo.prepare(small)).synthesized is None     # fits: nothing to group
+
+
+def test_svg_boxes_carry_op_attributes_backend_and_edges_carry_shapes():
+    g = graph([node("conv", ["in"], op="Conv", backend="nnapi"), node("relu", ["conv"], op="Relu", backend="cpu",
+                                                                        fallback=True, reason="no kernel")])
+    g["nodes"][0]["attributes"] = {"kernel_shape": [3, 3], "strides": [2, 2], "group": 4, "dilations": [1, 1]}
+    g["nodes"][0]["outputs"][0]["shape"] = [1, 16, 32, 32]
+    g["nodes"][1]["inputs"][0]["shape"] = [1, 16, 32, 32]
+    g["nodes"][0]["fused_from"] = ["c", "bn"]
+    v = _view(topo.prepare(g))
+    svg = topology.render_svg(v)
+    texts = re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+    assert "Conv" in texts and "k3×3 s2×2 g4" in texts and "nnapi · fp32" in texts and "Relu" in texts
+    assert "1×16×32×32" in texts                                   # the edge's tensor shape
+    edge = re.search(r'<g id="edge\d+" class="edge">(.*?)</g>', svg, re.S).group(1)
+    assert "<polygon" in edge                                      # an arrowhead
+    # The fallback box has the red border, and each box's hover says what it is.
+    assert topo.FALLBACK_COLOR.lower() in re.search(r'<g id="b1" class="node">(.*?)</g>', svg, re.S).group(1).lower()
+    assert "falls back to the CPU: no kernel" in svg and "fused: " in svg
+    marked = topology.mark(svg, {"gap": [1]})
+    assert '<g id="b1" class="node gap">' in marked and '<g id="b0" class="node">' in marked
+
+
+def test_a_module_path_thousands_deep_does_not_recurse():
+    deep = ".".join(f"m{k}" for k in range(3000))
+    g = graph([node("a", ["in"], module=deep), node("b", ["a"], module=deep), node("c", ["b"], module="")])
+    tree = topology.build_tree(topo.prepare(g))
+    v = topology.view(tree, topology.auto_expand(tree))
+    assert v["n_boxes"] == 3 and len(v["clusters"]) == 1      # the 3000-deep chain is one group
+    assert "<svg" in topology.render_svg(v)
+
+
+def test_model_strings_are_escaped_in_the_drawing():
+    g = graph([node('<script>alert("x")</script>', ["in"], op="<b>Op&", module="m<1>")])
+    svg = topology.render_svg(_view(topo.prepare(g)))
+    assert "<script>" not in svg and "<b>Op" not in svg
+    assert "&lt;b&gt;Op&amp;" in svg
+
+
+def test_a_20k_node_report_draws_collapsed_within_budget():
     sys.path.insert(0, os.path.join(ROOT, "bench"))
     from topology_bench import synthetic_report
     report = synthetic_report(3000)
-    preps = [topo.prepare(t["graph"], t["fusions"]) for t in report["targets"].values()]
-    assert min(len(p.ids) for p in preps) > 2000
-    depth = topo.auto_depth(preps)
-    assert depth is not None
-    for p in preps:
-        lay = topo.layout(p, depth)
-        assert lay["n_boxes"] <= topo.DEFAULT_BUDGET
-        for e in lay["edges"]:   # module-level graph of a chain of blocks stays a DAG
-            assert lay["boxes"][e["source"]]["y"] < lay["boxes"][e["target"]]["y"]
+    trees = [topology.build_tree(topo.prepare(t["graph"], t["fusions"])) for t in report["targets"].values()]
+    assert min(len(tr.prep.ids) for tr in trees) > 2000
+    expanded = topology.auto_expand(max(trees, key=lambda tr: len(tr.prep.ids)))
+    for tr in trees:
+        v = topology.view(tr, expanded)
+        assert v["n_boxes"] <= topology.DEFAULT_BUDGET and any(b["kind"] == "group" for b in v["boxes"])
 
 
 # ------------------------------------------------------------------------------------------------------- page
 
-def _charts(at):
-    return at.get("plotly_chart")
+def _panes(at) -> list[dict]:
+    return [json.loads(el.proto.json) for el in at.get("bidi_component")]
 
 
 def run_router(sample: str):
@@ -281,10 +274,14 @@ def test_topology_page_renders_and_selects(sample):
     assert at.title[0].value == "Topology"
     targets = at.multiselect(key="topo_targets").value
     assert len(targets) == 2
-    assert len(_charts(at)) == 2
-    assert any("graph evidence" in m.value for m in at.markdown)
+    panes = _panes(at)
+    assert len(panes) == 2
+    for p in panes:
+        texts = re.findall(r"<text[^>]*>([^<]*)</text>", p["svg"])
+        assert any("×" in t for t in texts)                       # edge shapes
+        assert len(p["items"]) >= 5 and len(texts) > len(p["items"])
     # Keyboard-free selection: a source op carried by both panes.
-    ops = [o.split(" · ")[0] for o in at.selectbox(key="topo_source_op").options if o != "—"]  # labels → ids
+    ops = [o.split(" · ")[0] for o in at.selectbox(key="topo_source_op").options if o != "—"]
     assert ops
     at.selectbox(key="topo_source_op").set_value(ops[len(ops) // 2]).run()
     assert not at.exception, at.exception
@@ -292,33 +289,30 @@ def test_topology_page_renders_and_selects(sample):
     assert set(table["target"]) == set(targets)
     assert {"node", "op_type", "backend", "precision", "fused with", "status"} <= set(table.columns)
     assert set(table["status"]) <= {"present", "fused", "fallback", "absent"}
-    pane_captions = [c.value for c in at.caption if " boxes (" in c.value]
-    assert len(pane_captions) == 2
-    present = table[table["status"] != "absent"]
-    assert all(not c.endswith(" 0 selected") for c, t in zip(pane_captions, targets)
-               if t in set(present["target"]))
-    # Depth, expand and a third target.
-    at.selectbox(key="topo_depth").set_value("1").run()
+    present = set(table[table["status"] != "absent"]["target"])
+    for tid, p in zip(targets, _panes(at)):
+        assert bool(p["selected"]) == (tid in present), tid
+    # Collapse, search, auto, and a third target.
+    at.button(key="topo_collapse").click().run()
     assert not at.exception, at.exception
-    expand = [o.rsplit(" (", 1)[0] for o in at.selectbox(key="topo_expand").options if o != "—"]
-    if expand:
-        at.selectbox(key="topo_expand").set_value(expand[0]).run()
-        assert not at.exception, at.exception
-        assert any(f"{expand[0]} expanded" in c.value for c in at.caption)
-    at.selectbox(key="topo_depth").set_value("all").run()
+    collapsed = _panes(at)
+    assert all(len(p["items"]) < len(q["items"]) for p, q in zip(collapsed, panes))
+    at.text_input(key="topo_find").set_value(ops[0]).run()
     assert not at.exception, at.exception
+    assert any(p["matches"] for p in _panes(at))
+    at.button(key="topo_auto").click().run()
     options = at.multiselect(key="topo_targets").options
     at.multiselect(key="topo_targets").set_value(options[:3]).run()
     assert not at.exception, at.exception
-    assert len(_charts(at)) == 3
+    assert len(_panes(at)) == 3
     at.button(key="topo_clear").click().run()
     assert not at.exception, at.exception
     assert not at.dataframe
 
 
 def test_topology_page_selection_from_a_pane():
-    """A click in a pane stores its nodes and source ops (what the plotly on_select callback does); the other
-    panes then show the counterparts. Also: a compiler-inserted node explains it has no counterpart."""
+    """A click in a pane stores its nodes and source ops; the other panes then show the counterparts. Also: a
+    compiler-inserted node explains it has no counterpart."""
     at = run_router("tts-mini")
     report = at.session_state["report"]
     tid = at.multiselect(key="topo_targets").value[0]
@@ -355,13 +349,12 @@ def test_topology_page_on_a_large_synthetic_report():
     at = AppTest.from_function(app, args=(ROOT, PAGE), default_timeout=300)
     at.run()
     assert not at.exception, at.exception
-    caps = [c.value for c in at.caption if " boxes (" in c.value]
-    assert len(caps) == 2 and all("module depth" in c for c in caps)
-    boxes = [int(c.split(" boxes")[0].split("→ ")[1]) for c in caps]
-    assert max(boxes) <= topo.DEFAULT_BUDGET
+    panes = _panes(at)
+    assert len(panes) == 2 and all(len(p["items"]) <= topology.DEFAULT_BUDGET for p in panes)
     at.selectbox(key="topo_op_module").set_value("blocks.0.layer.0.attn").run()   # > 1000 ops: module first
     assert not at.exception, at.exception
     assert "matmul_16" in [o.split(" · ")[0] for o in at.selectbox(key="topo_source_op").options]
     at.selectbox(key="topo_source_op").set_value("matmul_16").run()
     assert not at.exception, at.exception
     assert set(at.dataframe[0].value["status"]) <= {"present", "fused", "fallback", "absent"}
+    assert all(p["selected"] for p in _panes(at))                  # the group hiding it is ringed

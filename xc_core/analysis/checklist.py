@@ -7,6 +7,9 @@ PASS, WARN, FAIL, NA = "pass", "warn", "fail", "not applicable"
 # Output agreement thresholds (relative L2 and cosine) for question 4; written into the report next to verdicts.
 MATCH_REL_L2, WARN_REL_L2, MATCH_COSINE = 1e-3, 1e-2, 0.9999
 
+# Column headings where the five questions sit side by side (dashboard grid, Markdown, CLI).
+SHORT_QUESTION = {1: "report read", 2: "CPU fallback", 3: "fusions fired", 4: "outputs match", 5: "same precision"}
+
 QUESTIONS = {
     1: ("Was the compilation report read?", "overview"),
     2: ("Is any operator assigned to the CPU on an otherwise accelerated target?", "fallbacks"),

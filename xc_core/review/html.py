@@ -18,6 +18,7 @@ from plotly.offline import get_plotlyjs
 from .. import evidence as ev
 from .. import figures
 from .. import layout as topo
+from .. import topology
 from ..analysis.drift import passes_at
 from ..views import accelerated_targets, catalogue_rows, fallback_rows, fmt_sci, overview_rows
 
@@ -59,6 +60,8 @@ tr:nth-child(even) td { background: #fafbfc; }
 .nowrap { white-space: nowrap; display: inline-block; margin-right: 6px; }
 .grid2 { display: grid; grid-template-columns: 1fr 1fr; gap: 16px; }
 .grid2 > div { min-width: 0; }
+.graph { overflow: auto; max-height: 900px; border: 1px solid #d0d7de; border-radius: 6px; }
+.graph svg { display: block; }
 .scroll.tall { max-height: 520px; overflow-y: auto; width: fit-content; max-width: 100%;
                border-bottom: 1px solid #d0d7de; }
 dl.legend dt { float: left; clear: left; width: 150px; } dl.legend dd { margin: 0 0 4px 160px; }
@@ -418,30 +421,36 @@ def _topology(report: dict, figs: _Figures) -> str:
     picked = _topology_pair(report)
     if not picked:
         return _note("No target produced a compiled graph to draw.")
-    preps = {tid: topo.prepare(report["targets"][tid]["graph"], report["targets"][tid].get("fusions"))
-             for tid in picked}
-    depth = topo.auto_depth(list(preps.values()))
+    trees = {tid: topology.build_tree(topo.prepare(report["targets"][tid]["graph"],
+                                                   report["targets"][tid].get("fusions"))) for tid in picked}
+    largest = max(trees.values(), key=lambda tr: len(tr.prep.ids))
+    expanded = topology.auto_expand(largest)
     aidx = topo.index_alignment(topo.alignment_rows(report))
-    drawn = ("every node drawn (both fit" if depth is None else f"collapsed by module at depth {depth} (the most "
-             "detail that fits") + f" in {topo.DEFAULT_BUDGET} boxes a pane)"
-    out = [_caption("The two compiled graphs whose node counts differ most, as layered DAGs (edges point down), "
-                    f"{drawn}. Colour = backend · ■ module box (size ~ "
-                    "node count) · ◆ fused node · ▼ layout/cast node · red outline = fallback · magenta ring = no "
-                    "counterpart on the other target (or no source op: inserted by the compiler).")]
+    out = [_caption("The two compiled graphs whose node counts differ most, drawn by Graphviz at the Topology "
+                    f"page's default (the most detail that keeps the larger one at {topology.DEFAULT_BUDGET} boxes). "
+                    "Fill = backend · red border = falls back to the CPU · ◆ fused (what it absorbed) · dashed "
+                    "magenta border = no counterpart on the other target (or no source op: inserted by the "
+                    "compiler) · ▸ collapsed group with its counts · edges carry the tensor shape. Hover a box for "
+                    "its details.")]
     if len(picked) == 1:
         out.append(_note("Only one target produced a graph: nothing to compare it with."))
     panes = []
     for tid in picked:
-        t, prep = report["targets"][tid], preps[tid]
-        lay = topo.layout(prep, depth, None)
-        gaps = topo.counterpart_gaps(prep, tid, aidx, picked) if len(picked) > 1 else {}
-        n_fb = sum(1 for n in prep.nodes if n.get("fallback"))
-        n_fused = sum(1 for i in range(len(prep.ids)) if prep.is_fused(i))
+        t, tr = report["targets"][tid], trees[tid]
+        v = topology.view(tr, expanded)
+        gaps = topo.counterpart_gaps(tr.prep, tid, aidx, picked) if len(picked) > 1 else {}
+        try:
+            svg = topology.mark(topology.render_svg(v), {"gap": [k for k, b in enumerate(v["boxes"])
+                                                                 if b["kind"] == "node" and b["id"] in gaps]})
+        except topology.GraphvizMissing as e:
+            svg = _note(str(e), "error")
+        n_fb = sum(1 for n in tr.prep.nodes if n.get("fallback"))
+        n_fused = sum(1 for i in range(len(tr.prep.ids)) if tr.prep.is_fused(i))
         evid = (t.get("graph") or {}).get("evidence")
-        panes.append(f"<div><h3>{_e(tid)}</h3><p>{_badge(evid)} graph evidence: <b>{_e(evid or 'unknown')}</b>"
-                     + ("" if t["status"] == "ok" else f" · status <b>{_e(t['status'])}</b>") + "</p>"
-                     + figs.div(topo.figure(lay, gaps=gaps), f"topology-{tid}")
-                     + _caption(f"{lay['n_nodes']} nodes → {lay['n_boxes']} boxes, {lay['n_layers']} layers · "
+        panes.append(f"<div><h3>{_e(tid)}</h3><p>{_badge(evid)} assignment evidence: <b>{_e(evid or 'unknown')}"
+                     "</b>" + ("" if t["status"] == "ok" else f" · status <b>{_e(t['status'])}</b>") + "</p>"
+                     + f'<div class="graph">{svg}</div>'
+                     + _caption(f"{v['n_nodes']} nodes → {v['n_boxes']} boxes, {len(v['clusters'])} groups open · "
                                 f"{n_fb} fallback · {n_fused} fused · {len(gaps)} without counterpart")
                      + "</div>")
     out.append(f'<div class="grid2">{"".join(panes)}</div>' if len(panes) == 2 else panes[0])
@@ -467,7 +476,7 @@ def report_html(report: dict) -> str:
     toc = "".join(f'<a href="#{sid}">{_e(title)}</a>' for sid, title in SECTIONS)
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>xc report — {_e(src.get('name'))}</title><style>{CSS}</style>"
+            f"<title>xc report — {_e(src.get('name'))}</title><style>{CSS}{topology.MARK_CSS}</style>"
             f'<script type="text/javascript">{get_plotlyjs()}</script></head>'
             f"<body><main><h1>xc report — {_e(src.get('name'))}</h1>"
             f'<p class="meta">What each target\'s compiler did with one model, read back from the compilers. '

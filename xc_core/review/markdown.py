@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import html
 
+from ..analysis.checklist import SHORT_QUESTION
 from ..views import (accelerated_targets, catalogue_rows, default_pairs, fallback_rows, fmt_sci, overview_rows,
                      pair_sentence, target_summary_rows)
 
 MAX_CHARS = 60_000
 VERDICT = {"pass": "✅ pass", "warn": "⚠️ warn", "fail": "❌ fail", "not applicable": "➖ n/a"}
-SHORT_QUESTION = {1: "report read", 2: "CPU fallback", 3: "fusions fired", 4: "outputs match", 5: "same precision"}
 
 
 def text(value) -> str:

@@ -1,0 +1,100 @@
+"""One Topology pane: the SVG Graphviz drew (xc_core/topology.py) in a scrollable, zoomable box, reporting clicks
+back to Python. A Streamlit v2 component with inline JS: clicking a node selects it (`select` = the node's box id),
+clicking a collapsed group or an expanded group's title toggles it (`toggle` = the group path). Highlights
+(selected, no counterpart, search matches) are CSS classes set from `data`, so changing them never re-lays out."""
+import streamlit as st
+
+from xc_core.topology import MARK_CSS
+
+_CSS = """
+.xc-pane { border: 1px solid #d0d7de; border-radius: 6px; background: #fff; }
+.xc-bar { display: flex; gap: 4px; padding: 4px 6px; border-bottom: 1px solid #eaeef2; font: 12px sans-serif;
+          align-items: center; color: #555; }
+.xc-bar button { border: 1px solid #d0d7de; background: #f6f8fa; border-radius: 4px; padding: 1px 8px;
+                 cursor: pointer; font: 12px sans-serif; }
+.xc-canvas { overflow: auto; height: var(--xc-height, 640px); }
+.xc-canvas svg { display: block; }
+g.node { cursor: pointer; }
+g.node:hover > path, g.node:hover > polygon { stroke-width: 2.4; }
+g.cluster > text { cursor: pointer; }
+"""
+
+_JS = """
+export default function(component) {
+  const { data, parentElement, setTriggerValue } = component;
+  let pane = parentElement.querySelector('.xc-pane');
+  if (!pane) {
+    pane = document.createElement('div');
+    pane.className = 'xc-pane';
+    pane.innerHTML = '<div class="xc-bar"><button data-z="-">−</button><button data-z="+">+</button>' +
+                     '<button data-z="fit">fit</button><button data-z="1">100%</button>' +
+                     '<span class="xc-info"></span></div><div class="xc-canvas"></div>';
+    parentElement.appendChild(pane);
+    pane.querySelectorAll('button').forEach((btn) => {
+      btn.onclick = () => {
+        const z = btn.getAttribute('data-z');
+        const cur = parseFloat(pane.dataset.scale || '1');
+        pane.dataset.scale = String(z === '+' ? cur * 1.25 : z === '-' ? cur / 1.25 : z === '1' ? 1 : fit(pane));
+        applyScale(pane);
+      };
+    });
+  }
+  const canvas = pane.querySelector('.xc-canvas');
+  canvas.style.setProperty('--xc-height', (data.height || 640) + 'px');
+  if (pane.dataset.key !== data.key) {
+    canvas.innerHTML = data.svg;
+    pane.dataset.key = data.key;
+    const svg = canvas.querySelector('svg');
+    if (svg) {
+      svg.dataset.w = String(svg.width.baseVal.value);
+      svg.dataset.h = String(svg.height.baseVal.value);
+    }
+    canvas.querySelectorAll('g.node').forEach((g) => {
+      g.addEventListener('click', () => {
+        const item = data.items[g.id];
+        if (!item) return;
+        if (item.group) setTriggerValue('toggle', item.group);
+        else setTriggerValue('select', g.id);
+      });
+    });
+    canvas.querySelectorAll('g.cluster').forEach((g) => {
+      const path = data.clusters[g.id];
+      g.querySelectorAll('text').forEach((t) => t.addEventListener('click', () => setTriggerValue('toggle', path)));
+    });
+    // Readable first: shrink a wide drawing to the pane, but never below 55% (scroll for the rest, or 'fit').
+    if (!pane.dataset.scale) pane.dataset.scale = String(Math.max(0.55, Math.min(1, fit(pane))));
+    applyScale(pane);
+  }
+  pane.querySelector('.xc-info').textContent = data.info || '';
+  const marks = { sel: data.selected || [], gap: data.gaps || [], match: data.matches || [] };
+  canvas.querySelectorAll('g.node').forEach((g) => {
+    for (const [cls, ids] of Object.entries(marks)) g.classList.toggle(cls, ids.includes(g.id));
+  });
+  const first = canvas.querySelector('g.node.sel') || canvas.querySelector('g.node.match');
+  if (first && pane.dataset.scrolled !== (data.scroll_to || '')) {
+    pane.dataset.scrolled = data.scroll_to || '';
+    if (data.scroll_to) {   // scroll the pane only, never the page
+      const a = first.getBoundingClientRect(), c = canvas.getBoundingClientRect();
+      canvas.scrollTop += a.top - c.top - canvas.clientHeight / 2 + a.height / 2;
+      canvas.scrollLeft += a.left - c.left - canvas.clientWidth / 2 + a.width / 2;
+    }
+  }
+}
+
+function fit(pane) {
+  const svg = pane.querySelector('svg');
+  const canvas = pane.querySelector('.xc-canvas');
+  if (!svg || !canvas.clientWidth) return 1;
+  return Math.max(0.2, (canvas.clientWidth - 8) / parseFloat(svg.dataset.w || '1'));
+}
+
+function applyScale(pane) {
+  const svg = pane.querySelector('svg');
+  if (!svg) return;
+  const s = parseFloat(pane.dataset.scale || '1');
+  svg.setAttribute('width', String(parseFloat(svg.dataset.w) * s));
+  svg.setAttribute('height', String(parseFloat(svg.dataset.h) * s));
+}
+"""
+
+graph_pane = st.components.v2.component("xc_graph_pane", css=_CSS + MARK_CSS, js=_JS)

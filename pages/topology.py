@@ -99,7 +99,12 @@ ok = [tid for tid in candidates if report["targets"][tid]["status"] == "ok"] or 
 rk = _rkey(report)
 aidx = _alignment(rk, report)
 rows = aidx["rows"]
-op_module = {op: (r.get("module_path") or "(root)") for op, r in rows.items()}
+PICKER_RUN = 500     # source ops without a module path are offered in runs of this many (a flat 20k-node ONNX)
+op_module = {}
+for k, (op, r) in enumerate(rows.items()):
+    lo = k // PICKER_RUN * PICKER_RUN
+    op_module[op] = r.get("module_path") or (f"(no module) ops {lo + 1}–{min(lo + PICKER_RUN, len(rows))}"
+                                             if len(rows) > FLAT_PICKER_MAX else "(root)")
 st.session_state["_topo_op_module"] = op_module
 
 c1, c2, c3, c4 = st.columns([3, 2.4, 1, 1])

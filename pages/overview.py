@@ -42,8 +42,8 @@ if fails or warns:
 st.subheader("Targets")
 summary = pd.DataFrame(target_summary_rows(report))
 st.dataframe(summary, hide_index=True, width="stretch")
-st.caption("Accelerator: share of nodes (and weights) the accelerator takes, ops left on the CPU; Core ML: predicted "
-           "compute units. Evidence: how the assignment · the numbers were obtained.",
+st.caption("Accelerator: share of nodes the accelerator takes (weights under All columns), ops left on the CPU; "
+           "Core ML: predicted compute units. Evidence: how the assignment · the numbers were obtained.",
            help=" · ".join(f"{k} — {v}" for k, v in _ui.EVIDENCE_HELP.items()))
 rows = overview_rows(report)
 with st.expander("All columns"):

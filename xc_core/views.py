@@ -263,7 +263,8 @@ def target_summary_rows(report: dict) -> list[dict]:
         t = report["targets"][row["target"]]
         accel = "—"
         if "accelerated share" in row:
-            accel = f"{row['accelerated share'].split(' (', 1)[0]}; {fmt_count(row['fallbacks'])} on CPU"
+            # Node share and ops on the CPU; the weight share and the as-shipped share are under "All columns".
+            accel = f"{row['accelerated share'].split(',', 1)[0].split(' (', 1)[0]} · {fmt_count(row['fallbacks'])} on CPU"
         elif "Core ML units" in row:
             accel = row["Core ML units"] or "—"
         ev = t.get("evidence") or {}

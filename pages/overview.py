@@ -1,6 +1,6 @@
 """Overview: first what differs between the targets a user ships together (one sentence per pair), then one row
-per target in eight columns (status, ops before → after, fused groups, accelerator, precision, worst drift,
-evidence), with every other column one click away."""
+per target in seven columns (target — with its status when it did not compile —, ops before → after, fused
+groups, accelerator, precision, worst drift, evidence), with every other column one click away."""
 import itertools
 import json
 

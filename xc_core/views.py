@@ -256,7 +256,8 @@ def fmt_count(x) -> str:
 
 
 def target_summary_rows(report: dict) -> list[dict]:
-    """The Overview / Markdown target table: eight columns that fit 1280 px. The rest of overview_rows (partitions,
+    """The Overview / Markdown target table: seven columns that fit 1280 px (a failed target's status is in its
+    first cell). The rest of overview_rows (partitions,
     ORT's verdict, the latency-cliff estimate, casts, MIL op counts, every evidence key) is one click away."""
     out = []
     for row in overview_rows(report):
@@ -268,7 +269,9 @@ def target_summary_rows(report: dict) -> list[dict]:
         elif "Core ML units" in row:
             accel = row["Core ML units"] or "—"
         ev = t.get("evidence") or {}
-        out.append({"target": row["target"], "status": row["status"], "ops": row["ops"],
+        # A target that did not compile says so in its first cell (the table keeps to seven columns).
+        out.append({"target": row["target"] if row["status"] == "ok" else f"{row['target']} ({row['status']})",
+                    "ops": row["ops"],
                     "fused": fmt_count(row["fused groups"]) if row["fused groups"] != "—" else "—",
                     "accelerator": accel, "precision": row["precision"], "worst drift (rel L2)":
                     row["worst drift (rel L2)"],

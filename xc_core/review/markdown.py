@@ -93,9 +93,9 @@ def headlines(report: dict) -> list[str]:
 
 
 def target_table(report: dict) -> str:
-    rows = [[code(r["target"]), text(r["status"]), text(r["ops"]), text(r["fused"]), text(r["accelerator"]),
+    rows = [[code(tid), text(t["status"]), text(r["ops"]), text(r["fused"]), text(r["accelerator"]),
              text(r["precision"]), text(r["worst drift (rel L2)"]), text(r["evidence"])]
-            for r in target_summary_rows(report)]
+            for (tid, t), r in zip(report["targets"].items(), target_summary_rows(report))]
     return table(["target", "status", "ops before → after", "fused", "accelerator", "precision",
                   "worst drift (rel L2)", "evidence (assignment · numbers)"], rows)
 

@@ -190,9 +190,11 @@ too_big = [tid for tid, tr in trees.items() if topology.box_count(tr, expanded) 
 if too_big:
     st.warning(f"Opening that many groups would draw more than {topology.MAX_BOXES} boxes on {', '.join(too_big)}; "
                "the previous view is kept. Close a group first.")
-    expanded = set(st.session_state.get("_topo_last_ok") or [])
+    last = st.session_state.get("_topo_last_ok") or {}
+    expanded = set(last.get("paths") or []) if last.get("report") == rk else set()
+    _set_expanded(expanded)
 else:
-    st.session_state["_topo_last_ok"] = sorted(expanded)
+    st.session_state["_topo_last_ok"] = {"report": rk, "paths": sorted(expanded)}
 
 panes = st.columns(len(picked))
 drawings = {}

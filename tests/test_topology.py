@@ -358,3 +358,13 @@ def test_topology_page_on_a_large_synthetic_report():
     assert not at.exception, at.exception
     assert set(at.dataframe[0].value["status"]) <= {"present", "fused", "fallback", "absent"}
     assert all(p["selected"] for p in _panes(at))                  # the group hiding it is ringed
+    # Opening every group would draw thousands of boxes: refused with a warning, the last drawing kept.
+    report = at.session_state["report"]
+    tree = topology.build_tree(topo.prepare(report["targets"]["ort-nnapi"]["graph"]))
+    state = at.session_state["topo_expanded"]
+    before = [len(p["items"]) for p in _panes(at)]
+    at.session_state["topo_expanded"] = {"report": state["report"], "paths": [p for p in tree.size if p]}
+    at.run()
+    assert not at.exception, at.exception
+    assert any("more than 400 boxes" in w.value for w in at.warning)
+    assert [len(p["items"]) for p in _panes(at)] == before

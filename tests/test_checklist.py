@@ -92,3 +92,24 @@ def test_q5_warns_on_a_runtime_chosen_bf16_with_its_drift_and_the_switch():
     q5 = _q5(t)
     assert q5["verdict"] == "warn"
     assert "3.20e-03" in q5["detail"] and "INFERENCE_PRECISION_HINT" in q5["detail"]
+
+
+def test_a_residual_sum_fused_into_the_other_producer_is_not_a_miss():
+    # Two convs meet in a residual add; OpenVINO puts the sum into one of them. The other conv's chain lost the
+    # add to the same fusion on its sibling: superseded, not blocked or missed.
+    shape = [1, 8, 4, 4]
+    given = Graph("g", "onnx", [
+        Node("ca", "Conv", inputs=[TensorInfo("x"), TensorInfo("wa")], outputs=[TensorInfo("a", shape)]),
+        Node("bn", "BatchNormalization", inputs=[TensorInfo("a", shape), TensorInfo("s")],
+             outputs=[TensorInfo("b", shape)]),
+        Node("cb", "Conv", inputs=[TensorInfo("x"), TensorInfo("wb")], outputs=[TensorInfo("c", shape)]),
+        Node("add", "Add", inputs=[TensorInfo("b", shape), TensorInfo("c", shape)], outputs=[TensorInfo("y", shape)])],
+        inputs=[TensorInfo("x")], outputs=[TensorInfo("y")])
+    compiled = Graph("c", "runtime", [Node("ca'", "Convolution", fused_from=["ca", "bn"]),
+                                      Node("cb'", "Convolution", fused_from=["cb", "add"])])
+    cat = check_catalogue(compiled, given, "openvino-cpu")
+    outcome = {(o["fusion"], tuple(o["nodes"])): o["outcome"] for o in cat["opportunities"]}
+    sums = "FuseConvolutionSumAndConvolutionSumActivation"
+    assert outcome[(sums, ("cb", "add"))] == "fired"
+    assert outcome[(sums, ("ca", "bn", "add"))] == "superseded"
+    assert outcome[("BatchNormDecomposition+ConvolutionMultiplyFusion", ("ca", "bn"))] == "fired"

@@ -167,6 +167,7 @@ class _GraphView:
         self.through_casts = through_casts
         self.nodes = [n for n in g.nodes if n.kind == COMPUTE]
         self.compute_ids = {n.id for n in self.nodes}
+        self.op_type = {n.id: n.op_type for n in self.nodes}
         self.producer = {t.name: n for n in g.nodes for t in n.outputs}
         self.computed = {t.name for n in g.nodes if n.kind not in (CONSTANT, IO) for t in n.outputs}
         self.graph_inputs = {t.name for t in g.inputs}
@@ -243,7 +244,8 @@ def _condition(f: Fusion, chain: list, view: _GraphView) -> bool:
     if f.when == "matmul_add":
         return not _attention_projection(chain[0], view)
     if f.when in ("same_shape", "same_shape_3d"):
-        shapes = [t.shape for t in chain[-1].inputs[:2]]
+        add = next(n for n in chain if n.op_type == "Add")       # the residual sum: both operands the same shape
+        shapes = [t.shape for t in add.inputs[:2]]
         if any(s is None for s in shapes) or shapes[0] != shapes[1]:
             return False
         return f.when == "same_shape" or len(shapes[0]) == 3
@@ -292,6 +294,15 @@ def _outcome(f: Fusion, chain: list, view: _GraphView, carrier: dict) -> dict:
            "carried_by": sorted({h.id for h in present}), "reason": None}
     if len({h.id for h in present}) <= 1:
         return {**row, "outcome": FIRED}
+    # The same fusion fired on a sibling: a residual sum has two producers and goes into one of them.
+    last = carrier.get(ids[-1])
+    if last is not None:
+        rivals = [x for x in (last.fused_from or []) if x not in ids and x in view.compute_ids
+                  and view.op_type.get(x) in f.steps[0].ops]
+        if rivals:
+            return {**row, "outcome": SUPERSEDED,
+                    "reason": f"{chain[-1].id} went into {last.id} with {rivals[0]} instead (the same fusion on "
+                              f"the other producer)"}
     for a, b in zip(chain, chain[1:]):
         others = [c.id for c in view.readers(a) if c is not b]
         if others:

@@ -240,8 +240,8 @@ def catalogue_rows(report: dict, targets: list[str] | None = None, *, only_faile
             if only_failed and o["outcome"] not in ("blocked", "missed"):
                 continue
             rows.append({"target": tid, "fusion": o["fusion"], "outcome": o["outcome"],
-                         "ops": "→".join(o["op_types"]), "first node": o["nodes"][0],
-                         "module_path": o.get("module_path") or "—", "reason": o.get("reason") or "—"})
+                         "reason": o.get("reason") or "—", "ops": "→".join(o["op_types"]),
+                         "first node": o["nodes"][0], "module_path": o.get("module_path") or "—"})
     return sorted(rows, key=lambda r: (OUTCOME_ORDER.get(r["outcome"], 9), r["target"]))
 
 

@@ -83,8 +83,10 @@ ORT_EXTENDED = (
     Fusion("MatmulTransposeFusion", (_s("Transpose"), _s("MatMul")),
            f"{_ORT_FUSERS} Level2 (MatmulTransposeFusion → FusedMatMul); optimizer/matmul_transpose_fusion.cc",
            when="transpose_last_two"),
+    # skip_layer_norm_fusion.cc CheckFirstAdd: both Add operands 3-D of the same shape, and the Add's output read
+    # by the LayerNormalization only (a pre-norm block's residual also feeds the next residual: blocked).
     Fusion("SkipLayerNormFusion", (_s("Add", residual=True), _s("LayerNormalization")),
-           f"{_ORT_FUSERS} Level2 (SkipLayerNormFusion); optimizer/skip_layer_norm_fusion.cc; "
+           f"{_ORT_FUSERS} Level2 (SkipLayerNormFusion); optimizer/skip_layer_norm_fusion.cc CheckFirstAdd; "
            f"{_ORT_DOCS} (Skip Layer Normalization Fusion)", when="same_shape_3d"),
 )
 

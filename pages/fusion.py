@@ -36,7 +36,9 @@ with st.expander("Op counts by type"):
 st.subheader("Fusions each compiler implements: did they fire?")
 st.caption("Every place where a fusion from the target's own compiler catalogue could apply. **Blocked**: the "
            "graph forbids it (an intermediate tensor has a second consumer or is a model output). **Missed**: "
-           "nothing forbids it and it still did not fire. **Superseded**: another fusion took one of its ops.")
+           "nothing forbids it and it still did not fire. **Superseded**: another fusion took one of its ops. "
+           "Evidence: " + " · ".join(f"`{t}` {(report['targets'][t].get('fusions') or {}).get('evidence')}"
+                                     for t in targets))
 show_all = st.toggle("Show the fusions that fired too", value=False, key="fusion_catalogue_all")
 crow = catalogue_rows(report, targets, only_failed=not show_all)
 if crow:

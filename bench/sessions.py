@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import subprocess
@@ -36,25 +37,28 @@ def main() -> int:
              for i in range(args.sessions)]
     assert len(set(links)) == len(links), "sessions must analyse different models"
     results = {}
-    with dashboard({"XC_HOME": home}) as url:
-        # The users' browsers are not on the server's machine; here they share its 2 cores. The prober and
-        # the server keep normal priority; this process (and the Chromium it starts) drops to the lowest, so
-        # the figures measure the server, not the harness. (xc's workers run at niceness 10 by themselves.)
-        stop_file = os.path.join(home, "stop-probe")
-        lat_file = os.path.join(home, "latencies.txt")
-        prober = subprocess.Popen([sys.executable, "-c", PROBE, url, stop_file, lat_file])
-        os.nice(19)
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-            _drive(browser, url, links, results)
-            browser.close()
-        open(stop_file, "w").close()
-        prober.wait(30)
-        samples = [tuple(map(float, line.split())) for line in open(lat_file) if line.strip()]
-        latencies = [lat for _, lat in samples]
-        slow = [f"{t:.0f} s: {lat:.1f} s" for t, lat in samples if lat > 1.0]
-        if slow:
-            print("health answers over 1 s, at (seconds after the server was up):", ", ".join(slow))
+    try:
+        with dashboard({"XC_HOME": home}) as url:
+            # The users' browsers are not on the server's machine; here they share its 2 cores. The prober and
+            # the server keep normal priority; this process (and the Chromium it starts) drops to the lowest, so
+            # the figures measure the server, not the harness. (xc's workers run at niceness 10 by themselves.)
+            stop_file = os.path.join(home, "stop-probe")
+            lat_file = os.path.join(home, "latencies.txt")
+            prober = subprocess.Popen([sys.executable, "-c", PROBE, url, stop_file, lat_file])
+            os.nice(19)
+            with sync_playwright() as p:
+                browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+                _drive(browser, url, links, results)
+                browser.close()
+            open(stop_file, "w").close()
+            prober.wait(30)
+            samples = [tuple(map(float, line.split())) for line in open(lat_file) if line.strip()]
+            latencies = [lat for _, lat in samples]
+            slow = [f"{t:.0f} s: {lat:.1f} s" for t, lat in samples if lat > 1.0]
+            if slow:
+                print("health answers over 1 s, at (seconds after the server was up):", ", ".join(slow))
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
     _print(links, results, latencies)
     return 0 if all(st == "ok" for _, st in results.values()) and max(latencies) < 1.0 else 1
 

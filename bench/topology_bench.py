@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -390,12 +391,12 @@ def run_browser(n_nodes: int, repeat: int, flat: bool, group: str | None) -> Non
                     page.wait_for_timeout(20)
                 _wait_idle(page)
                 results["expand a group"].append(time.perf_counter() - t0)
-                page.screenshot(path=os.path.join(tmp, f"topology_{k}.png"), full_page=False)
             browser.close()
     finally:
         proc.terminate()
         proc.wait(timeout=30)
         log.close()
+        shutil.rmtree(tmp, ignore_errors=True)
     print(f"\nheadless Chromium ({chromium}), {n_nodes}-node synthetic report{' (flat)' if flat else ''}, 2 panes; "
           f"seconds (run 1 = cold caches; later runs: new session, caches warm); baseline = the same page "
           f"machinery with two 1-box drawings (the floor of 'panes drawn' here)\n")

@@ -124,7 +124,7 @@ def _saved_run(sb) -> None:
         try:
             st.session_state["saved_run"] = resolve_key(ref, store)
         except XcInputError as e:
-            st.session_state.update(report=None, pending=None, report_error=str(e))
+            st.session_state.update(report=None, pending=None, report_error=e.for_dashboard())
             return
     if not keys:
         st.session_state.update(report=None, pending=None, report_error=(

@@ -30,7 +30,7 @@ with st.expander("Open a report.json (e.g. a CI artifact)"):
         try:
             imported = parse_report(data, _ui._safe_filename(uploaded.name))
         except XcInputError as e:
-            st.error(_ui.plain(str(e)))
+            st.error(_ui.plain(e.for_dashboard()))
         else:
             key = run_key(imported=hashlib.sha256(data).hexdigest())
             if not store.has(key):

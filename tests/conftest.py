@@ -8,8 +8,11 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 # The run store and scratch folders of this test session live in one temporary XC_HOME, never the user's.
+import shutil  # noqa: E402
 import tempfile  # noqa: E402
-os.environ.setdefault("XC_HOME", tempfile.mkdtemp(prefix="pytest-xc-home-"))
+_OWN_HOME = None if "XC_HOME" in os.environ else tempfile.mkdtemp(prefix="pytest-xc-home-")
+if _OWN_HOME:
+    os.environ["XC_HOME"] = _OWN_HOME
 
 _SAMPLE_REPORTS = {}
 # Every target, so one analysis per sample serves all tests that read sample reports.
@@ -47,3 +50,5 @@ def pytest_sessionfinish(session, exitstatus):
     if (left or new_temp) and exitstatus == 0:
         session.exitstatus = 1
         print(f"\nleft behind: scratch {left[:5]}, temp {new_temp[:5]}")
+    if _OWN_HOME:   # the session's store goes with it
+        shutil.rmtree(_OWN_HOME, ignore_errors=True)

@@ -86,12 +86,16 @@ def test_catalogue_needs_a_constant_bias_and_reports_a_fusion_that_took_an_op_fi
 
 
 def test_q5_warns_on_a_runtime_chosen_bf16_with_its_drift_and_the_switch():
-    t = {"id": "openvino-cpu", "status": "ok", "graph": {"nodes": []}, "info": {"inference_precision": "f32"},
+    # What an AMX / avx512_bf16 CPU reports when nobody asked for a precision: the plugin's hint reads bf16.
+    t = {"id": "openvino-cpu", "status": "ok", "graph": {"nodes": []},
+         "info": {"inference_precision": "bf16", "inference_precision_requested": None},
          "precision": {"mix": {"bf16": 20, "fp32": 4}, "evidence": "reported"},
          "drift": {"worst": {"output": "logits", "rel_l2": 3.2e-3}}}
     q5 = _q5(t)
-    assert q5["verdict"] == "warn"
+    assert q5["verdict"] == "warn" and "by the runtime's own choice" in q5["detail"]
     assert "3.20e-03" in q5["detail"] and "INFERENCE_PRECISION_HINT" in q5["detail"]
+    asked = _q5({**t, "info": {"inference_precision": "bf16", "inference_precision_requested": "bf16"}})
+    assert "as configured" in asked["detail"]
 
 
 def test_a_residual_sum_fused_into_the_other_producer_is_not_a_miss():
@@ -113,3 +117,17 @@ def test_a_residual_sum_fused_into_the_other_producer_is_not_a_miss():
     assert outcome[(sums, ("cb", "add"))] == "fired"
     assert outcome[(sums, ("ca", "bn", "add"))] == "superseded"
     assert outcome[("BatchNormDecomposition+ConvolutionMultiplyFusion", ("ca", "bn"))] == "fired"
+
+
+def test_a_failed_target_is_one_finding_and_a_failed_reference_judges_no_drift():
+    """A target that never produced a graph fails question 1 with its error; the other four say they cannot be
+    answered rather than repeat it. When the reference itself failed, no target's outputs 'do not match'."""
+    from xc_core.analysis.checklist import _q4, checklist
+    report = {"reference": {"status": "ok"}, "targets": {"openvino-cpu": {
+        "id": "openvino-cpu", "status": "error", "error": "killed by SIGSEGV in run", "graph": None}}}
+    verdicts = [(q["verdict"], q["detail"]) for q in checklist(report, [])["targets"]["openvino-cpu"]]
+    assert verdicts[0] == ("fail", "no compiled graph: killed by SIGSEGV in run")
+    assert [v for v, _ in verdicts[1:]] == ["not applicable"] * 4
+    ran_not = {"id": "ort-cpu", "status": "error", "error": "run failed: invalid index", "graph": {}, "drift": None}
+    assert _q4(ran_not, report)["verdict"] == "fail"
+    assert _q4(ran_not, {**report, "reference": {"status": "error"}})["verdict"] == "not applicable"

@@ -104,3 +104,15 @@ def test_a_failed_emulation_keeps_the_partitions_on_the_target(tmp_path, monkeyp
 def _save(model, path):
     onnx.save(model, str(path))
     return str(path)
+
+
+def test_a_model_that_fails_in_fp32_too_is_the_models_error_not_the_emulations(tmp_path):
+    """Every rung fails because the model itself cannot run (an index out of range): the CoreML EP target says
+    what ONNX Runtime says, like every other ORT target, instead of blaming xc's emulation."""
+    from test_workers import gathernd_out_of_range
+    from xc_core.api import analyze
+    report = analyze(gathernd_out_of_range(tmp_path / "gnd.onnx"), ["ort-cpu", "ort-coreml"])
+    t = report["targets"]["ort-coreml"]
+    assert t["status"] == "error" and t["error_stage"] == "run"
+    assert "invalid index found" in t["error"] and "emulation" not in t["error"]
+    assert t["error"].split(": ", 1)[1] == report["targets"]["ort-cpu"]["error"].split(": ", 1)[1]

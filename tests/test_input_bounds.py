@@ -72,6 +72,9 @@ def test_npz_whose_header_declares_more_than_the_limit_is_refused_unread(tmp_pat
     with pytest.raises(XcInputError, match=r"in.npz: the arrays hold 8.00 MiB, above the 1 MiB limit.*"
                                            r"--max-input-mb or the environment variable XC_MAX_INPUT_MB"):
         read_npz(str(p), Limits(max_input_mb=1))
+    with pytest.raises(XcInputError) as e:
+        read_npz(str(p), Limits(max_input_mb=1))
+    assert "--" not in e.value.for_dashboard() and "XC_MAX_INPUT_MB where the dashboard" in e.value.for_dashboard()
     assert read_npz(str(p))["x"].shape == (1024, 1024, 2)
 
 

@@ -196,6 +196,7 @@ def test_a_hang_while_choosing_inputs_is_a_one_line_refusal(tmp_path):
         report = analyze(str(path), ["ort-cpu"], worker_limits=WorkerLimits(timeout_s=8))
     except XcInputError as e:
         assert "\n" not in str(e) and "exceeded 8 s" in str(e)
+        assert "--timeout" in e.for_cli() and "Worker limits" in e.for_dashboard() and "--" not in e.for_dashboard()
         return
     # The shapes are fixed, so nothing may probe: then the reference and ort-cpu hit the limit themselves.
     assert report["reference"]["error"].startswith("exceeded 8 s")

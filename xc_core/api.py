@@ -141,7 +141,7 @@ def _prepare_isolated(spec: dict, run_dir: str, limits: WorkerLimits, emit: Prog
         return out.value
     if out.input_error:
         e = out.input_error
-        raise XcInputError(e["message"], fix=e.get("fix"), inputs=e.get("inputs"))
+        raise XcInputError(e["message"], fix=e.get("fix"), inputs=e.get("inputs"), dashboard=e.get("dashboard"))
     name = spec["spec"].split(":", 1)[1] if spec["spec"].startswith("sample:") else os.path.basename(spec["spec"])
     if out.cause == "cancelled":
         raise XcInputError(f"{name}: the analysis was cancelled")
@@ -149,8 +149,7 @@ def _prepare_isolated(spec: dict, run_dir: str, limits: WorkerLimits, emit: Prog
     if out.cause == "exception":
         # An exception in xc's own code (not the model crashing a library): an internal error, as before.
         raise RuntimeError(f"{step}: {out.error}")
-    raise XcInputError(f"{name}: {step} {out.error} — nothing was compiled (raise the limit with --timeout / "
-                       "--memory, or set the inputs with --shape, --dim or --inputs)")
+    raise XcInputError(f"{name}: {step} {out.error} — nothing was compiled", fix="limits")
 
 
 def _run_targets_isolated(made: list, job_args: dict, run_dir: str, limits: WorkerLimits, jobs: int,

@@ -27,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="xc", description="Compile one model for several runtimes and compare what each did.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     a = sub.add_parser("analyze", help="compile SOURCE for each target and write report.json")
-    a.add_argument("source", help="a model file (.pt2, .pt, .onnx) or sample:NAME")
+    a.add_argument("source", help="a model file (ExportedProgram .pt2, TorchScript, state_dict .pt or .safetensors, .onnx, .mlmodel, zipped .mlpackage or OpenVINO IR; recognised by content) or sample:NAME")
     a.add_argument("--targets", default="all", help="comma-separated target ids, or all (default)")
     a.add_argument("--inputs", metavar="FILE.npz", help="input arrays by input name (default: seeded random)")
     a.add_argument("--shape", action="append", metavar="NAME=DxD[:dtype]",

@@ -8,16 +8,20 @@ class XcInputError(ValueError):
     `for_cli` / `for_dashboard` append it in that place's words. `inputs` lists the inputs it concerns.
     """
 
-    def __init__(self, message: str, *, fix: str | None = None, inputs: list[str] | None = None):
+    def __init__(self, message: str, *, fix: str | None = None, inputs: list[str] | None = None,
+                 dashboard: str | None = None):
         super().__init__(message)
         self.fix = fix
         self.inputs = list(inputs or [])
+        self.dashboard = dashboard      # the whole message in the dashboard's words, where they differ
 
     def for_cli(self) -> str:
         hint = _FIX_HINTS.get(self.fix, (None, None))[0]
         return f"{self} — {hint}" if hint else str(self)
 
     def for_dashboard(self) -> str:
+        if self.dashboard:
+            return self.dashboard
         hint = _FIX_HINTS.get(self.fix, (None, None))[1]
         return f"{self} — {hint}" if hint else str(self)
 
@@ -26,6 +30,8 @@ class XcInputError(ValueError):
 _FIX_HINTS = {
     "shapes": ("pass --shape NAME=DxDx…[:dtype] (or --dim NAME=V) or --inputs FILE.npz",
                "set them in the Inputs panel in the sidebar, or upload an .npz of inputs"),
+    "limits": ("raise the limit with --timeout / --memory, or set the inputs with --shape, --dim or --inputs",
+               "raise the limit under Worker limits in the sidebar, or set the inputs in the Inputs panel"),
 }
 
 

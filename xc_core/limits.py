@@ -92,8 +92,11 @@ def exceeded(name: str, subject: str, actual: float, limits: Limits) -> XcInputE
         amount, bound = f"{actual:,.0f}×", f"{value:g}×"
     else:
         amount, bound = f"{int(actual):,}", f"{int(value):,}"
-    return XcInputError(f"{subject} {amount}, above the {bound} limit on the {lim.what} (raise it with "
-                        f"{lim.flag} or the environment variable {lim.env})")
+    said = f"{subject} {amount}, above the {bound} limit on the {lim.what}"
+    # The dashboard has no flags: its server reads the environment variable when it starts.
+    return XcInputError(f"{said} (raise it with {lim.flag} or the environment variable {lim.env})",
+                        dashboard=f"{said} (raise it with the environment variable {lim.env} where the dashboard "
+                                  "server is started)")
 
 
 def human_bytes(n: float) -> str:

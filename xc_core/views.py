@@ -69,8 +69,21 @@ def run_status(report: dict) -> tuple[str, str]:
         return (f"The reference itself failed with the inputs xc picked ({counts}) — set the input shapes or "
                 "values", "error")
     if ok == 0 and failed:
-        return f"No target compiled: {counts}", "error"
+        return f"No target compiled: {counts} — {_likely_cause(report)}", "error"
     return f"Compiled: {counts}", "complete"
+
+
+def _likely_cause(report: dict) -> str:
+    """What the failures share: every target failing when it runs points at the inputs; one message everywhere
+    points at the model; otherwise each target's own error is the thing to read."""
+    failed = [t for t in report["targets"].values() if t["status"] == "error"]
+    stages = {t.get("error_stage") for t in failed}
+    messages = {(t.get("error") or "").split(": ", 1)[-1] for t in failed}
+    if stages == {"run"}:
+        return "every target failed when it ran, so the inputs likely do not fit the model: set the input shapes"
+    if len(messages) == 1:
+        return f"each says: {messages.pop()}"
+    return "each target's error is on the Overview"
 
 
 def input_rows(report: dict) -> list[dict]:

@@ -335,7 +335,8 @@ def _child_main(job: Job, conn, stderr_path: str) -> None:
         conn.send_bytes(json.dumps({"value": value}, default=_json_default).encode())
     except XcInputError as e:
         conn.send_bytes(json.dumps({"input_error": {"message": str(e), "fix": e.fix,
-                                                    "inputs": list(e.inputs or [])}}).encode())
+                                                    "inputs": list(e.inputs or []),
+                                                    "dashboard": e.dashboard}}).encode())
     except BaseException as e:  # noqa: BLE001 — anything else is this job's failure, reported as text
         from .errors import summarize_error
         conn.send_bytes(json.dumps({"exception": f"{type(e).__name__}: {summarize_error(str(e)) or type(e).__name__}",

@@ -30,14 +30,18 @@ def checklist(report: dict, not_fired: list[dict]) -> dict:
 
 
 def _unavailable(t) -> dict | None:
+    """A target with nothing to judge: unavailable here, or failed before its graph was read. The failure is one
+    finding, question 1's; the other questions say they cannot be answered instead of repeating it."""
     if t["status"] == "unavailable":
         return {"verdict": NA, "evidence": None, "detail": f"target unavailable: {t['error']}"}
     if t.get("graph") is None:
-        return {"verdict": FAIL, "evidence": None, "detail": f"no compiled graph: {t['error']}"}
+        return {"verdict": NA, "evidence": None, "detail": "no compiled graph to judge (question 1 says why)"}
     return None
 
 
 def _q1(t) -> dict:
+    if t["status"] != "unavailable" and t.get("graph") is None:
+        return {"verdict": FAIL, "evidence": None, "detail": f"no compiled graph: {t['error']}"}
     bad = _unavailable(t)
     if bad:
         return bad
@@ -126,8 +130,13 @@ def _q4(t, report) -> dict:
         return bad
     drift = t.get("drift")
     if not drift:
-        why = "no reference for this source" if report.get("reference") is None else "the target did not run"
-        return {"verdict": NA if report.get("reference") is None else FAIL, "evidence": None, "detail": why}
+        ref = report.get("reference")
+        if ref is None:
+            return {"verdict": NA, "evidence": None, "detail": "no reference for this source"}
+        if ref.get("status") != "ok":
+            return {"verdict": NA, "evidence": None,
+                    "detail": "the reference itself failed with these inputs, so there is nothing to compare to"}
+        return {"verdict": FAIL, "evidence": None, "detail": f"the target did not run: {t.get('error')}"}
     if drift.get("failed"):
         return {"verdict": NA, "evidence": drift["evidence"],
                 "detail": f"no numbers: {drift['failed']} — xc's emulation failed, not a finding about the model"}
@@ -184,6 +193,6 @@ def _declared_precisions(t) -> set[str]:
         out |= {"int8", "uint8"}
     if "partitioning" in info and "fp16" in (info.get("numerics_assumption") or ""):
         out.add("fp16")
-    if "bf16" in str(info.get("inference_precision", "")).lower():
+    if str(info.get("inference_precision_requested") or "").lower() == "bf16":   # asked for, not chosen by the plugin
         out.add("bf16")
     return out

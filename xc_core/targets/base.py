@@ -182,6 +182,19 @@ def register(cls: type[Target]) -> type[Target]:
     return cls
 
 
+# Exception types that say nothing beyond "it failed" (ORT raises `Fail`, OpenVINO and xc `RuntimeError`): the
+# message is the finding. Any other type (KeyError, InvalidArgument, MemoryError …) stays in front of it.
+_GENERIC_EXCEPTIONS = {"RuntimeError", "TargetError", "Exception", "Fail", "RuntimeException"}
+
+
+def _error_words(e: BaseException) -> str:
+    summary = summarize_error(str(e))
+    kind = type(e).__name__
+    if not summary:
+        return kind
+    return summary if kind in _GENERIC_EXCEPTIONS else f"{kind}: {summary}"
+
+
 def execute_target(target: Target, captured, inputs: dict, workdir: str,
                    log: Callable[[str], None] | None = None, probes: list[str] | None = None,
                    on_stage: Callable[[str], None] | None = None) -> TargetResult:
@@ -215,7 +228,7 @@ def execute_target(target: Target, captured, inputs: dict, workdir: str,
                     result.info["output_matching"] = matching
         except Exception as e:  # noqa: BLE001 — any compiler failure is a finding, not a crash
             result.status, result.error_stage = ERROR, stage
-            result.error = f"{stage} failed: {type(e).__name__}: {summarize_error(str(e)) or type(e).__name__}"
+            result.error = f"{stage} failed: {_error_words(e)}"
             result.error_detail = str(e).strip()[:MAX_ERROR_DETAIL] or None
             result.traceback = traceback.format_exc(limit=6)
             if log:

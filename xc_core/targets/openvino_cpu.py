@@ -63,7 +63,10 @@ class OpenVinoCpu(Target):
         ov.serialize(compiled.get_runtime_model(), runtime_xml)
         result.artifacts += [runtime_xml, runtime_xml[:-4] + ".bin"]
         result.info["openvino_version"] = ov.get_version()
-        result.info["inference_precision"] = str(compiled.get_property("INFERENCE_PRECISION_HINT"))
+        # What the plugin runs (bf16 by itself on AMX / avx512_bf16 CPUs), and what was asked for, if anything.
+        hint = compiled.get_property("INFERENCE_PRECISION_HINT")
+        result.info["inference_precision"] = hint.get_type_name() if hasattr(hint, "get_type_name") else str(hint)
+        result.info["inference_precision_requested"] = self.options.get("inference_precision")
         caps = core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
         result.info["cpu_capabilities"] = list(caps)
         if "BF16" in caps and "inference_precision" not in self.options:

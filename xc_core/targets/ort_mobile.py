@@ -225,6 +225,9 @@ class OrtMobileTarget(Target):
         try:
             em = emulate_fp16(compiled["model"], accelerated, os.path.dirname(compiled["basic_path"]), run)
         except EmulationFailed as e:
+            # Whose failure is it? If the model as given (fp32, CPU EP) fails too, the model is at fault: that
+            # error is the target's, as on every other ORT target.
+            run(compiled["basic_path"])
             # xc's emulation failed, not the model: partitions, fallbacks and boundaries stand; the numerics say so.
             result.numerics_failed = {
                 "why": "xc's fp16 emulation could not build a model ONNX Runtime runs: " + str(e),

@@ -13,9 +13,9 @@ from xc_core.evidence import HELP as EVIDENCE_HELP
 from xc_core.service import DONE, FAILED
 from xc_core.store import run_key
 from xc_core.sources.samples import DEFAULT_SAMPLE, SAMPLES
-from xc_core.targets import REGISTRY, target_ids
+from xc_core.targets import REGISTRY, base_id, target_ids
 
-UPLOAD_TYPES = ["pt2", "pt", "pth", "onnx", "mlmodel", "zip"]
+UPLOAD_TYPES = ["pt2", "pt", "pth", "jit", "ptl", "safetensors", "onnx", "bin", "mlmodel", "zip"]
 SAVED_RUN = "Saved run"
 
 
@@ -53,16 +53,21 @@ def sidebar_and_analyze() -> None:
         sb.caption(SAMPLES[sample].description)
     else:
         upload = sb.file_uploader("Model", type=UPLOAD_TYPES, key="upload",
-                                  help=".pt2 (torch.export.save), .pt (TorchScript or a sample's state_dict), .onnx, "
-                                       "or a Core ML ML program (.mlmodel / zipped .mlpackage)")
+                                  help=".pt2 (torch.export.save), TorchScript (.pt, .jit, .ptl), a sample's "
+                                       "state_dict (.pt, .safetensors), .onnx, a Core ML ML program (.mlmodel / "
+                                       "zipped .mlpackage) or a zipped OpenVINO IR (.xml + .bin); recognised by "
+                                       "content")
         npz = sb.file_uploader("Inputs (.npz, optional)", type=["npz"], key="upload_npz")
     available = [t for t in target_ids() if REGISTRY[t].available()[0]]
-    # ?targets=ort-cpu,openvino-cpu in the URL preselects targets (links to a comparison).
-    wanted_targets = [t for t in (st.query_params.get("targets") or "").split(",") if t in REGISTRY]
+    # ?targets=ort-cpu,ort-cpu[level=basic] in the URL preselects targets and variants (links to a comparison).
+    wanted_targets = _variants_from_link(st.query_params.get("targets") or "")
     if "targets" not in st.session_state and wanted_targets:
         st.session_state["targets"] = wanted_targets
-    targets = sb.multiselect("Targets", target_ids(), default=available, key="targets",
-                             format_func=lambda t: f"{t} — {REGISTRY[t].label}")
+        st.session_state["target_variants"] = [t for t in wanted_targets if t not in REGISTRY]
+    variants = st.session_state.setdefault("target_variants", [])
+    targets = sb.multiselect("Targets", target_ids() + variants, default=available, key="targets",
+                             format_func=lambda t: f"{t} — {REGISTRY[base_id(t)].label}")
+    _variant_form(sb)
     options = _target_options(sb, targets)
     if not targets:
         st.session_state.update(report=None, pending=None, failed=None, report_hint=True,
@@ -177,11 +182,71 @@ def _safe_filename(name: str) -> str:
     return base or "upload"
 
 
+def _variants_from_link(text: str) -> list[str]:
+    """Targets and variants named in a link, as identities; anything unknown is left out."""
+    from xc_core.errors import XcInputError
+    from xc_core.targets import make_target, split_target_list
+    out = []
+    for spec in split_target_list(text):
+        try:
+            out.append(make_target(spec).identity)
+        except XcInputError:
+            continue
+    return list(dict.fromkeys(out))
+
+
+def _variant_form(sb) -> None:
+    """Add a target again with other options: a variant is its own column on every page."""
+    with sb.expander("Add a variant (a target with other options)"):
+        with_options = [t for t in target_ids() if REGISTRY[t].option_names]
+        tid = st.selectbox("Target", with_options, key="variant_target")
+        cls = REGISTRY[tid]
+        for name in cls.option_names:
+            choices = cls.option_choices.get(name)
+            label, helptext = name, cls.option_help.get(name)
+            if choices:
+                st.selectbox(label, ["default", *choices], key=f"variant_opt_{tid}_{name}", help=helptext,
+                             format_func=str)
+            else:
+                st.text_input(label, key=f"variant_opt_{tid}_{name}", placeholder="default", help=helptext)
+        st.button("Add variant", key="variant_add", on_click=_add_variant, args=(tid,))
+        if st.session_state.get("variant_error"):
+            st.error(plain(st.session_state["variant_error"]))
+
+
+def _add_variant(tid: str) -> None:
+    """Button callback (runs before the script, so the Targets widget may still be changed)."""
+    from xc_core.errors import XcInputError
+    from xc_core.targets import make_target
+    cls = REGISTRY[tid]
+    opts = {}
+    for name in cls.option_names:
+        value = st.session_state.get(f"variant_opt_{tid}_{name}")
+        if value not in (None, "", "default"):
+            opts[name] = value
+    st.session_state["variant_error"] = None
+    if not opts:
+        st.session_state["variant_error"] = "Set at least one option: a variant differs from the target's defaults."
+        return
+    spec = tid + "[" + ",".join(f"{k}={v}" for k, v in opts.items()) + "]"
+    try:
+        identity = make_target(spec).identity
+    except XcInputError as e:
+        st.session_state["variant_error"] = e.for_dashboard()
+        return
+    variants = st.session_state.setdefault("target_variants", [])
+    if identity not in variants:
+        variants.append(identity)
+    chosen = list(st.session_state.get("targets") or [])
+    if identity not in chosen:
+        st.session_state["targets"] = chosen + [identity]
+
+
 def _target_options(sb, targets: list[str]) -> dict[str, dict]:
     """Options that differ from a target's defaults; they become part of its identity in the report."""
     from xc_core.analysis.boundaries import DEFAULT_BANDWIDTH_GB_S, DEFAULT_TRANSITION_OVERHEAD_MS
     options: dict[str, dict] = {}
-    mobile = [t for t in targets if t in ("ort-nnapi", "ort-coreml")]
+    mobile = sorted({base_id(t) for t in targets} & {"ort-nnapi", "ort-coreml"})
     if not mobile:
         return options
     with sb.expander("Target options"):

@@ -13,10 +13,13 @@ import tempfile  # noqa: E402
 _OWN_HOME = None if "XC_HOME" in os.environ else tempfile.mkdtemp(prefix="pytest-xc-home-")
 if _OWN_HOME:
     os.environ["XC_HOME"] = _OWN_HOME
+# Test modules import torch before xc_core: keep TorchInductor's cache folder out of /tmp from the start.
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(os.environ["XC_HOME"], "cache", "inductor"))
 
 _SAMPLE_REPORTS = {}
 # Every target, so one analysis per sample serves all tests that read sample reports.
-ALL_TARGETS = ("ort-cpu", "ort-nnapi", "ort-coreml", "ort-cpu-int8", "coreml-ane", "coreml-cpu", "openvino-cpu")
+ALL_TARGETS = ("ort-cpu", "ort-nnapi", "ort-coreml", "ort-cpu-int8", "coreml-ane", "coreml-cpu", "openvino-cpu",
+               "inductor-cpu")
 
 
 @pytest.fixture(scope="session")
@@ -43,6 +46,8 @@ _TEMP_BEFORE = _xc_temp_entries()
 
 def pytest_sessionfinish(session, exitstatus):
     """No run may leave folders behind: none in xc's scratch area, no xc-* folder in the system temp dir."""
+    if "xc_core.service" in sys.modules:    # AppTest runs start background analyses: let them end first
+        sys.modules["xc_core.service"].AnalysisService.all_idle(600)
     from xc_core.store import home
     work = os.path.join(home(), "work")
     left = sorted(os.listdir(work)) if os.path.isdir(work) else []

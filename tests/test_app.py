@@ -63,3 +63,32 @@ def test_inputs_panel_edits_rerun_the_analysis():
     assert (tokens["low"], tokens["high"]) == (0, 5)
     rows = at.dataframe[-1].value
     assert "integers in [0, 5)" in rows.loc[rows["input"] == "tokens", "values from"].iloc[0]
+
+
+def test_a_variant_added_in_the_sidebar_is_its_own_column():
+    """The sidebar's variant form adds ort-cpu[level=basic] next to ort-cpu; both are rows of the Overview."""
+    at = AppTest.from_file(os.path.join(ROOT, "app.py"), default_timeout=600)
+    for k, v in {"sample": "vision-mini", "targets": ["ort-cpu"], "variant_target": "ort-cpu",
+                 "variant_opt_ort-cpu_level": "basic"}.items():
+        at.session_state[k] = v
+    at.run()
+    at.button(key="variant_add").click().run()     # the callback runs before the script
+    assert at.session_state["targets"] == ["ort-cpu", "ort-cpu[level=basic]"]
+    assert at.session_state["target_variants"] == ["ort-cpu[level=basic]"]
+    at = run_app(sample="vision-mini", targets=["ort-cpu", "ort-cpu[level=basic]"],
+                 target_variants=["ort-cpu[level=basic]"])
+    assert not at.exception
+    assert list(at.dataframe[0].value["target"]) == ["ort-cpu", "ort-cpu[level=basic]"]
+    assert at.multiselect(key="overview_pairs").value[0] == "ort-cpu vs ort-cpu[level=basic]"
+    assert any(m.value.startswith("- ort\\-cpu vs ort\\-cpu\\[level=basic\\]:") and "fuses" in m.value
+               for m in at.markdown)
+
+
+def test_a_variant_with_no_option_set_is_refused_in_words():
+    at = AppTest.from_file(os.path.join(ROOT, "app.py"), default_timeout=600)
+    for k, v in {"sample": "vision-mini", "targets": ["ort-cpu"], "variant_target": "ort-cpu"}.items():
+        at.session_state[k] = v
+    at.run()
+    at.button(key="variant_add").click().run()
+    assert at.session_state["targets"] == ["ort-cpu"]
+    assert "Set at least one option" in at.session_state["variant_error"]

@@ -37,6 +37,9 @@ def test_every_target_is_ok_or_names_the_cause(reports, name):
     report = reports(name)
     assert report["reference"]["status"] == "ok", report["reference"]["error"]
     for tid, t in report["targets"].items():
+        if tid == "inductor-cpu":      # torch.compile takes PyTorch programs; these are ONNX files
+            assert t["status"] == "unavailable" and "torch.compile compiles PyTorch programs" in t["error"]
+            continue
         expected = EXPECTED_ERRORS.get((name, tid))
         if expected is None:
             assert t["status"] == "ok", (name, tid, t["error"])

@@ -36,3 +36,16 @@ def test_different_failures_send_the_reader_to_each_error():
 def test_a_failed_reference_says_so_first():
     label, state = run_status(_report({"ort-cpu": ("error", "run", "a")}, reference="error"))
     assert state == "error" and label.startswith("The reference itself failed with the inputs xc picked")
+
+
+def test_default_pairs_follow_the_reports_target_order():
+    """The Overview offers every pair in the report's order; a default pair in the other order would not be one of
+    its options (a crash of the page, seen with --targets coreml-ane,...,ort-nnapi)."""
+    import itertools
+    from xc_core.views import default_pairs
+    order = ["ort-cpu", "ort-cpu[level=basic]", "coreml-ane", "ort-nnapi", "inductor-cpu"]
+    report = {"targets": {t: {"graph": {"nodes": []}} for t in order}}
+    offered = set(itertools.combinations(order, 2))
+    pairs = default_pairs(report, limit=10)
+    assert pairs[0] == ("ort-cpu", "ort-cpu[level=basic]")
+    assert ("coreml-ane", "ort-nnapi") in pairs and all(p in offered for p in pairs)

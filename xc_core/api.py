@@ -13,7 +13,7 @@ from .limits import Limits
 from .pipeline import assemble_report, captured_summary, export_files, prepare, run_target
 from .sources.spec import ShapeOverrides, Source
 from .store import scratch_dir, write_json_atomic
-from .targets import ERROR, TargetResult, make_target, target_ids
+from .targets import ERROR, TargetResult, make_targets, target_ids
 from .targets.base import MAX_ERROR_DETAIL
 from .worker import Job, Outcome, WorkerLimits, run_jobs
 
@@ -82,7 +82,7 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
         probes = [b["source_op"] for b in boundaries]
         reference_id = prepared["reference_id"]
         planned = ([reference_id] if reference_id else []) + [t for t in targets if t != reference_id]
-        made = [make_target(tid, **target_options.get(tid, {})) for tid in planned]
+        made = make_targets(planned, target_options)
         run_info = {"isolated": isolated, "jobs": jobs if isolated else 1, "limits": worker_limits.to_dict()}
         artifacts_dir = "artifacts" if out_dir else None     # relative to report.json
         if isolated:

@@ -27,8 +27,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="xc", description="Compile one model for several runtimes and compare what each did.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     a = sub.add_parser("analyze", help="compile SOURCE for each target and write report.json")
-    a.add_argument("source", help="a model file (ExportedProgram .pt2, TorchScript, state_dict .pt or .safetensors, .onnx, .mlmodel, zipped .mlpackage or OpenVINO IR; recognised by content) or sample:NAME")
-    a.add_argument("--targets", default="all", help="comma-separated target ids, or all (default)")
+    a.add_argument("source", help="a model file (ExportedProgram .pt2, TorchScript, state_dict .pt or "
+                   ".safetensors, .onnx, .mlmodel, zipped .mlpackage or OpenVINO IR; recognised by content) or "
+                   "sample:NAME")
+    a.add_argument("--targets", default="all", help="comma-separated target ids and variants (a target with "
+                   "options, e.g. ort-cpu[level=basic]), or all (default)")
     a.add_argument("--inputs", metavar="FILE.npz", help="input arrays by input name (default: seeded random)")
     a.add_argument("--shape", action="append", metavar="NAME=DxD[:dtype]",
                    help="an input's whole shape, repeatable (required for TorchScript without --inputs)")
@@ -205,6 +208,12 @@ def _targets() -> int:
         cls = REGISTRY[tid]
         ok, why = cls.available()
         print(f"{tid:16} {'available' if ok else 'unavailable: ' + why:40} {cls.description}")
+        for name in cls.option_names:
+            alias = [a for a, n in cls.option_aliases.items() if n == name]
+            print(f"{'':18}[{name}=…]{' (also ' + ', '.join(alias) + ')' if alias else ''}  "
+                  f"{cls.option_help.get(name, '')}")
+    print("\nA target listed with options is a variant with its own column, e.g.\n"
+          "  --targets \"ort-cpu,ort-cpu[level=basic],openvino-cpu[precision=f32],coreml-ane[precision=fp32]\"")
     return EXIT_OK
 
 
@@ -241,7 +250,7 @@ def _analyze(args) -> int:
             return
         if ev["stage"] == "target" and ev["status"] != "running":
             msg = ev["status"] + (f" — {ev['error']}" if ev.get("error") else "")
-            print(f"  {ev['target']:16} {msg}", file=sys.stderr)
+            print(f"  {ev['target']:20} {msg}", file=sys.stderr)
         elif ev["stage"] == "capture" and ev["status"] == "running":
             print("  capturing (torch.export / ONNX)…", file=sys.stderr)
 
@@ -326,11 +335,12 @@ def checklist_table(report: dict) -> str:
     marks = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "not applicable": "n/a"}
     lines = ["", "checklist: (1) report read (2) CPU fallback on accelerator (3) fusions fired "
                  "(4) outputs match (5) same precision"]
+    width = max([24] + [len(t) + 1 for t in report["checklist"]["targets"]])
     for tid, items in report["checklist"]["targets"].items():
-        lines.append(f"{tid:24} " + "  ".join(f"({i['id']}) {marks[i['verdict']]:4}" for i in items))
+        lines.append(f"{tid:{width}} " + "  ".join(f"({i['id']}) {marks[i['verdict']]:4}" for i in items))
         for i in items:
             if i["verdict"] in ("fail", "warn"):
-                lines.append(f"{'':24} ({i['id']}) {i['detail']}")
+                lines.append(f"{'':{width}} ({i['id']}) {i['detail']}")
     return "\n".join(lines)
 
 

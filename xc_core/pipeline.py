@@ -85,7 +85,7 @@ def prepare_job(args: dict, workdir: str, stage) -> dict:
 # -------------------------------------------------------------------------------------------------- target ----
 def run_target(target, captured: Captured, feeds: dict, run_dir: str, probes: list[str], on_stage=None):
     from .targets import execute_target
-    return execute_target(target, captured, feeds, os.path.join(run_dir, "artifacts", target.id),
+    return execute_target(target, captured, feeds, os.path.join(run_dir, "artifacts", target.folder_name),
                           probes=probes, on_stage=on_stage)
 
 

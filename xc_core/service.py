@@ -13,6 +13,7 @@ import os
 import shutil
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 
 from .errors import XcInputError
@@ -39,7 +40,10 @@ class Analysis:
 
 
 class AnalysisService:
+    _instances: "weakref.WeakSet[AnalysisService]" = weakref.WeakSet()
+
     def __init__(self, store: RunStore | None = None, max_concurrent: int | None = None):
+        AnalysisService._instances.add(self)
         self.store = store or RunStore()
         n = max_concurrent or int(os.environ.get("XC_CONCURRENT_ANALYSES", "2"))
         self._slots = threading.BoundedSemaphore(max(1, n))
@@ -47,6 +51,21 @@ class AnalysisService:
         self._active: dict[str, Analysis] = {}
         self._refused: collections.OrderedDict[str, Analysis] = collections.OrderedDict()
         sweep_scratch()   # what a crashed or killed server left in the scratch area
+
+    def wait_idle(self, timeout_s: float = 600) -> bool:
+        """Wait until no analysis is in flight (a test session ending, a server shutting down); False on timeout."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self._lock:
+                pending = [a for a in self._active.values() if not a.finished.is_set()]
+            if not pending:
+                return True
+            if not pending[0].finished.wait(max(0.0, deadline - time.monotonic())):
+                return False
+
+    @classmethod
+    def all_idle(cls, timeout_s: float = 600) -> bool:
+        return all(svc.wait_idle(timeout_s) for svc in list(cls._instances))
 
     def get(self, key: str) -> Analysis | None:
         """The analysis for this key: in flight, refused, or finished (from the store); None if never run."""

@@ -295,12 +295,18 @@ def target_summary_rows(report: dict) -> list[dict]:
 # Targets users ship together, in the order the Overview reads them: the two phone platforms, each phone
 # platform through ONNX Runtime and natively, the two CPU runtimes, and float against int8.
 SHIPPED_TOGETHER = [("ort-nnapi", "coreml-ane"), ("ort-coreml", "coreml-ane"), ("ort-nnapi", "ort-coreml"),
-                    ("ort-cpu", "openvino-cpu"), ("ort-cpu", "ort-cpu-int8")]
+                    ("ort-cpu", "openvino-cpu"), ("ort-cpu", "ort-cpu-int8"), ("inductor-cpu", "ort-cpu")]
 
 
 def default_pairs(report: dict, limit: int = 3) -> list[tuple[str, str]]:
+    """Variants of one target first (what a flag changed is what their user asked), then targets shipped
+    together."""
     ok = [tid for tid, t in report["targets"].items() if t.get("graph")]
-    pairs = [p for p in SHIPPED_TOGETHER if p[0] in ok and p[1] in ok]
+    base = {tid: tid.split("[", 1)[0] for tid in ok}
+    variants = [(a, b) for i, a in enumerate(ok) for b in ok[i + 1:] if base[a] == base[b]]
+    # Each pair in the report's target order, as the Overview lists every pair (itertools.combinations).
+    pos = {tid: i for i, tid in enumerate(ok)}
+    pairs = variants + [tuple(sorted(p, key=pos.get)) for p in SHIPPED_TOGETHER if p[0] in ok and p[1] in ok]
     if not pairs and len(ok) >= 2:
         pairs = [(ok[0], ok[1])]
     return pairs[:limit]
@@ -308,7 +314,7 @@ def default_pairs(report: dict, limit: int = 3) -> list[tuple[str, str]]:
 
 def pair_sentence(report: dict, a: str, b: str) -> str:
     """One sentence on what differs between two targets a user ships together: the ops that fall back to the CPU
-    on one and not the other, then each one's worst drift and what it comes from."""
+    on one and not the other, how much each fused (when that differs), then each one's worst drift and its cause."""
     rows = (report.get("alignment") or {}).get("source_ops") or []
 
     def fallbacks(x, y):
@@ -325,6 +331,10 @@ def pair_sentence(report: dict, a: str, b: str) -> str:
     if not parts:
         parts.append("the same ops run on the CPU on both" if any(
             (r["targets"].get(a) or {}).get("status") == "fallback" for r in rows) else "neither falls back to the CPU")
+    fused = {x: ((report["targets"][x].get("fusions") or {}).get("count"), report["targets"][x].get("op_count_after"))
+             for x in (a, b)}
+    if fused[a] != fused[b] and None not in (fused[a][0], fused[b][0]):
+        parts.append(f"{a} fuses {fused[a][0]} group(s) into {fused[a][1]} ops, {b} {fused[b][0]} into {fused[b][1]}")
     drift = "; ".join(_drift_phrase(report, x) for x in (a, b))
     return f"{a} vs {b}: " + "; ".join(parts) + f". Drift: {drift}."
 

@@ -70,13 +70,25 @@ def build_report(source, captured, inputs_info: dict, reference, results: list, 
     return report
 
 
+def _configured(identity: str):
+    """The target as configured (its options read back from its identity), or None for one no longer registered
+    (a plug-in)."""
+    from ..errors import XcInputError
+    from ..targets import make_target
+    try:
+        return make_target(identity)
+    except XcInputError:
+        return None
+
+
 def target_block(r, captured, reference) -> dict:
     tid = r.target.split("[", 1)[0]
     cls = REGISTRY.get(tid)
+    configured = _configured(r.target)
     block = {
         "id": tid,
         "identity": r.target,
-        "label": getattr(cls, "label", tid),
+        "label": configured.display_label if configured else getattr(cls, "label", tid),
         "description": getattr(cls, "description", ""),
         "status": r.status,
         "error": r.error,
@@ -108,7 +120,7 @@ def target_block(r, captured, reference) -> dict:
         groups = fusion_groups(g, input_graph_for(r, captured))
         block["fusions"] = {"groups": groups, "patterns": pattern_counts(groups), "count": len(groups),
                             "evidence": fusion_ev}
-        catalogue = getattr(cls, "fusion_catalogue", None)
+        catalogue = configured.fusion_catalogue if configured else None
         if catalogue:
             block["fusions"]["catalogue"] = check_catalogue(g, input_graph_for(r, captured), catalogue)
         block["precision"] = {"mix": precision_mix(g), "evidence": r.evidence.get("precision", ev.REPORTED)}

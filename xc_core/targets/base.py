@@ -120,6 +120,9 @@ class Target(abc.ABC):
     evidence: ClassVar[dict[str, str]]
     accelerated: ClassVar[bool] = False   # has an accelerator the graph can fall back from
     option_names: ClassVar[tuple[str, ...]] = ()  # options a user may set (CLI --option, dashboard)
+    option_choices: ClassVar[dict[str, tuple]] = {}   # the values an option accepts, where they are a fixed set
+    option_help: ClassVar[dict[str, str]] = {}        # what each option sets in the toolchain (`xc targets`)
+    option_aliases: ClassVar[dict[str, str]] = {}     # other names users write for an option
     is_reference: ClassVar[bool] = False
     # Which catalogue of its compiler's fusions applies (analysis/fusion_catalogue.py); None: none is kept.
     fusion_catalogue: ClassVar[str | None] = None
@@ -133,6 +136,41 @@ class Target(abc.ABC):
         if not self.options:
             return self.id
         return self.id + "[" + ",".join(f"{k}={v}" for k, v in sorted(self.options.items())) + "]"
+
+    @property
+    def display_label(self) -> str:
+        """The label of this target as configured: a variant names the options it sets."""
+        if not self.options:
+            return self.label
+        return f"{self.label} · " + ", ".join(f"{k}={v}" for k, v in sorted(self.options.items()))
+
+    @property
+    def folder_name(self) -> str:
+        """The artifacts folder of this target: its id, plus its options for a variant (ort-cpu--level-basic)."""
+        if not self.options:
+            return self.id
+        text = "-".join(f"{k}-{v}" for k, v in sorted(self.options.items()))
+        return self.id + "--" + "".join(c if c.isalnum() or c in "._-" else "_" for c in text)
+
+    @classmethod
+    def check_options(cls, options: dict, where: str) -> dict:
+        """Options as this target names them (aliases resolved), each value one it accepts; else one line."""
+        from ..errors import XcInputError
+        out = {}
+        for key, value in options.items():
+            key = cls.option_aliases.get(key, key)
+            if key not in cls.option_names:
+                takes = f"it takes {', '.join(cls.option_names)}" if cls.option_names else "it takes none"
+                raise XcInputError(f"{where}: {cls.id} takes no option '{key}'; {takes}")
+            choices = cls.option_choices.get(key)
+            if choices:
+                match = next((c for c in choices if str(c).lower() == str(value).lower()), None)
+                if match is None:
+                    raise XcInputError(f"{where}: {cls.id} {key}={value} is not accepted; accepted: "
+                                       + ", ".join(str(c) for c in choices))
+                value = match
+            out[key] = value
+        return out
 
     @classmethod
     def available(cls) -> tuple[bool, str]:

@@ -36,9 +36,42 @@ DEFAULT_DEPLOYMENT_TARGET = "iOS18"
 
 class CoreMLTarget(Target):
     fusion_catalogue = "coremltools"
-    compute_precision: str     # "fp16" | "fp32"
-    compute_units: str         # coremltools ComputeUnit name
-    option_names = ("minimum_deployment_target",)
+    default_precision: str     # "fp16" | "fp32"
+    default_compute_units: str  # coremltools ComputeUnit name
+    # ct.convert's compute_precision, compute_units and minimum_deployment_target: the three a user sets
+    # (apple.github.io/coremltools/docs-guides/source/typed-execution.html, .../load-and-convert-model.html).
+    option_names = ("precision", "compute_units", "minimum_deployment_target")
+    option_choices = {"precision": ("fp16", "fp32"), "compute_units": ("ALL", "CPU_AND_NE", "CPU_AND_GPU", "CPU_ONLY"),
+                      "minimum_deployment_target": ("iOS15", "iOS16", "iOS17", "iOS18", "macOS12", "macOS13",
+                                                    "macOS14", "macOS15")}
+    option_help = {"precision": "compute_precision: fp16 or fp32",
+                   "compute_units": "compute_units: ALL, CPU_AND_NE, CPU_AND_GPU or CPU_ONLY (the rule table "
+                                    "predicts the device per op for the units allowed)",
+                   "minimum_deployment_target": f"minimum_deployment_target (default {'iOS18'}): the MIL opset, "
+                                                "e.g. iOS18 keeps scaled_dot_product_attention as one op"}
+
+    @property
+    def compute_precision(self) -> str:
+        return self.options.get("precision", self.default_precision)
+
+    @property
+    def compute_units(self) -> str:
+        return self.options.get("compute_units", self.default_compute_units)
+
+    @property
+    def display_label(self) -> str:
+        """What this configuration is (a variant's precision and units replace the defaults the id names)."""
+        if not self.options:
+            return self.label
+        ane = " (ANE)" if self.compute_units in ("ALL", "CPU_AND_NE") else ""
+        target = self.options.get("minimum_deployment_target")
+        return f"Core ML · {self.compute_precision}, compute units {self.compute_units}{ane}" + \
+            (f", {target}" if target else "")
+
+    @property
+    def accelerated(self) -> bool:
+        """Whether an op can leave the CPU: every unit setting but CPU_ONLY allows the GPU or the ANE."""
+        return self.compute_units != "CPU_ONLY"
     needs_onnx = False
     intermediates_method = "values recorded by the MIL interpreter while executing the compiled program"
 
@@ -195,7 +228,7 @@ class CoreMLTarget(Target):
 
     def _place(self, graph: Graph, compiled, result) -> None:
         """Predicted (or, on macOS, reported) compute unit for every op."""
-        plan = _compute_plan(compiled) if ON_MACOS else None
+        plan = _compute_plan(compiled, self.compute_units) if ON_MACOS else None
         if plan is not None:
             result.evidence["assignment"] = ev.REPORTED
         units = {}
@@ -354,13 +387,13 @@ def _ct_dtype(dtype: str):
     return {"float32": np.float32, "float16": np.float16, "int64": np.int32, "int32": np.int32}.get(dtype, np.float32)
 
 
-def _compute_plan(compiled) -> dict | None:
+def _compute_plan(compiled, units: str = "ALL") -> dict | None:
     """macOS 14.4+: MLComputePlan says which device each op is dispatched to (evidence: reported)."""
     try:
         import coremltools as ct
         from coremltools.models.compute_plan import MLComputePlan
         compiled_path = compiled["mlmodel"].get_compiled_model_path()
-        plan = MLComputePlan.load_from_path(compiled_path, compute_units=ct.ComputeUnit.ALL)
+        plan = MLComputePlan.load_from_path(compiled_path, compute_units=getattr(ct.ComputeUnit, units))
         program = plan.model_structure.program
         out = {}
         for op in program.functions["main"].block.operations:
@@ -408,9 +441,8 @@ class CoreMLAne(CoreMLTarget):
     description = "coremltools → ML program, fp16, compute units ALL; MIL read back; units predicted by cited rules"
     evidence = {"assignment": ev.PREDICTED_RULES, "precision": ev.REPORTED, "numerics": ev.EMULATED,
                 "fusion": ev.REPORTED}
-    accelerated = True
-    compute_precision = "fp16"
-    compute_units = "ALL"
+    default_precision = "fp16"
+    default_compute_units = "ALL"
 
 
 @register
@@ -420,5 +452,5 @@ class CoreMLCpu(CoreMLTarget):
     description = "coremltools → ML program, fp32, compute units CPU_ONLY; MIL read back; emulated in fp32"
     evidence = {"assignment": ev.PREDICTED_RULES, "precision": ev.REPORTED, "numerics": ev.EMULATED,
                 "fusion": ev.REPORTED}
-    compute_precision = "fp32"
-    compute_units = "CPU_ONLY"
+    default_precision = "fp32"
+    default_compute_units = "CPU_ONLY"

@@ -27,7 +27,14 @@ class OpenVinoCpu(Target):
     description = "OpenVINO CPU plugin compile; runtime model read back (fused layers, runtime precision)"
     evidence = {"assignment": ev.REPORTED, "precision": ev.REPORTED, "numerics": ev.MEASURED,
                 "fusion": ev.REPORTED}
-    option_names = ("inference_precision",)
+    option_names = ("inference_precision", "performance_hint")
+    # ov::hint::inference_precision and ov::hint::performance_mode, the two hints the CPU plugin's docs tell users
+    # to set (docs.openvino.ai, "CPU Device": "Supported inference data types", "Performance hints").
+    option_choices = {"inference_precision": ("f32", "bf16", "f16"), "performance_hint": ("LATENCY", "THROUGHPUT")}
+    option_help = {"inference_precision": "INFERENCE_PRECISION_HINT: f32, bf16 or f16 (default: the plugin's "
+                                          "choice — bf16 on CPUs with AMX / avx512_bf16)",
+                   "performance_hint": "PERFORMANCE_HINT: LATENCY or THROUGHPUT (default: the plugin's, LATENCY)"}
+    option_aliases = {"precision": "inference_precision"}
     intermediates_method = ("ONNX tensors the CPU plugin materializes anyway (each the output of the last original "
                             "layer of a runtime layer) added as model outputs (Model.add_outputs) and the model "
                             "compiled again with the same config; used only if the recompiled runtime model executes "
@@ -43,6 +50,8 @@ class OpenVinoCpu(Target):
         config = {}
         if "inference_precision" in self.options:
             config["INFERENCE_PRECISION_HINT"] = self.options["inference_precision"]
+        if "performance_hint" in self.options:
+            config["PERFORMANCE_HINT"] = self.options["performance_hint"]
         return config
 
     @classmethod
@@ -67,6 +76,8 @@ class OpenVinoCpu(Target):
         hint = compiled.get_property("INFERENCE_PRECISION_HINT")
         result.info["inference_precision"] = hint.get_type_name() if hasattr(hint, "get_type_name") else str(hint)
         result.info["inference_precision_requested"] = self.options.get("inference_precision")
+        result.info["performance_hint"] = str(compiled.get_property("PERFORMANCE_HINT"))
+        result.info["num_streams"] = str(compiled.get_property("NUM_STREAMS"))
         caps = core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
         result.info["cpu_capabilities"] = list(caps)
         if "BF16" in caps and "inference_precision" not in self.options:

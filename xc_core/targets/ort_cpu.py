@@ -1,4 +1,4 @@
-"""`ort-cpu`: ONNX Runtime's CPU execution provider at ORT_ENABLE_ALL.
+"""`ort-cpu`: ONNX Runtime's CPU execution provider at ORT_ENABLE_ALL (the `level` option picks another).
 
 The optimized model ORT writes out is read back (fused nodes recognised by (op_type, domain), e.g. FusedConv in
 com.microsoft, Conv in com.microsoft.nchwc), traced to the captured graph through boundary tensors, and each node's
@@ -20,11 +20,32 @@ from .onnx_regions import map_optimized_graph, onnx_node_precision
 from .ort_common import PROVIDER_BACKEND, feeds_for, make_session, providers_from_profile, run_session
 
 
+# ORT's graph optimization levels by the names users set (SessionOptions.graph_optimization_level): basic is
+# Level 1 (constant folding, redundant-node elimination, Conv+BN/Mul/Add, MatMul+Add), extended adds Level 2
+# (Conv+activation, Gemm+activation, attention and layer-norm fusions), layout adds the NCHWc layout
+# transformations, all is everything (onnxruntime.ai/docs/performance/model-optimizations/graph-optimizations.html).
+ORT_LEVELS = {"disabled": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED",
+              "layout": "ORT_ENABLE_LAYOUT", "all": "ORT_ENABLE_ALL"}
+# The fusion catalogue each level implements (analysis/fusion_catalogue.py).
+_LEVEL_CATALOGUE = {"disabled": None, "basic": "onnxruntime-basic", "extended": "onnxruntime",
+                    "layout": "onnxruntime", "all": "onnxruntime"}
+
+
 class OrtTarget(Target):
-    """An ORT CPU session over some ONNX file; subclasses choose the file and the optimization level."""
-    fusion_catalogue = "onnxruntime"
-    level = "ORT_ENABLE_ALL"
-    intermediates_method = ("ORT's own optimized model (as dumped after ORT_ENABLE_ALL) with the source ops' tensors "
+    """An ORT CPU session over some ONNX file; subclasses choose the file. The optimization level is an option."""
+    option_names = ("level",)
+    option_choices = {"level": tuple(ORT_LEVELS)}
+    option_help = {"level": "graph optimization level: disabled, basic, extended, layout or all (default all; "
+                            "SessionOptions.graph_optimization_level)"}
+
+    @property
+    def level(self) -> str:
+        return ORT_LEVELS[self.options.get("level", "all")]
+
+    @property
+    def fusion_catalogue(self) -> str | None:
+        return _LEVEL_CATALOGUE[self.options.get("level", "all")]
+    intermediates_method = ("ORT's own optimized model (as dumped after its optimization level) with the source ops' tensors "
                             "that survived optimization added as graph outputs, run again with graph optimizations "
                             "disabled (ORT_DISABLE_ALL) so nothing fuses further; tensors fused away are missing")
 

@@ -23,6 +23,13 @@ class OrtCpuInt8(OrtTarget):
     description = "ORT dynamic int8 quantization (weights int8, activations quantised at run time), then ORT CPU"
     evidence = {"assignment": ev.REPORTED, "precision": ev.REPORTED, "numerics": ev.MEASURED,
                 "fusion": ev.REPORTED}
+    # quantize_dynamic's weight_type and per_channel, the two arguments its docs have users choose
+    # (onnxruntime.ai/docs/performance/model-optimizations/quantization.html, "Dynamic quantization").
+    option_names = OrtTarget.option_names + ("weight_type", "per_channel")
+    option_choices = {**OrtTarget.option_choices, "weight_type": ("QInt8", "QUInt8"), "per_channel": (True, False)}
+    option_help = {**OrtTarget.option_help,
+                   "weight_type": "quantize_dynamic weight_type: QInt8 (default) or QUInt8",
+                   "per_channel": "quantize_dynamic per_channel: one scale per output channel (true / false)"}
 
     def model_for(self, captured, workdir, result):
         import onnx
@@ -34,7 +41,8 @@ class OrtCpuInt8(OrtTarget):
         level = root.level
         root.setLevel(logging.ERROR)  # quantize_dynamic logs a pre-processing hint on the root logger
         try:
-            quantize_dynamic(captured.onnx_path, path, weight_type=QuantType.QInt8)
+            quantize_dynamic(captured.onnx_path, path, weight_type=getattr(QuantType, self.options.get(
+                "weight_type", "QInt8")), per_channel=bool(self.options.get("per_channel", False)))
         finally:
             root.setLevel(level)
         result.artifacts.append(path)
@@ -44,9 +52,15 @@ class OrtCpuInt8(OrtTarget):
             n.attributes.pop("_metadata", None)
             n.precision = onnx_node_precision(n)
         result.input_graph = quantized
-        result.info["quantization"] = {"method": "quantize_dynamic", "weight_type": "QInt8",
-                                       "quantized_nodes": sum(n.precision == "int8" for n in quantized.nodes)}
-        result.numerics_assumption = "int8 weights, activations quantised per tensor at run time"
+        weight_type = self.options.get("weight_type", "QInt8")
+        per_channel = bool(self.options.get("per_channel", False))
+        result.info["quantization"] = {"method": "quantize_dynamic", "weight_type": weight_type,
+                                       "per_channel": per_channel,
+                                       "quantized_nodes": sum(n.precision in ("int8", "uint8")
+                                                              for n in quantized.nodes)}
+        result.numerics_assumption = (f"{'u' if weight_type == 'QUInt8' else ''}int8 weights"
+                                      f"{' (a scale per output channel)' if per_channel else ''}, activations "
+                                      "quantised per tensor at run time")
         return path
 
     def input_graph(self, compiled, captured):

@@ -31,6 +31,11 @@ class OrtMobileTarget(Target):
     fusion_catalogue = "onnxruntime-basic"
     accelerated = True
     option_names = ("fp16", "bandwidth_gb_s", "transition_overhead_ms")
+    option_choices = {"fp16": (True, False)}
+    option_help = {"fp16": "emulate the accelerated partitions in fp16 (true / false)",
+                   "bandwidth_gb_s": "copy bandwidth at an accelerator↔CPU boundary, for the latency-cliff "
+                                     "estimate (GB/s, default 4)",
+                   "transition_overhead_ms": "fixed cost per boundary crossing, for the estimate (ms, default 0.2)"}
     ep_name: str            # as ORT names it
     backend: str            # device class written into the IR for accelerated nodes
     max_rank: int = 999
@@ -375,7 +380,17 @@ class OrtCoreml(OrtMobileTarget):
                        "run on ORT's CPU EP, which computes ops lacking an fp16 kernel in fp32 between casts; for "
                        "op-by-op fp16 rounding see coreml-ane")
 
+    # The EP's ModelFormat provider option: MLProgram (Core ML 5+, the default here) or the older NeuralNetwork
+    # format; ORT's checker keeps one supported-op list per format (onnxruntime/tools/mobile_helpers/
+    # coreml_supported_{mlprogram,neuralnetwork}_ops.md; onnxruntime.ai/docs/execution-providers/CoreML-...).
+    option_names = OrtMobileTarget.option_names + ("model_format",)
+    option_choices = {**OrtMobileTarget.option_choices, "model_format": ("MLProgram", "NeuralNetwork")}
+    option_help = {**OrtMobileTarget.option_help,
+                   "model_format": "the CoreML EP's ModelFormat: MLProgram (default) or NeuralNetwork; ORT's "
+                                   "checker has a supported-op list for each"}
+
     def _checker(self, model):
         from onnxruntime.tools.mobile_helpers.usability_checker import check_coreml_partitions
-        return check_coreml_partitions(model, require_fixed_input_sizes=True,
-                                       config_filename="coreml_supported_mlprogram_ops.md")
+        fmt = self.options.get("model_format", "MLProgram")
+        config = f"coreml_supported_{'neuralnetwork' if fmt == 'NeuralNetwork' else 'mlprogram'}_ops.md"
+        return check_coreml_partitions(model, require_fixed_input_sizes=True, config_filename=config)

@@ -1,0 +1,194 @@
+"""`inductor-cpu`: torch.compile with its default backend, TorchInductor, on the CPU — the compiler most PyTorch
+users meet first. The captured ExportedProgram is compiled and run for real (measured numerics); every kernel
+Inductor generated is read back as a node with the source ops it absorbed.
+
+Provenance comes from Inductor itself: with `torch._inductor.config.trace.provenance_tracking_level = 1` its
+debug trace holds `inductor_provenance_tracking_node_mappings.json`, which maps each generated kernel (by its
+debug handle, e.g. `cpp_fused__native_batch_norm_legit_no_training_hardtanh_1:3`) to the post-grad FX nodes it
+computes (`cppCodeToPost`) and each post-grad node to the pre-grad nodes it came from (`postToPre`). The pre-grad
+graph is the ExportedProgram's own, so its node names are the captured graph's source op ids. The order kernels
+run in is read from the generated `output_code.py` (one "[Provenance debug handles]" comment per call).
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+
+import numpy as np
+
+from .. import evidence as ev
+from ..ir import COMPUTE, LAYOUT, Graph, Node, TensorInfo, precision_of_dtype
+from .base import Target, register
+
+_HANDLE = re.compile(r"#\s*\[Provenance debug handles\]\s*(\S+)")
+
+
+@register
+class InductorCpu(Target):
+    id = "inductor-cpu"
+    label = "PyTorch · torch.compile (Inductor, CPU)"
+    description = ("torch.compile, default inductor backend, on the CPU; generated kernels read back from Inductor's "
+                   "provenance tracking")
+    evidence = {"assignment": ev.REPORTED, "precision": ev.REPORTED, "numerics": ev.MEASURED,
+                "fusion": ev.REPORTED}
+    needs_onnx = False
+    # torch.compile's `mode` (inductor's documented presets: default, reduce-overhead, max-autotune, and
+    # max-autotune-no-cudagraphs; pytorch.org/docs/stable/generated/torch.compile.html).
+    option_names = ("mode",)
+    option_choices = {"mode": ("default", "max-autotune-no-cudagraphs")}
+    option_help = {"mode": "torch.compile mode: default or max-autotune-no-cudagraphs (autotunes GEMM/conv "
+                           "choices; the CUDA-graph modes do not apply on the CPU)"}
+
+    @classmethod
+    def available(cls):
+        import shutil
+        if not (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
+            return False, "TorchInductor's CPU backend compiles C++: no C++ compiler (g++) on this host"
+        return True, ""
+
+    def accepts(self, captured):
+        if captured.exported_program is None and not captured.exported_program_file:
+            return False, (f"torch.compile compiles PyTorch programs; this {captured.source.kind} source has no "
+                           "ExportedProgram to give it")
+        return True, ""
+
+    def _compile(self, captured, workdir, result):
+        import torch
+        import torch._dynamo
+        import torch._inductor.config as inductor_config
+        from ..store import home
+        os.makedirs(workdir, exist_ok=True)
+        # Inductor's compiled-kernel cache lives beside xc's run store, not in /tmp (xc_core/__init__ sets it before
+        # torch is imported); its FX-graph cache is off so every compile generates (and traces) its code.
+        cache = os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(home(), "cache", "inductor")
+        keep_headers = _precompiled_headers_in(cache)
+        trace_dir = os.path.join(workdir, "inductor-trace")
+        ep = captured.program()
+        module = ep.module()
+        example = [torch.zeros(s.shape, dtype=getattr(torch, s.dtype)) for s in captured.source.inputs]
+        mode = self.options.get("mode", "default")
+        with inductor_config.patch({"trace.enabled": True, "trace.debug_dir": trace_dir,
+                                    "trace.provenance_tracking_level": 1, "compile_threads": 1,
+                                    "fx_graph_cache": False, "cpp_cache_precompile_headers": keep_headers}):
+            torch._dynamo.reset()
+            compiled = torch.compile(module, backend="inductor", mode=None if mode == "default" else mode)
+            with torch.no_grad():
+                compiled(*example)       # compiling happens at the first call
+        found = sorted(glob.glob(os.path.join(trace_dir, "**", "inductor_provenance_tracking_node_mappings.json"),
+                                 recursive=True))
+        if not found:
+            raise RuntimeError("Inductor wrote no provenance mapping (its debug trace is missing)")
+        if len(found) > 1:
+            result.notes.append(f"torch.compile produced {len(found)} graphs (graph breaks); the first is read back")
+        folder = os.path.dirname(found[0])
+        result.artifacts += [os.path.join(folder, f) for f in ("output_code.py", "fx_graph_readable.py",
+                                                               "fx_graph_transformed.py", "ir_post_fusion.txt",
+                                                               "inductor_provenance_tracking_node_mappings.json")
+                             if os.path.exists(os.path.join(folder, f))]
+        result.info["torch_version"] = torch.__version__
+        result.info["compile_mode"] = mode
+        return {"module": compiled, "trace": folder}
+
+    def _inspect(self, compiled, captured, result) -> Graph:
+        with open(os.path.join(compiled["trace"], "inductor_provenance_tracking_node_mappings.json")) as f:
+            mapping = json.load(f)
+        with open(os.path.join(compiled["trace"], "output_code.py")) as f:
+            order = list(dict.fromkeys(_HANDLE.findall(f.read())))
+        kernel_to_post = mapping.get("cppCodeToPost") or {}
+        post_to_pre = mapping.get("postToPre") or {}
+        order += [h for h in kernel_to_post if h not in order]
+        before = captured.before
+        by_id = before.by_id()
+        result.input_graph = before
+        kernels = []
+        for handle in order:
+            pre = []
+            for post in kernel_to_post.get(handle, []):
+                pre += [p for p in post_to_pre.get(post, []) if p in by_id]
+            ordered = [n.id for n in before.nodes if n.id in set(pre)]      # in the order the program runs them
+            kernels.append((handle, ordered, set(kernel_to_post.get(handle, []))))
+        extern_posts = set().union(*(posts for h, _, posts in kernels if not h.startswith("cpp_fused")), set())
+        g = Graph(name=captured.source.name, stage="inductor")
+        produced_by = {t.name: n.id for n in before.nodes for t in n.outputs}
+        consumers: dict[str, set] = {}
+        for n in before.nodes:
+            for t in n.inputs:
+                consumers.setdefault(t.name, set()).add(n.id)
+        graph_outputs = {t.name for t in before.outputs}
+        for handle, pre, posts in kernels:
+            name = handle.rsplit(":", 1)[0]
+            inside = set(pre)
+            ins = [t for nid in pre for t in by_id[nid].inputs if produced_by.get(t.name) not in inside]
+            outs = [t for nid in pre for t in by_id[nid].outputs
+                    if t.name in graph_outputs or consumers.get(t.name, set()) - inside]
+            # A generated kernel that computes only what an extern kernel (a oneDNN convolution, a GEMM) also
+            # computes is that call's operand preparation — copying into the layout the library wants.
+            layout = name.startswith("cpp_fused") and posts and posts <= extern_posts
+            dtypes = [t.dtype for t in outs + ins if t.dtype]
+            g.nodes.append(Node(
+                id=handle, op_type="cpp_fused" if name.startswith("cpp_fused") else _extern_op(name),
+                kind=LAYOUT if layout else COMPUTE,
+                inputs=[TensorInfo(t.name, t.shape, t.dtype) for t in _unique(ins)],
+                outputs=[] if layout else [TensorInfo(t.name, t.shape, t.dtype) for t in _unique(outs)],
+                attributes={"kernel": name, "post_grad_nodes": sorted(posts)},
+                backend="cpu", kernel=name, precision=precision_of_dtype(dtypes[0]) if dtypes else "fp32",
+                source_ops=list(pre), fused_from=list(pre),
+                module_path=_common_module([by_id[p].module_path for p in pre])))
+        result.info["kernels"] = {"generated": sum(1 for n in g.nodes if n.op_type == "cpp_fused"),
+                                  "extern": sum(1 for n in g.nodes if n.op_type != "cpp_fused"),
+                                  "layout": sum(1 for n in g.nodes if n.kind == LAYOUT)}
+        return g
+
+    def _run(self, compiled, inputs, captured, result):
+        import torch
+        from torch.utils._pytree import tree_leaves
+        args = [torch.from_numpy(np.asarray(inputs[s.name], order="C")) for s in captured.source.inputs]
+        with torch.no_grad():
+            leaves = [x for x in tree_leaves(compiled["module"](*args)) if isinstance(x, torch.Tensor)]
+        return {name: t.detach().numpy() for name, t in zip(captured.output_names, leaves)}
+
+
+def _precompiled_headers_in(cache: str) -> bool:
+    """Inductor precompiles its C++ headers (~150 MB) into a folder it computes from the system temp dir when torch is
+    imported, ignoring TORCHINDUCTOR_CACHE_DIR (torch/_inductor/codecache.py, `_HEADER_DIR`). Point that folder
+    into xc's cache; where this torch has no such module globals, precompiling is turned off instead (slower kernel
+    builds, nothing in /tmp). Returns whether headers may be precompiled."""
+    from torch._inductor import codecache
+    if not (hasattr(codecache, "_HEADER_DIR") and hasattr(codecache, "_HEADER_LOCK_DIR")):
+        return False
+    codecache._HEADER_DIR = os.path.join(cache, "precompiled_headers")
+    codecache._HEADER_LOCK_DIR = os.path.join(codecache._HEADER_DIR, "locks")
+    return True
+
+
+def _extern_op(name: str) -> str:
+    """A library call Inductor did not generate: 'extern_kernels.convolution' → 'extern convolution',
+    'torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default' → 'extern
+    _scaled_dot_product_flash_attention_for_cpu'."""
+    parts = [p for p in name.split(".") if p not in ("default", "torch", "ops", "aten", "extern_kernels")]
+    return "extern " + (parts[-1] if parts else name)
+
+
+def _unique(tensors):
+    seen, out = set(), []
+    for t in tensors:
+        if t.name not in seen:
+            seen.add(t.name)
+            out.append(t)
+    return out
+
+
+def _common_module(paths: list) -> str | None:
+    """The innermost module holding every op a kernel absorbed (a kernel across two blocks sits in their parent)."""
+    paths = [p for p in paths if p is not None]
+    if not paths:
+        return None
+    parts = [p.split(".") if p else [] for p in paths]
+    common = []
+    for level in zip(*parts):
+        if len(set(level)) != 1:
+            break
+        common.append(level[0])
+    return ".".join(common)

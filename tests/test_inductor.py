@@ -10,21 +10,9 @@ from xc_core.api import analyze
 SAMPLES = ["vision-mini", "tts-mini", "transformer-mini"]
 
 
-@pytest.fixture(scope="module")
-def inductor_reports(tmp_path_factory):
-    cache = {}
-
-    def get(sample):
-        if sample not in cache:
-            out = tmp_path_factory.mktemp(f"inductor-{sample}")
-            cache[sample] = analyze(f"sample:{sample}", ["inductor-cpu"], out_dir=str(out)), str(out)
-        return cache[sample]
-    return get
-
-
 @pytest.mark.parametrize("sample", SAMPLES)
-def test_inductor_fuses_source_ops_into_kernels_and_matches_eager(inductor_reports, sample):
-    report, out = inductor_reports(sample)
+def test_inductor_fuses_source_ops_into_kernels_and_matches_eager(sample_report, sample):
+    report, out = sample_report(sample)      # every target, inductor-cpu among them (conftest.ALL_TARGETS)
     t = report["targets"]["inductor-cpu"]
     assert t["status"] == "ok", t["error"]
     assert t["evidence"]["numerics"] == "measured"

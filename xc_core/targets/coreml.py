@@ -47,7 +47,8 @@ class CoreMLTarget(Target):
     option_help = {"precision": "compute_precision: fp16 or fp32",
                    "compute_units": "compute_units: ALL, CPU_AND_NE, CPU_AND_GPU or CPU_ONLY (the rule table "
                                     "predicts the device per op for the units allowed)",
-                   "minimum_deployment_target": f"minimum_deployment_target (default {'iOS18'}): the MIL opset, "
+                   "minimum_deployment_target": f"minimum_deployment_target (default {DEFAULT_DEPLOYMENT_TARGET}): the MIL "
+                                                "opset, "
                                                 "e.g. iOS18 keeps scaled_dot_product_attention as one op"}
 
     @property
@@ -72,6 +73,7 @@ class CoreMLTarget(Target):
     def accelerated(self) -> bool:
         """Whether an op can leave the CPU: every unit setting but CPU_ONLY allows the GPU or the ANE."""
         return self.compute_units != "CPU_ONLY"
+
     needs_onnx = False
     intermediates_method = "values recorded by the MIL interpreter while executing the compiled program"
 

@@ -21,6 +21,7 @@ import numpy as np
 from .. import evidence as ev
 from ..ir import COMPUTE, LAYOUT, Graph, Node, TensorInfo, precision_of_dtype
 from .base import Target, register
+from .onnx_regions import _common_path
 
 _HANDLE = re.compile(r"#\s*\[Provenance debug handles\]\s*(\S+)")
 
@@ -130,12 +131,12 @@ class InductorCpu(Target):
             g.nodes.append(Node(
                 id=handle, op_type="cpp_fused" if name.startswith("cpp_fused") else _extern_op(name),
                 kind=LAYOUT if layout else COMPUTE,
-                inputs=[TensorInfo(t.name, t.shape, t.dtype) for t in _unique(ins)],
-                outputs=[] if layout else [TensorInfo(t.name, t.shape, t.dtype) for t in _unique(outs)],
+                inputs=[TensorInfo(t.name, t.shape, t.dtype) for t in _unique_by_name(ins)],
+                outputs=[] if layout else [TensorInfo(t.name, t.shape, t.dtype) for t in _unique_by_name(outs)],
                 attributes={"kernel": name, "post_grad_nodes": sorted(posts)},
                 backend="cpu", kernel=name, precision=precision_of_dtype(dtypes[0]) if dtypes else "fp32",
                 source_ops=list(pre), fused_from=list(pre),
-                module_path=_common_module([by_id[p].module_path for p in pre])))
+                module_path=_innermost_module([by_id[p].module_path for p in pre])))
         result.info["kernels"] = {"generated": sum(1 for n in g.nodes if n.op_type == "cpp_fused"),
                                   "extern": sum(1 for n in g.nodes if n.op_type != "cpp_fused"),
                                   "layout": sum(1 for n in g.nodes if n.kind == LAYOUT)}
@@ -171,24 +172,16 @@ def _extern_op(name: str) -> str:
     return "extern " + (parts[-1] if parts else name)
 
 
-def _unique(tensors):
+def _innermost_module(paths: list) -> str | None:
+    """The innermost module holding every op a kernel absorbed (a kernel across two blocks sits in their parent)."""
+    known = [p for p in paths if p is not None]
+    return _common_path(known) if known else None
+
+
+def _unique_by_name(tensors):
     seen, out = set(), []
     for t in tensors:
         if t.name not in seen:
             seen.add(t.name)
             out.append(t)
     return out
-
-
-def _common_module(paths: list) -> str | None:
-    """The innermost module holding every op a kernel absorbed (a kernel across two blocks sits in their parent)."""
-    paths = [p for p in paths if p is not None]
-    if not paths:
-        return None
-    parts = [p.split(".") if p else [] for p in paths]
-    common = []
-    for level in zip(*parts):
-        if len(set(level)) != 1:
-            break
-        common.append(level[0])
-    return ".".join(common)

@@ -350,6 +350,7 @@ def pages() -> dict:
             st.Page("pages/topology.py", title="Topology", icon=":material/account_tree:"),
             st.Page("pages/heatmap.py", title="Heat map", icon=":material/grid_on:"),
             st.Page("pages/fusion.py", title="Fusion", icon=":material/merge:"),
+            st.Page("pages/stages.py", title="Stages", icon=":material/stacked_line_chart:"),
             st.Page("pages/drift.py", title="Drift", icon=":material/show_chart:"),
             st.Page("pages/precision.py", title="Precision", icon=":material/tune:"),
             st.Page("pages/checklist.py", title="Checklist", icon=":material/checklist:"),
@@ -440,3 +441,56 @@ def file_reader(path: str):
         with open(path, "rb") as f:
             return f.read()
     return read
+
+
+def target_label(report: dict):
+    """A selectbox format_func: a target's identity with its label as configured."""
+    def fmt(tid: str) -> str:
+        label = (report["targets"].get(tid) or {}).get("label")
+        return f"{tid} — {label}" if label else tid
+    return fmt
+
+
+# ------------------------------------------------------------------------------------------- stage graphs
+STAGE_PICKS = "topo_stage_graphs"   # the step graphs the Topology page shows as extra panes
+STAGE_REQUEST = "_stage_graph_request"
+
+
+def stage_graph_file(report: dict, files: dict | None = None) -> str | None:
+    """stages.json of this run on disk (from the run store), or None when the run kept none."""
+    name = (report.get("stage_graphs") or {}).get("file")
+    if not name:
+        return None
+    files = run_files(report) if files is None else files
+    return files.get(name)
+
+
+@st.cache_resource(max_entries=4, show_spinner="Reading the step graphs…")
+def _stage_graphs(path: str) -> dict:
+    import json
+    with open(path) as f:
+        return json.load(f)
+
+
+def stage_graphs(report: dict) -> dict:
+    """Step graphs by key ({} when the run kept none); read once per file and shared by the sessions."""
+    path = stage_graph_file(report)
+    return _stage_graphs(path) if path else {}
+
+
+def request_stage_graph(report: dict, tid: str, step: int) -> None:
+    """A button callback: the Topology page, when next opened, shows this step graph beside its target's compiled
+    graph. Kept under a plain key (widget keys of a page not on screen are dropped at the end of a run) and
+    applied by the Topology page before it draws its widgets."""
+    from xc_core.views import stage_graph_choices
+    label = next((lab for t, i, lab in stage_graph_choices(report) if (t, i) == (tid, step)), None)
+    if label is not None:
+        st.session_state[STAGE_REQUEST] = {"picks": [label], "targets": [label, tid]}
+
+
+def apply_stage_request() -> None:
+    """On the Topology page, before its widgets: take a request made on the Stages page."""
+    req = st.session_state.pop(STAGE_REQUEST, None)
+    if req:
+        st.session_state[STAGE_PICKS] = req["picks"]
+        st.session_state["topo_targets"] = req["targets"]

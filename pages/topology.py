@@ -10,6 +10,7 @@ import streamlit as st
 from pages import _ui
 from pages._graph_pane import graph_pane
 from xc_core import layout, topology
+from xc_core.views import stage_graph_choices, with_stage_graphs
 
 report = _ui.require_report()
 _ui.header(report, "Topology")
@@ -89,6 +90,28 @@ def _valid(key: str, options: list, default) -> None:
     elif v not in options:
         st.session_state[key] = default
 
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def _with_steps(rkey: str, picks: tuple, _report: dict, _graphs: dict) -> dict:
+    """The report with the picked step graphs as extra targets (one object per pick set, so the drawing caches
+    below keep hitting)."""
+    return with_stage_graphs(_report, _graphs, list(picks))
+
+
+_ui.apply_stage_request()
+step_choices = stage_graph_choices(report) if _ui.stage_graph_file(report) else []
+if step_choices:
+    labels = [lab for _, _, lab in step_choices]
+    _valid(_ui.STAGE_PICKS, labels, [])
+    with st.expander("Step graphs: a target's graph after an earlier lowering stage", expanded=bool(
+            st.session_state.get(_ui.STAGE_PICKS))):
+        st.multiselect("Add as panes", labels, key=_ui.STAGE_PICKS,
+                       help="The graph after an ORT optimization level, a coremltools pass, OpenVINO's common "
+                            "transformations or Inductor's post-grad passes; it aligns with the compiled graphs "
+                            "through its source ops. The Stages page lists every step.")
+    chosen = tuple(c for c in step_choices if c[2] in (st.session_state.get(_ui.STAGE_PICKS) or []))
+    if chosen:
+        report = _with_steps(_rkey(report), chosen, report, _ui.stage_graphs(report))
 
 candidates = [tid for tid, t in report["targets"].items() if (t.get("graph") or {}).get("nodes")]
 if not candidates:

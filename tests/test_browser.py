@@ -8,7 +8,8 @@ from browser import CHROMIUM, FLAGS, dashboard, settle
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian chromium is not installed")
 
-PAGES = {"topology": "Topology", "heatmap": "Backend heat map", "fusion": "Fusion", "drift": "Numerical drift",
+PAGES = {"topology": "Topology", "heatmap": "Backend heat map", "fusion": "Fusion", "stages": "Stages",
+         "drift": "Numerical drift",
          "precision": "Precision audit", "checklist": "Checklist", "fallbacks": "Fallbacks", "coreml": "Core ML",
          "history": "History", "downloads": "Downloads"}
 

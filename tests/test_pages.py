@@ -110,3 +110,25 @@ def test_core_ml_page_shows_the_onnx_conversion_apart(tmp_path):
     report = analyze(two_in_three_out_onnx(str(tmp_path / "m.onnx")), ["coreml-cpu"])
     at = _page_with_report("coreml", report)
     assert any("ONNX → PyTorch conversion" in m.value and "not blamed on Core ML" in m.value for m in at.markdown)
+
+
+def test_stages_page_shows_six_stages_and_opens_a_step_graph_in_topology():
+    at = run_page("stages", "vision-mini")
+    assert at.title[0].value == "Stages"
+    matrix = at.table[0].value
+    assert list(matrix.index) == ["Import", "Graph optimisation", "Fusion", "Backend selection",
+                                  "Kernel lowering", "Fallback insertion"]
+    assert {"ort-cpu", "openvino-cpu", "coreml-ane"} <= set(matrix.columns)
+    divergence = at.dataframe[2].value
+    assert "first diverges at" in divergence.columns and len(divergence) > 0
+    layout = at.dataframe[3].value
+    assert "openvino-cpu" in set(layout["target"])
+    at.selectbox(key="stages_target").select("ort-cpu").run()
+    at.button(key="stages_open").click().run()
+    assert not at.exception, at.exception
+    assert any(link.label == "Open the Topology page" for link in at.get("page_link"))
+    at.switch_page("pages/topology.py").run()
+    assert not at.exception, at.exception
+    assert at.title[0].value == "Topology"
+    picked = at.multiselect(key="topo_targets").value
+    assert len(picked) == 2 and picked[1] == "ort-cpu" and picked[0].startswith("ort-cpu · ")

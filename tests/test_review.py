@@ -47,12 +47,18 @@ def test_gate_fails_on_the_new_nnapi_fallback_and_the_drift_change(review_runs, 
     nnapi = d["targets"]["ort-nnapi"]
     assert {f["op_type"] for f in nnapi["fallbacks"]["added"]} == {"HardSigmoid", "LayerNormalization"}
     assert nnapi["fallbacks"]["count"] == {"base": 0, "new": 2}
+    # Where in the lowering it changed: the added LayerNorm is there from the import on.
+    stages = {c["stage"]: c for c in d["targets"]["ort-cpu"]["stage_changes"]}
+    assert stages["Import"]["new"] > stages["Import"]["base"]
 
 
 def test_the_same_model_twice_passes_the_gate(review_runs, capsys):
     code, out, err = _run(capsys, ["diff", review_runs["v1"], review_runs["v1-again"], "--gate"])
     assert code == 0, out + err
     assert "gate: no regression" in out
+    code, out, _ = _run(capsys, ["diff", review_runs["v1"], review_runs["v1-again"], "--format", "json"])
+    d = json.loads(out)
+    assert all(not t["stage_changes"] and t["layout"] is None for t in d["targets"].values())
 
 
 def test_gate_rules_from_a_repository_file_and_flags(review_runs, capsys, tmp_path):
@@ -135,7 +141,9 @@ def test_markdown_tables_are_valid_github_tables_and_fit_a_comment(sample_report
     assert len(tables) == len(separators) >= 3          # every table written parses as a table
     for rows in tables:
         assert len(set(rows)) == 1 and rows[0] <= 8      # rows as wide as the header; at most 8 columns
-    assert md.count("<details>") == md.count("</details>") == 5
+    # One collapsed section per checklist question, and one for the lowering stages.
+    assert md.count("<details>") == md.count("</details>") == 6
+    assert "Lowering stages" in md and "first stage at which the targets diverge" in md
     assert report_markdown(report) == md                 # deterministic
     # A long report is cut to fit, saying so, and its tables stay tables.
     small = report_markdown(report, max_chars=6000)

@@ -119,10 +119,19 @@ def assemble_report(captured: Captured, inputs_info: dict, reference, results: l
     from .analysis.layer_drift import module_boundaries
     from .report.build import build_report, host_info
     from .report.schema import validate_report
+    from .analysis.stages import STAGES_FILE
+    stage_graphs: dict = {}
     report = build_report(captured.source, captured, inputs_info, reference, results, host_info(),
-                          module_boundaries(captured.before))
+                          module_boundaries(captured.before), stage_graphs)
     report["run"] = run_info
     report["artifacts_dir"] = artifacts_dir
+    # Step graphs go beside report.json, once each; without a kept run folder they are not kept.
+    report["stage_graphs"] = {"file": None, "count": len(stage_graphs)}
+    if run_dir and artifacts_dir and stage_graphs:
+        import json
+        with open(os.path.join(run_dir, STAGES_FILE), "w") as f:
+            json.dump(stage_graphs, f, separators=(",", ":"))
+        report["stage_graphs"]["file"] = STAGES_FILE
     if run_dir:
         for block in report["targets"].values():
             block["artifacts"] = [_relative(p, run_dir) for p in block.get("artifacts") or []]

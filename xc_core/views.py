@@ -353,3 +353,209 @@ def _drift_phrase(report: dict, tid: str) -> str:
     if (t.get("info") or {}).get("partitioning") and not lowered:
         cause = "the CPU EP's numbers for its partitions; the device's own rounding is not predicted"
     return f"{tid} {fmt_sci(worst['rel_l2'])} on '{worst.get('output')}' ({cause}; {d.get('evidence')})"
+
+
+# ------------------------------------------------------------------------------------------------ stages
+def stage_targets(report: dict) -> list[str]:
+    """Targets with recorded steps, in report order."""
+    return [tid for tid, t in report["targets"].items() if (t.get("stages") or {}).get("steps")]
+
+
+def _stage_cell(steps: list[dict], stage: str, previous_ops, precision: dict | None = None) -> str:
+    """What one target did in one canonical stage, in a few words. Toolchains that run in levels (ORT,
+    OpenVINO, Inductor) read "ops in → out"; pass pipelines whose passes interleave (coremltools) read the net
+    change the passes of that kind made."""
+    from .stages import BACKEND, FALLBACK, FUSION, IMPORT, KERNEL
+    mine = [s for s in steps if s["stage"] == stage]
+    if not mine:
+        return "—"
+    last = mine[-1]
+    c = last["counts"]
+    if stage == BACKEND:
+        text = " · ".join(f"{b} {n}" for b, n in sorted(c.get("backends", {}).items(), key=lambda kv: -kv[1]))
+        if c.get("partitions") is not None:
+            text += f" · {c['partitions']} partition(s)"
+        return text or "—"
+    if stage == FALLBACK:
+        if not c.get("fallbacks"):
+            return "none"
+        return f"{c['fallbacks']} op(s) on the CPU" + (f" · {c['boundaries']} boundaries" if c.get("boundaries")
+                                                        else "")
+    parts = []
+    passes = [s for s in mine if "ops_before" in s["counts"]]
+    if stage == IMPORT:
+        counts = [s["op_count"] for s in mine if s["op_count"] is not None]
+        parts.append(" → ".join(str(n) for n in dict.fromkeys(counts)) + " ops" if counts else "?")
+    elif passes:
+        ops = sum(s["op_count"] - s["counts"]["ops_before"] for s in passes)
+        casts = sum(s["counts"]["casts"] - s["counts"]["casts_before"] for s in passes)
+        parts.append(f"{len(passes)} pass(es): ops {ops:+d}" + (f", casts {casts:+d}" if casts else ""))
+    elif previous_ops is not None and last["op_count"] is not None:
+        parts.append(f"{previous_ops} → {last['op_count']} ops")
+    if c.get("fused_nodes") and stage != KERNEL and not passes:
+        parts.append(f"{c['fused_nodes']} fused nodes")
+    if stage == KERNEL:
+        if c.get("reorders"):
+            parts.append(f"{c['reorders']} reorders")
+        if c.get("casts") and not passes:
+            parts.append(f"{c['casts']} casts")
+        if last.get("graph") == "final" and precision:
+            parts.append(" · ".join(f"{p} ×{n}" for p, n in sorted(precision.items(), key=lambda kv: -kv[1])[:3]))
+    elif stage != FUSION and c.get("casts") and not passes:
+        parts.append(f"{c['casts']} casts")
+    return " · ".join(parts)
+
+
+def stage_matrix(report: dict) -> list[dict]:
+    """Rows: the six canonical stages; columns: targets; each cell a short count of what happened there."""
+    from .stages import STAGE_TITLES, STAGES
+    targets = stage_targets(report)
+    rows = []
+    previous = {tid: None for tid in targets}
+    for stage in STAGES:
+        row = {"stage": STAGE_TITLES[stage]}
+        for tid in targets:
+            steps = report["targets"][tid]["stages"]["steps"]
+            row[tid] = _stage_cell(steps, stage, previous[tid],
+                                   (report["targets"][tid].get("precision") or {}).get("mix"))
+            counts = [s["op_count"] for s in steps if s["stage"] == stage and s["op_count"] is not None]
+            if counts and stage not in ("backend-selection", "fallback-insertion"):
+                previous[tid] = counts[-1]
+        rows.append(row)
+    return rows
+
+
+def step_rows(report: dict, tid: str) -> list[dict]:
+    """Every recorded step of one target, in the order its toolchain ran them."""
+    from .stages import STAGE_TITLES
+    out = []
+    for i, s in enumerate(report["targets"][tid]["stages"]["steps"]):
+        c = s["counts"]
+        extra = {k: v for k, v in c.items() if k not in ("ops_before", "casts_before", "pass_index", "backends")}
+        out.append({"#": i + 1, "stage": STAGE_TITLES.get(s["stage"], s["stage"]), "step": s["name"],
+                    "ops": fmt_count(s["op_count"]),
+                    "details": ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in extra.items()
+                                         if v not in (None, 0, {}))
+                    + (" · " + s["note"] if s.get("note") else ""),
+                    "graph": "compiled graph" if s["graph"] == "final" else ("kept" if s["graph"] else "—")})
+    return out
+
+
+def stage_graph_choices(report: dict) -> list[tuple[str, int, str]]:
+    """(target, step index, label) of every step whose graph is kept beside the report (not the final graph,
+    which every page already shows)."""
+    from .stages import STAGE_TITLES
+    out = []
+    for tid in stage_targets(report):
+        for i, s in enumerate(report["targets"][tid]["stages"]["steps"]):
+            if s["graph"] and s["graph"] != "final":
+                out.append((tid, i, f"{tid} · {STAGE_TITLES.get(s.get('ends_stage') or s['stage'])} · {s['name']}"))
+    return out
+
+
+def with_stage_graphs(report: dict, stage_graphs: dict, picks: list[tuple[str, int, str]]) -> dict:
+    """A shallow copy of the report where each picked step graph is one more target (named by its label), with
+    its own alignment cells, so every graph view draws and aligns it like a compiled graph."""
+    from .analysis.alignment import source_op_table
+    from .ir import Graph
+    out = dict(report)
+    targets = dict(report["targets"])
+    graphs = {}
+    for tid, i, label in picks:
+        step = report["targets"][tid]["stages"]["steps"][i]
+        gd = stage_graphs.get(step["graph"])
+        if gd is None:
+            continue
+        ev = report["targets"][tid]["stages"]["evidence"].get("steps")
+        targets[label] = {"id": report["targets"][tid]["id"], "identity": label, "status": "ok",
+                          "label": f"{report['targets'][tid].get('label', tid)} — {step['name']}",
+                          "graph": {**gd, "evidence": ev}, "fusions": None, "evidence": {"assignment": ev},
+                          "stage_of": tid}
+        graphs[label] = Graph.from_dict(gd)
+    out["targets"] = targets
+    if graphs and (report.get("capture") or {}).get("graph"):
+        extra = {r["source_op"]: r["targets"] for r in
+                 source_op_table(Graph.from_dict(report["capture"]["graph"]), graphs)}
+        al = dict(report.get("alignment") or {})
+        al["source_ops"] = [{**r, "targets": {**r["targets"], **extra.get(r["source_op"], {})}}
+                            for r in (al.get("source_ops") or [])]
+        out["alignment"] = al
+    return out
+
+
+def divergence_counts(report: dict) -> dict[str, int]:
+    """How many source ops first part ways at each stage (across every target with steps)."""
+    from .stages import STAGE_TITLES, STAGES
+    rows = (report.get("divergence") or {}).get("rows") or []
+    counts = {STAGE_TITLES[s]: 0 for s in STAGES}
+    counts["never"] = 0
+    for r in rows:
+        counts[STAGE_TITLES[r["first_stage"]] if r["first_stage"] else "never"] += 1
+    return counts
+
+
+def divergence_rows(report: dict, a: str | None = None, b: str | None = None,
+                    only_diverging: bool = True) -> list[dict]:
+    """Per source op, the first stage at which targets part ways: across every target (a, b None) — with how
+    they split there — or between two targets, with both sides."""
+    from .analysis.stages import pair_divergence
+    from .stages import STAGE_TITLES
+    div = report.get("divergence") or {}
+    index = {r["source_op"]: r for r in (report.get("alignment") or {}).get("source_ops") or []}
+    out = []
+    if a and b:
+        sigs = div.get("signatures") or {}
+        if a not in sigs or b not in sigs:
+            return []
+        for r in pair_divergence(sigs, a, b, div["ops"]):
+            if only_diverging and not r["first_stage"]:
+                continue
+            src = index.get(r["op"], {})
+            out.append({"source op": r["op"], "op_type": src.get("op_type", "—"),
+                        "module": src.get("module_path") or "(root)",
+                        "first diverges at": STAGE_TITLES.get(r["first_stage"], "never"), a: r[a], b: r[b]})
+        return out
+    for r in div.get("rows") or []:
+        if only_diverging and not r["first_stage"]:
+            continue
+        out.append({"source op": r["op"], "op_type": r.get("op_type", "—"), "module": r.get("module_path") or "(root)",
+                    "first diverges at": STAGE_TITLES.get(r["first_stage"], "never"),
+                    "how the targets split there": " | ".join(f"{', '.join(s['targets'])}: {s['signature']}"
+                                                              for s in r["split"])})
+    return out
+
+
+def layout_summary_rows(report: dict) -> list[dict]:
+    """Per target: the layouts its compute nodes run in (where the runtime says), the reorders / transposes it
+    inserted, the bytes they move and the NCHW↔NHWC (or blocked) transitions."""
+    out = []
+    for tid, t in report["targets"].items():
+        lay = t.get("layout")
+        if not lay:
+            continue
+        out.append({"target": tid,
+                    "node layouts": ", ".join(f"{k} × {v}" for k, v in lay["node_layouts"].items()) or "not reported",
+                    "reorders / transposes": lay["move_count"],
+                    "bytes moved": _fmt_bytes(lay["bytes_moved"]) + (f" (+{lay['unsized_moves']} unsized)"
+                                                                    if lay["unsized_moves"] else ""),
+                    "transitions": ", ".join(f"{k} × {v}" for k, v in lay["transitions"].items()) or "none",
+                    "said by": lay["said_by"], "evidence": lay.get("evidence", "—")})
+    return out
+
+
+def layout_move_rows(report: dict, tid: str) -> list[dict]:
+    lay = report["targets"][tid].get("layout") or {}
+    return [{"node": m["id"], "op_type": m["op_type"], "from": m.get("from") or "—", "to": m.get("to") or "—",
+             "shape": "×".join(str(d) for d in m["shape"]) if m.get("shape") else "?",
+             "dtype": m.get("dtype") or "?", "bytes": _fmt_bytes(m["bytes"]) if m["bytes"] is not None else "?",
+             "note": m.get("precision") or m.get("what") or (f"perm {m['perm']}" if m.get("perm") else "")}
+            for m in lay.get("moves") or []]
+
+
+def _fmt_bytes(n) -> str:
+    if n is None:
+        return "?"
+    for unit, size in (("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{int(n)} B"

@@ -12,6 +12,8 @@ from ..analysis.fusion_diff import fusion_matrix
 from ..analysis.drift import drift_details, drift_metrics, worst
 from ..analysis.fusion import fusion_groups, pattern_counts
 from ..analysis.fusion_catalogue import check_catalogue
+from ..analysis.layout_audit import layout_audit
+from ..analysis.stages import divergence_block, stage_block
 from ..analysis.op_counts import op_counts, other_counts
 from ..analysis.precision import precision_mix
 from ..targets import OK, REGISTRY
@@ -20,7 +22,10 @@ SCHEMA_VERSION = "1.0"
 
 
 def build_report(source, captured, inputs_info: dict, reference, results: list, host: dict,
-                 boundaries: list[dict] | None = None) -> dict:
+                 boundaries: list[dict] | None = None, stage_graphs: dict | None = None) -> dict:
+    """The Report. `stage_graphs`, when given, is filled with every step graph by key (written beside the
+    report as stages.json; the report names them by key)."""
+    stage_graphs = {} if stage_graphs is None else stage_graphs
     report = {
         "schema_version": SCHEMA_VERSION,
         "xc_version": __version__,
@@ -53,7 +58,7 @@ def build_report(source, captured, inputs_info: dict, reference, results: list, 
             "evidence": ev.MEASURED, "timings": reference.timings,
         }
     for r in results:
-        report["targets"][r.target] = target_block(r, captured, reference)
+        report["targets"][r.target] = target_block(r, captured, reference, stage_graphs)
         _add_layer_drift(report["targets"][r.target], r, reference, boundaries or [])
     if captured is not None:
         graphs = {r.target: r.graph for r in results if r.graph is not None}
@@ -66,6 +71,7 @@ def build_report(source, captured, inputs_info: dict, reference, results: list, 
         matrix = fusion_matrix(captured.before, graphs, partitioned)
         matrix["evidence"] = ev.REPORTED
         report["fusion_matrix"] = matrix
+        report["divergence"] = divergence_block(results, captured, ev.REPORTED)
     report["checklist"] = checklist(report, (report.get("fusion_matrix") or {}).get("not_fired", []))
     return report
 
@@ -81,7 +87,7 @@ def _configured(identity: str):
         return None
 
 
-def target_block(r, captured, reference) -> dict:
+def target_block(r, captured, reference, stage_graphs: dict | None = None) -> dict:
     tid = r.target.split("[", 1)[0]
     cls = REGISTRY.get(tid)
     configured = _configured(r.target)
@@ -125,7 +131,10 @@ def target_block(r, captured, reference) -> dict:
             block["fusions"]["catalogue"] = check_catalogue(g, input_graph_for(r, captured), catalogue)
         block["precision"] = {"mix": precision_mix(g), "evidence": r.evidence.get("precision", ev.REPORTED)}
         block["graph"] = _graph_block(g, r.evidence.get("assignment", ev.REPORTED))
-        block["stages"] = [_graph_block(s, fusion_ev) for s in r.stages]
+        block["stages"] = stage_block(r, captured, {"steps": fusion_ev,
+                                                    "assignment": r.evidence.get("assignment", ev.REPORTED)},
+                                      {} if stage_graphs is None else stage_graphs)
+        block["layout"] = {**layout_audit(g, tid), "evidence": r.evidence.get("assignment", ev.REPORTED)}
     if r.outputs:
         block["outputs"] = {"evidence": r.evidence.get("numerics", ev.MEASURED),
                             "values": {k: _summary(v) for k, v in r.outputs.items()}}

@@ -100,6 +100,8 @@ def _target_diff(tid: str, base: dict, new: dict, b_ops: dict, n_ops: dict) -> d
         if b_prec and n_prec and b_prec != n_prec:
             d["precision_changes"].append({**ref, "base": b_prec, "new": n_prec})
     d["drift"] = _drift(bt, nt)
+    d["stage_changes"] = _stage_changes(bt, nt)
+    d["layout"] = _layout_change(bt, nt)
     d["checklist"] = _checklist(tid, base, new)
     d["accelerated_share"] = {"base": _share(bt), "new": _share(nt)}
     d["latency_cliff_ms"] = {"base": _cliff(bt), "new": _cliff(nt)}
@@ -108,9 +110,36 @@ def _target_diff(tid: str, base: dict, new: dict, b_ops: dict, n_ops: dict) -> d
     d["changed"] = bool(bt["status"] != nt["status"] or d["op_count"]["base"] != d["op_count"]["new"]
                         or d["fallbacks"]["added"] or d["fallbacks"]["removed"] or d["fusions"]["gained"]
                         or d["fusions"]["lost"] or d["backend_changes"] or d["precision_changes"]
+                        or d["stage_changes"] or d["layout"]
                         or any(c["base"] != c["new"] for c in d["checklist"])
                         or any(x.get("ratio") not in (None, 1.0) for x in d["drift"]))
     return d
+
+
+def _stage_ends(t: dict) -> dict[str, int]:
+    """Canonical stage → the op count the target's toolchain ended that stage with (its last step there)."""
+    out = {}
+    for s in (t.get("stages") or {}).get("steps") or []:
+        if s["op_count"] is not None and s["stage"] not in ("backend-selection", "fallback-insertion"):
+            out[s["stage"]] = s["op_count"]
+    return out
+
+
+def _stage_changes(bt: dict, nt: dict) -> list[dict]:
+    """Stages whose op count changed: where in the lowering a compiler decided differently."""
+    from ..stages import STAGE_TITLES, STAGES
+    b, n = _stage_ends(bt), _stage_ends(nt)
+    return [{"stage": STAGE_TITLES[s], "base": b[s], "new": n[s]} for s in STAGES if s in b and s in n
+            and b[s] != n[s]]
+
+
+def _layout_change(bt: dict, nt: dict) -> dict | None:
+    """Reorders / transposes inserted and the bytes they move, when either changed."""
+    b, n = bt.get("layout") or {}, nt.get("layout") or {}
+    if not b or not n or (b["move_count"], b["bytes_moved"]) == (n["move_count"], n["bytes_moved"]):
+        return None
+    return {"moves": {"base": b["move_count"], "new": n["move_count"]},
+            "bytes": {"base": b["bytes_moved"], "new": n["bytes_moved"]}}
 
 
 def _accelerated(backend: str) -> bool:
@@ -220,6 +249,12 @@ def change_lines(d: dict) -> list[tuple[str, str]]:
         for c in t["precision_changes"]:
             lines.append((tid, f"precision {c['base']} → {c['new']}: {c['op_type']} at "
                                f"{c['module_path'] or '(root)'}"))
+        for c in t.get("stage_changes") or []:
+            lines.append((tid, f"{c['stage']}: ends with {c['base']} → {c['new']} ops"))
+        if t.get("layout"):
+            lay = t["layout"]
+            lines.append((tid, f"layout moves {lay['moves']['base']} → {lay['moves']['new']} "
+                               f"({lay['bytes']['base']} → {lay['bytes']['new']} bytes)"))
         for x in t["drift"]:
             if x["ratio"] not in (None, 1.0):
                 lines.append((tid, f"drift of '{x['output']}' rel L2 {fmt_sci(x['base'])} → {fmt_sci(x['new'])} "

@@ -20,10 +20,11 @@ from .. import figures
 from .. import layout as topo
 from .. import topology
 from ..analysis.drift import passes_at
-from ..views import accelerated_targets, catalogue_rows, fallback_rows, fmt_sci, overview_rows
+from ..views import (accelerated_targets, catalogue_rows, divergence_counts, divergence_rows, fallback_rows, fmt_sci,
+                     layout_move_rows, layout_summary_rows, overview_rows, stage_matrix, stage_targets)
 
-SECTIONS = [("overview", "Overview"), ("heatmap", "Heat map"), ("fusion", "Fusion"), ("drift", "Drift"),
-            ("checklist", "Checklist"), ("fallbacks", "Fallbacks"), ("topology", "Topology")]
+SECTIONS = [("overview", "Overview"), ("heatmap", "Heat map"), ("fusion", "Fusion"), ("stages", "Stages"),
+            ("drift", "Drift"), ("checklist", "Checklist"), ("fallbacks", "Fallbacks"), ("topology", "Topology")]
 EVIDENCE_HELP = ev.HELP
 EVIDENCE_COLORS = {ev.MEASURED: "#1a7f37", ev.REPORTED: "#0969da", ev.PREDICTED_RUNTIME: "#bc4c00",
                    ev.PREDICTED_RULES: "#8250df", ev.EMULATED: "#6e7781"}
@@ -457,7 +458,33 @@ def _topology(report: dict, figs: _Figures) -> str:
     return "".join(out)
 
 
-BUILDERS = {"overview": _overview, "heatmap": _heatmap, "fusion": _fusion, "drift": _drift,
+def _stages(report: dict, figs: _Figures) -> str:
+    matrix = stage_matrix(report)
+    if not matrix:
+        return _note("No target recorded its lowering steps.")
+    parts = [_table(matrix),
+             _caption("Each cell: what the target's toolchain did in that stage (compute ops; casts, reorders and "
+                      "constants counted apart; fused nodes carry two or more source ops). Evidence: "
+                      + _e(" · ".join(f"{t} {report['targets'][t]['stages']['evidence'].get('steps')}"
+                                      for t in stage_targets(report))))]
+    rows = divergence_rows(report)
+    parts.append("<h3>Where targets first part ways, per source op</h3>")
+    parts.append(_table([divergence_counts(report)]))
+    if rows:
+        parts.append(_table(rows))
+    else:
+        parts.append(_note("No source op parts ways between the targets."))
+    parts.append("<h3>Layout audit</h3>")
+    summary = layout_summary_rows(report)
+    parts.append(_table(summary) if summary else _note("No compiled graph."))
+    for r in summary:
+        if r["reorders / transposes"]:
+            parts.append(f"<h3>Reorders and transposes: <code>{_e(r['target'])}</code></h3>")
+            parts.append(_table(layout_move_rows(report, r["target"])))
+    return "".join(parts)
+
+
+BUILDERS = {"overview": _overview, "heatmap": _heatmap, "fusion": _fusion, "stages": _stages, "drift": _drift,
             "checklist": _checklist, "fallbacks": _fallbacks, "topology": _topology}
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import html
 
 from ..analysis.checklist import SHORT_QUESTION
-from ..views import (accelerated_targets, catalogue_rows, default_pairs, fallback_rows, fmt_sci, overview_rows,
-                     pair_sentence, target_summary_rows)
+from ..views import (accelerated_targets, catalogue_rows, default_pairs, divergence_counts, divergence_rows,
+                     fallback_rows, fmt_sci, layout_summary_rows, overview_rows, pair_sentence, stage_matrix,
+                     target_summary_rows)
 
 MAX_CHARS = 60_000
 VERDICT = {"pass": "✅ pass", "warn": "⚠️ warn", "fail": "❌ fail", "not applicable": "➖ n/a"}
@@ -59,6 +60,9 @@ def _render(report: dict, cap: int) -> str:
     parts += [target_table(report), "", "#### Checklist", "",
              checklist_table(report), ""]
     parts += [details(report, qid, cap) for qid in _question_ids(report)]
+    stages = stages_details(report, cap)
+    if stages:
+        parts += [stages]
     errors = [(tid, t) for tid, t in report["targets"].items() if t.get("error")]
     if errors:
         parts += ["", "#### Errors", ""] + [f"- **{text(tid)}** ({text(t['status'])}): {text(t['error'])}"
@@ -189,6 +193,34 @@ def _precision_evidence(report: dict, cap: int) -> str:
                          text((t.get("precision") or {}).get("evidence", ""))])
     return table(["target", "ops by precision", "evidence"], body[:cap]) + _more(len(body), cap, "target") \
         if body else ""
+
+
+def stages_details(report: dict, cap: int) -> str:
+    """The lowering stages per target, where the targets first part ways, and the layout moves, collapsed."""
+    matrix = stage_matrix(report)
+    if not matrix:
+        return ""
+    targets = [k for k in matrix[0] if k != "stage"]
+    body = [[code(t)] + [text(row[t]) for row in matrix] for t in targets]
+    out = ["<details><summary>Lowering stages: what each toolchain did, and where the targets part ways</summary>",
+           "", table(["target"] + [row["stage"] for row in matrix], body), ""]
+    counts = divergence_counts(report)
+    if any(counts.values()):
+        out += ["Source ops by the first stage at which the targets diverge: "
+                + ", ".join(f"{text(k)} {v}" for k, v in counts.items() if v) + ".", ""]
+        rows = divergence_rows(report)
+        if rows:
+            out += [table(["source op", "first diverges at", "how the targets split there"],
+                          [[code(r["source op"]), text(r["first diverges at"]), text(r["how the targets split there"])]
+                           for r in rows[:cap]]) + _more(len(rows), cap, "source op"), ""]
+    layout = [r for r in layout_summary_rows(report) if r["reorders / transposes"]]
+    if layout:
+        out += ["Layout moves the compilers inserted:", "",
+                table(["target", "node layouts", "reorders / transposes", "bytes moved", "transitions"],
+                      [[code(r["target"]), text(r["node layouts"]), str(r["reorders / transposes"]),
+                        text(r["bytes moved"]), text(r["transitions"])] for r in layout]), ""]
+    out += ["</details>", ""]
+    return "\n".join(out)
 
 
 def _more(total: int, cap: int, what: str) -> str:

@@ -17,6 +17,7 @@ from typing import Any, Callable, ClassVar
 from ..errors import summarize_error
 from ..ir import Graph
 from ..outputs import normalize_outputs
+from ..stages import Step
 
 MAX_ERROR_DETAIL = 20_000
 
@@ -33,7 +34,10 @@ class TargetResult:
     error_stage: str | None = None    # compile | inspect | run (or the worker stage a kill happened in)
     error_detail: str | None = None   # the runtime's whole message; `error` is its one-line summary
     graph: Graph | None = None
-    stages: list[Graph] = field(default_factory=list)   # graphs after intermediate lowering stages
+    # The toolchain's steps mapped onto the six canonical stages (xc_core/stages.py), each with the graph after it
+    # where the toolchain gives one. The last step's graph may be the final graph itself (`graph` is then None
+    # and `name` says so): it is stored once.
+    stages: list[Step] = field(default_factory=list)
     # The graph this target's compiler was given, when it is not the captured ONNX (int8: the quantized model;
     # Core ML: the MIL program before its passes). `fused_from` ids refer to it.
     input_graph: Graph | None = None
@@ -69,7 +73,7 @@ class TargetResult:
             if f.name in self._GRAPHS:
                 data[f.name] = value.to_dict() if value is not None else None
             elif f.name == "stages":
-                data[f.name] = [g.to_dict() for g in value]
+                data[f.name] = [step.to_dict() for step in value]
             elif f.name in self._ARRAYS:
                 names = {}
                 for k, a in value.items():
@@ -97,7 +101,7 @@ class TargetResult:
                 data[name] = {k: z[key] for k, key in data[name].items()}
         for name in cls._GRAPHS:
             data[name] = Graph.from_dict(data[name]) if data[name] is not None else None
-        data["stages"] = [Graph.from_dict(g) for g in data["stages"]]
+        data["stages"] = [Step.from_dict(d) for d in data["stages"]]
         return cls(**data)
 
 

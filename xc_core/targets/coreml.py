@@ -12,6 +12,7 @@ MIL pipeline did and where each op will probably run.
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import logging
 import os
@@ -24,6 +25,7 @@ import numpy as np
 from .. import evidence as ev
 from ..analysis.boundaries import DEFAULT_BANDWIDTH_GB_S, DEFAULT_TRANSITION_OVERHEAD_MS, boundaries
 from ..ir import CAST, COMPUTE, CONSTANT, Graph
+from ..stages import FINAL, FUSION, GRAPH_OPT, IMPORT, KERNEL, Step, graph_step
 from .base import Target, register
 from .coreml_rules import CPU, UNKNOWN, predict
 from .mil_graph import attach_source_ops, mil_ir_graph
@@ -113,14 +115,11 @@ class CoreMLTarget(Target):
                 return {"after": captured.source.mil_program, "before": None, "mlmodel": None}
             precision = ct.precision.FLOAT16 if self.compute_precision == "fp16" else ct.precision.FLOAT32
             target = getattr(ct.target, self.options.get("minimum_deployment_target", DEFAULT_DEPLOYMENT_TARGET))
-            empty = ct.PassPipeline.EMPTY
-            if self.compute_precision == "fp16":
-                empty.append_pass("common::add_fp16_cast")  # EMPTY drops it; keep precision comparable
             errors = []
             for label, model, kwargs in self._conversion_inputs(captured):
                 try:
-                    before = ct.convert(model, convert_to="milinternal", pass_pipeline=empty,
-                                        compute_precision=precision, minimum_deployment_target=target, **kwargs)
+                    frontend = ct.convert(model, convert_to="milinternal", pass_pipeline=ct.PassPipeline.EMPTY,
+                                          compute_precision=precision, minimum_deployment_target=target, **kwargs)
                     mlmodel = ct.convert(model, convert_to="mlprogram", compute_precision=precision,
                                          compute_units=getattr(ct.ComputeUnit, self.compute_units),
                                          minimum_deployment_target=target, **kwargs)
@@ -133,12 +132,26 @@ class CoreMLTarget(Target):
             if captured.source.kind == "onnx":
                 result.info["onnx_conversion"] = {k: v for k, v in self._onnx_conversion.items()
                                                   if k != "module_names"}
+            # "before": the frontend program with fp16 casts (so precision compares fairly: EMPTY drops the cast
+            # pass); the per-pass walk replays the default pipeline on another copy, pass by pass.
+            before = _copy_program(frontend)
+            if before is None:      # too deep to copy: convert once more, as the walk consumes `frontend`
+                empty = ct.PassPipeline.EMPTY
+                if self.compute_precision == "fp16":
+                    empty.append_pass("common::add_fp16_cast")
+                before = ct.convert(model, convert_to="milinternal", pass_pipeline=empty,
+                                    compute_precision=precision, minimum_deployment_target=target, **kwargs)
+            elif self.compute_precision == "fp16":
+                _apply_pass(before, "common::add_fp16_cast")
+            frontend_graph = mil_ir_graph(frontend, "mil-frontend")
+            pass_steps = _walk_default_pipeline(frontend, self.compute_precision == "fp16")
             package = os.path.join(workdir, "model.mlpackage")
             mlmodel.save(package)
             archive = shutil.make_archive(package, "zip", workdir, "model.mlpackage")
             result.artifacts += [package, archive]
             return {"after": mlmodel._mil_program, "before": before, "mlmodel": mlmodel, "package": package,
-                    "decomposed": getattr(self, "_decomposed", None)}
+                    "decomposed": getattr(self, "_decomposed", None), "pass_steps": pass_steps,
+                    "frontend_graph": frontend_graph}
 
     def _conversion_inputs(self, captured):
         """(label, model, convert kwargs) in the order to try."""
@@ -178,15 +191,15 @@ class CoreMLTarget(Target):
             before = mil_ir_graph(compiled["before"], "mil-frontend")
             _sanitize_like_coremltools(before)
             self._attach_provenance(before, compiled, captured)
-            map_optimized_graph(after, before)
-            _drop_survivors(after, before)
-            # Ops that survived untouched keep the before op's provenance by name.
-            before_by_name = before.by_id()
-            for n in after.nodes:
-                b = before_by_name.get(n.id)
-                if b is not None and not n.source_ops:
-                    n.source_ops, n.module_path = list(b.source_ops), b.module_path
-            result.stages.append(before)
+            _trace_to_before(after, before)
+            frontend = compiled["frontend_graph"]
+            _sanitize_like_coremltools(frontend)
+            self._attach_provenance(frontend, compiled, captured)
+            result.stages.append(graph_step(IMPORT, "the MIL program after the frontend", frontend))
+            for step in compiled["pass_steps"]:
+                if step.graph is not None:
+                    _trace_to_before(step.graph, before if step.graph.stage == "mil-pass-with-casts" else frontend)
+                result.stages.append(step)
             result.input_graph = before
             result.info["mil_ops_before"] = _mil_op_count(before)
         else:
@@ -198,6 +211,9 @@ class CoreMLTarget(Target):
                 n.attributes["fused_by"] = [p for p in n.attributes["passes"] if p.startswith("fuse")] or \
                     n.attributes["passes"]
         self._place(after, compiled, result)
+        if compiled["before"] is not None:
+            result.stages.append(graph_step(KERNEL, "the ML program Core ML compiles (after the backend passes)",
+                                            after, ref=FINAL))
         casts = [n for n in after.nodes if n.kind == CAST]
         result.info["casts"] = _cast_summary(casts)
         if self.accelerated:
@@ -321,6 +337,116 @@ def mil_probe_values(graph: Graph, recorded: dict, before: Graph, probes: list[s
         value = np.asarray(recorded[(matching or nodes)[-1].outputs[0].name])
         out[op] = value.astype(np.float32) if np.issubdtype(value.dtype, np.floating) else value
     return out
+
+
+def _trace_to_before(g: Graph, before: Graph) -> None:
+    """Provenance of a program after some passes, from the frontend program: region tracing, then ops that
+    survived untouched keep the before op's provenance by name."""
+    map_optimized_graph(g, before)
+    _drop_survivors(g, before)
+    before_by_name = before.by_id()
+    for n in g.nodes:
+        b = before_by_name.get(n.id)
+        if b is not None and not n.source_ops:
+            n.source_ops, n.module_path = list(b.source_ops), b.module_path
+
+
+def pass_stage(name: str) -> str:
+    """The canonical stage a coremltools graph pass belongs to, from its name: fuse_* / compose_* / merge_* fuse;
+    passes on casts, transposes or layouts lower to kernels (precision, memory layout); the rest optimise."""
+    short = name.split("::")[-1]
+    if any(w in short for w in ("cast", "transpose", "layout")):
+        return KERNEL
+    if short.startswith(("fuse_", "compose_", "merge_")) or "fuse" in short:
+        return FUSION
+    return GRAPH_OPT
+
+
+def _copy_program(prog):
+    """A deep copy of a MIL program, or None when it is too deep to copy. copy.deepcopy recurses along the
+    op → var → op chain, so a long program needs a deep stack: the copy runs in a thread with a large one."""
+    import threading
+    out: dict = {}
+
+    def work():
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(limit, 200_000))
+        try:
+            out["prog"] = copy.deepcopy(prog)
+        except (RecursionError, MemoryError):
+            out["prog"] = None
+        finally:
+            sys.setrecursionlimit(limit)
+
+    size = threading.stack_size()
+    threading.stack_size(512 * 2**20)
+    try:
+        t = threading.Thread(target=work, name="xc-mil-copy")
+        t.start()
+    finally:
+        threading.stack_size(size)
+    t.join()
+    return out.get("prog")
+
+
+def _apply_pass(prog, name: str) -> None:
+    import coremltools as ct
+    from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipelineManager
+    PassPipelineManager.apply_pipeline(prog, ct.PassPipeline([name]))
+
+
+def _walk_default_pipeline(prog, fp16: bool) -> list[Step]:
+    """Replay ct.convert's default pass pipeline on the frontend program (consumed), one pass at a time, as
+    ct.convert orders it (without the cast passes when the precision is fp32, as ct.convert removes them). Every
+    pass that changed the op or cast count is a step. Passes of different kinds interleave, so two graphs are
+    kept: the program just before the first fusion (where graph optimisation ends) and after the last fusion."""
+    import coremltools as ct
+    skip = set() if fp16 else {"common::add_fp16_cast", "common::add_int16_cast"}
+    fn = prog.functions["main"]
+
+    def counts():
+        ops = [op.op_type for op in fn.operations if op.op_type != "const"]
+        return sum(t != "cast" for t in ops), ops.count("cast")
+
+    steps: list[Step] = []
+    ops, casts = counts()
+    sanitized = cast_added = fused = False
+    last_fusion = None
+    for i, name in enumerate(p for p in ct.PassPipeline.DEFAULT.passes if p not in skip):
+        _apply_pass(prog, name)
+        sanitized = sanitized or name == "common::sanitize_input_output_names"
+        cast_added = cast_added or name == "common::add_fp16_cast"
+        now_ops, now_casts = counts()
+        if (now_ops, now_casts) == (ops, casts):
+            continue
+        stage = pass_stage(name)
+        if stage == FUSION and not fused:
+            fused = True
+            previous = steps[-1] if steps else None
+            if previous is not None and previous.graph is not None:
+                previous.ends_stage = GRAPH_OPT
+        steps.append(Step(stage, name, now_ops, {"casts": now_casts, "ops_before": ops, "casts_before": casts,
+                                                 "pass_index": i}))
+        ops, casts = now_ops, now_casts
+        if fused and stage != FUSION:
+            continue
+        if len(steps) > 1 and steps[-2].ends_stage is None:
+            steps[-2].graph = None                  # only the candidate graph of each phase is kept
+        if stage == FUSION and last_fusion is not None:
+            last_fusion.graph, last_fusion.ends_stage = None, None
+        # Graphs taken before the fp16 casts are traced to the frontend program without casts.
+        g = mil_ir_graph(prog, "mil-pass-with-casts" if cast_added else "mil-pass")
+        if not sanitized:
+            _sanitize_like_coremltools(g)
+        steps[-1].graph = g
+        if stage == FUSION:
+            steps[-1].ends_stage, last_fusion = FUSION, steps[-1]
+    if not fused and steps and steps[-1].graph is not None:
+        steps[-1].ends_stage = GRAPH_OPT            # no fusion fired: graph optimisation ends the walk
+    for step in steps:
+        if step.ends_stage is None:
+            step.graph = None
+    return steps
 
 
 def _sanitize_like_coremltools(g: Graph) -> None:

@@ -70,9 +70,12 @@ class InductorCpu(Target):
         module = ep.module()
         example = [torch.zeros(s.shape, dtype=getattr(torch, s.dtype)) for s in captured.source.inputs]
         mode = self.options.get("mode", "default")
+        recorder = _FxRecorder()
         with inductor_config.patch({"trace.enabled": True, "trace.debug_dir": trace_dir,
                                     "trace.provenance_tracking_level": 1, "compile_threads": 1,
-                                    "fx_graph_cache": False, "cpp_cache_precompile_headers": keep_headers}):
+                                    "fx_graph_cache": False, "cpp_cache_precompile_headers": keep_headers,
+                                    "pre_grad_custom_pass": recorder.pass_for("pre_grad"),
+                                    "post_grad_custom_post_pass": recorder.pass_for("post_grad")}):
             torch._dynamo.reset()
             compiled = torch.compile(module, backend="inductor", mode=None if mode == "default" else mode)
             with torch.no_grad():
@@ -90,7 +93,7 @@ class InductorCpu(Target):
                              if os.path.exists(os.path.join(folder, f))]
         result.info["torch_version"] = torch.__version__
         result.info["compile_mode"] = mode
-        return {"module": compiled, "trace": folder}
+        return {"module": compiled, "trace": folder, "fx": recorder.graphs}
 
     def _inspect(self, compiled, captured, result) -> Graph:
         with open(os.path.join(compiled["trace"], "inductor_provenance_tracking_node_mappings.json")) as f:
@@ -140,6 +143,7 @@ class InductorCpu(Target):
         result.info["kernels"] = {"generated": sum(1 for n in g.nodes if n.op_type == "cpp_fused"),
                                   "extern": sum(1 for n in g.nodes if n.op_type != "cpp_fused"),
                                   "layout": sum(1 for n in g.nodes if n.kind == LAYOUT)}
+        result.stages.extend(_steps(compiled["fx"], post_to_pre, before, g))
         return g
 
     def _run(self, compiled, inputs, captured, result):
@@ -149,6 +153,64 @@ class InductorCpu(Target):
         with torch.no_grad():
             leaves = [x for x in tree_leaves(compiled["module"](*args)) if isinstance(x, torch.Tensor)]
         return {name: t.detach().numpy() for name, t in zip(captured.output_names, leaves)}
+
+
+class _FxRecorder:
+    """Inductor's custom-pass hooks, used only to look: each records the FX graph it is handed (pre-grad: what
+    Dynamo traced; post-grad: after Inductor's decompositions and pattern passes, before scheduling) and changes
+    nothing."""
+
+    def __init__(self):
+        self.graphs: dict[str, list[tuple[str, str]]] = {}
+
+    def pass_for(self, name: str):
+        from torch._inductor.custom_graph_pass import CustomGraphPass
+        graphs = self.graphs
+
+        class Record(CustomGraphPass):
+            def __call__(self, graph):
+                if name not in graphs:     # the first graph (graph breaks give more; the first is read back)
+                    graphs[name] = [(n.name, _fx_target(n.target)) for n in graph.nodes
+                                    if n.op == "call_function" and _fx_target(n.target) != "getitem"]
+
+            def uuid(self):
+                return f"xc-record-{name}"
+        return Record()
+
+
+def _fx_target(target) -> str:
+    """aten.convolution.default → convolution; operator.getitem → getitem."""
+    text = getattr(target, "__name__", None) or str(target)
+    parts = [p for p in str(target).split(".") if p not in ("default", "aten", "Tensor", "Scalar", "prims")]
+    return parts[-1] if "." in str(target) and parts else text
+
+
+def _steps(fx: dict, post_to_pre: dict, before: Graph, kernels: Graph) -> list:
+    """Pre-grad FX, post-grad FX (traced to the source ops by Inductor's postToPre mapping), the fused kernels."""
+    from ..stages import FINAL, FUSION, GRAPH_OPT, IMPORT, KERNEL, Step, graph_step
+    by_id = before.by_id()
+    steps = []
+    pre = fx.get("pre_grad")
+    if pre is not None:
+        g = Graph(name="pre-grad", stage="inductor-pre-grad")
+        for name, target in pre:
+            g.nodes.append(Node(id=name, op_type=target, domain="aten", source_ops=[name] if name in by_id else [],
+                                module_path=by_id[name].module_path if name in by_id else None, backend="cpu"))
+        steps.append(graph_step(IMPORT, "pre-grad FX graph (what Dynamo traced)", g))
+    post = fx.get("post_grad")
+    if post is not None:
+        g = Graph(name="post-grad", stage="inductor-post-grad")
+        for name, target in post:
+            src = [p for p in post_to_pre.get(name, []) if p in by_id]
+            paths = [by_id[p].module_path for p in src]
+            g.nodes.append(Node(id=name, op_type=target, domain="aten", source_ops=src, fused_from=src,
+                                module_path=_innermost_module(paths), backend="cpu"))
+        steps.append(graph_step(GRAPH_OPT, "post-grad FX graph (decomposed, pattern passes applied)", g))
+    if not steps:
+        steps.append(Step(IMPORT, "pre-grad FX graph", note="Inductor called neither custom-pass hook"))
+    steps.append(graph_step(FUSION, "scheduled kernels (generated C++ and extern calls)", kernels, ref=FINAL))
+    steps.append(graph_step(KERNEL, "kernels as compiled (operand layout copies marked)", kernels, ref=FINAL))
+    return steps
 
 
 def _precompiled_headers_in(cache: str) -> bool:

@@ -111,7 +111,8 @@ class OpenVinoCpu(Target):
             node = Node(id=op.get_friendly_name(), op_type=layer_type, domain="openvino", kind=kind,
                         inputs=inputs, outputs=outputs,
                         attributes={"primitiveType": info.get("primitiveType"), "execOrder": info.get("execOrder"),
-                                    "originalLayersNames": originals},
+                                    "originalLayersNames": originals,
+                                    "outputLayouts": info.get("outputLayouts")},
                         backend="cpu", kernel=info.get("primitiveType"),
                         precision=precision_of_dtype(info.get("runtimePrecision", "").lower() or None),
                         source_ops=_unique(s for a in dynamic_src for s in a.source_ops),
@@ -128,7 +129,33 @@ class OpenVinoCpu(Target):
         carried = {a for n in g.nodes for a in n.fused_from}
         result.info["constant_folded"] = [n.id for n in captured.onnx_graph.nodes
                                           if n.kind == COMPUTE and n.id not in carried]
+        result.stages.extend(self._steps(compiled, captured, friendly_to_onnx, g))
         return g
+
+    def _steps(self, compiled, captured, friendly_to_onnx: dict, runtime: Graph) -> list:
+        """The model as read, after OpenVINO's common (MOC) transformations, then the CPU plugin's runtime model
+        (where its fusions, reorders and precisions show)."""
+        from ..stages import FINAL, FUSION, GRAPH_OPT, IMPORT, KERNEL, graph_step
+        onnx_nodes = captured.onnx_graph.by_id()
+        read = openvino_model_graph(compiled["model"], "openvino-read")
+        _trace_friendly_names(read, friendly_to_onnx, onnx_nodes)
+        steps = [graph_step(IMPORT, "the model as read (core.read_model)", read)]
+        try:
+            from openvino._offline_transformations import apply_moc_transformations
+            moc = compiled["model"].clone()
+            apply_moc_transformations(moc, cf=True)
+            g = openvino_model_graph(moc, "openvino-moc")
+            _trace_friendly_names(g, {**friendly_to_onnx, **_friendly_name_map(moc, captured)}, onnx_nodes)
+            steps.append(graph_step(GRAPH_OPT, "common transformations (apply_moc_transformations, "
+                                               "constant folding on)", g))
+        except Exception as e:  # noqa: BLE001 — a private API may move; the other steps still stand
+            steps.append(graph_step(GRAPH_OPT, "common transformations", read, note="not exposed by this OpenVINO "
+                                    f"build ({type(e).__name__}); the model as read is shown"))
+            steps[-1].graph, steps[-1].graph_ref = None, None
+        steps += [graph_step(FUSION, "CPU plugin compile: fused layers (runtime model)", runtime, ref=FINAL),
+                  graph_step(KERNEL, "CPU plugin compile: primitives, reorders, precisions (runtime model)",
+                             runtime, ref=FINAL)]
+        return steps
 
     def _run(self, compiled, inputs, captured, result):
         cm = compiled["compiled"]
@@ -296,10 +323,32 @@ def openvino_model_graph(model, stage: str) -> Graph:
         kind = LAYER_KINDS.get(op.get_type_name(), COMPUTE)
         inputs, outputs = _port_tensors(op)
         name = op.get_friendly_name()
+        rt = op.get_rt_info()
+        # The names of the ops a transformation merged into this one (what the runtime model's
+        # originalLayersNames are made from).
+        fused = rt["fused_names_0"].astype(str) if "fused_names_0" in rt.keys() else ""
         g.nodes.append(Node(id=name, op_type=op.get_type_name(), domain="openvino", kind=kind, inputs=inputs,
-                            outputs=outputs, source_ops=[name] if kind == COMPUTE else []))
+                            outputs=outputs, source_ops=[name] if kind == COMPUTE else [],
+                            attributes={"fused_names": [f for f in fused.split(",") if f]}))
     g.inputs, g.outputs = _graph_io(model)
     return g
+
+
+def _trace_friendly_names(g: Graph, friendly_to_onnx: dict, onnx_nodes: dict) -> None:
+    """An OpenVINO model's ops traced to the ONNX nodes they came from (by friendly name, output tensor, or the
+    "<node>/..." names OpenVINO gives the ops it splits a node into), and so to the source ops."""
+    from .onnx_regions import _common_path, _unique
+    for n in g.nodes:
+        origins = []
+        for name in [n.id, *n.attributes.get("fused_names", [])]:
+            origin = friendly_to_onnx.get(name) or _prefix_match(name, onnx_nodes)
+            if origin and origin not in origins and onnx_nodes[origin].kind == COMPUTE:
+                origins.append(origin)
+        nodes = [onnx_nodes[o] for o in origins] if n.kind == COMPUTE else []
+        n.source_ops = _unique(s for node in nodes for s in node.source_ops)
+        n.fused_from = [node.id for node in nodes]
+        paths = [node.module_path for node in nodes if node.module_path is not None]
+        n.module_path = _common_path(paths) if paths else None
 
 
 def _port_tensors(op) -> tuple[list[TensorInfo], list[TensorInfo]]:

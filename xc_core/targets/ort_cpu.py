@@ -15,6 +15,7 @@ import numpy as np
 from .. import evidence as ev
 from ..capture import onnx_ir_graph
 from ..ir import COMPUTE, Graph
+from ..stages import FINAL, FUSION, GRAPH_OPT, IMPORT, INPUT, KERNEL, graph_step
 from .base import Target, TargetResult, register
 from .onnx_regions import map_optimized_graph, onnx_node_precision
 from .ort_common import PROVIDER_BACKEND, feeds_for, make_session, providers_from_profile, run_session
@@ -26,6 +27,10 @@ from .ort_common import PROVIDER_BACKEND, feeds_for, make_session, providers_fro
 # transformations, all is everything (onnxruntime.ai/docs/performance/model-optimizations/graph-optimizations.html).
 ORT_LEVELS = {"disabled": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED",
               "layout": "ORT_ENABLE_LAYOUT", "all": "ORT_ENABLE_ALL"}
+# The levels in the order ORT applies them, and the canonical stage (xc_core/stages.py) each one's work belongs
+# to: basic folds and eliminates, extended fuses, layout rewrites Conv into NCHWc blocked kernels with reorders.
+_LEVEL_STAGES = (("disabled", IMPORT), ("basic", GRAPH_OPT), ("extended", FUSION), ("layout", KERNEL),
+                 ("all", KERNEL))
 # The fusion catalogue each level implements (analysis/fusion_catalogue.py).
 _LEVEL_CATALOGUE = {"disabled": None, "basic": "onnxruntime-basic", "extended": "onnxruntime",
                     "layout": "onnxruntime", "all": "onnxruntime"}
@@ -61,7 +66,7 @@ class OrtTarget(Target):
         import onnxruntime
         result.info["onnxruntime_version"] = onnxruntime.__version__
         result.info["optimization_level"] = self.level
-        return {"session": session, "optimized": optimized, "input_model": model_path}
+        return {"session": session, "optimized": optimized, "input_model": model_path, "workdir": workdir}
 
     def _inspect(self, compiled, captured, result) -> Graph:
         import onnx
@@ -72,7 +77,33 @@ class OrtTarget(Target):
         for n in graph.nodes:
             n.attributes.pop("_metadata", None)
             n.precision = onnx_node_precision(n)
+        result.stages.extend(self.level_steps(compiled, original, graph))
         return graph
+
+    def level_steps(self, compiled, original: Graph, final: Graph) -> list:
+        """The graph after each optimization level up to the configured one, each dumped by ORT itself
+        (optimized_model_filepath) and traced back like the final graph."""
+        import onnx
+        configured = self.options.get("level", "all")
+        levels = [level for level, _ in _LEVEL_STAGES]
+        steps = [graph_step(IMPORT, "the ONNX model ORT loads", original, ref=INPUT)]
+        with tempfile.TemporaryDirectory(dir=compiled["workdir"]) as tmp:
+            for level, stage in _LEVEL_STAGES[1:levels.index(configured) + 1]:
+                if level == configured:
+                    steps.append(graph_step(stage, ORT_LEVELS[level], final, ref=FINAL))
+                    break
+                path = os.path.join(tmp, f"model.{level}.onnx")
+                make_session(compiled["input_model"], ORT_LEVELS[level], optimized_path=path)
+                g = onnx_ir_graph(onnx.load(path), f"ort-{level}")
+                map_optimized_graph(g, original)
+                for n in g.nodes:
+                    n.attributes.pop("_metadata", None)
+                    n.precision = onnx_node_precision(n)
+                steps.append(graph_step(stage, ORT_LEVELS[level], g))
+        if configured == "disabled":
+            steps = [graph_step(IMPORT, "the ONNX model ORT loads (ORT_DISABLE_ALL: no optimization)", final,
+                                ref=FINAL)]
+        return steps
 
     def input_graph(self, compiled, captured) -> Graph:
         """The graph ORT optimized, in the IR with provenance (the captured ONNX for plain ORT targets)."""

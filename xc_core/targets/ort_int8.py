@@ -63,10 +63,18 @@ class OrtCpuInt8(OrtTarget):
                                       "quantised per tensor at run time")
         return path
 
+    def level_steps(self, compiled, original, final):
+        """The ONNX as exported, then the quantized model ORT loads, then ORT's levels over it."""
+        from ..stages import CAPTURED_ONNX, IMPORT, graph_step
+        captured_graph = compiled["captured_graph"]
+        return [graph_step(IMPORT, "ONNX as exported", captured_graph, ref=CAPTURED_ONNX),
+                *super().level_steps(compiled, original, final)]
+
     def input_graph(self, compiled, captured):
         return compiled["input_graph"]
 
     def _compile(self, captured, workdir, result):
         compiled = super()._compile(captured, workdir, result)
         compiled["input_graph"] = result.input_graph
+        compiled["captured_graph"] = captured.onnx_graph
         return compiled

@@ -104,6 +104,10 @@ class OrtMobileTarget(Target):
         graph = onnx_ir_graph(model, "ep-partitioned")
         result.info.update(map_optimized_graph(graph, captured.onnx_graph))
         result.partitioning = self._assign(graph, model, info)
+        from ..stages import FINAL, GRAPH_OPT, IMPORT, INPUT, graph_step
+        result.stages += [graph_step(IMPORT, "the ONNX model ORT loads", captured.onnx_graph, ref=INPUT),
+                          graph_step(GRAPH_OPT, "ORT_ENABLE_BASIC (the graph ORT partitions for the EP)", graph,
+                                     ref=FINAL)]
         b = boundaries(graph, *self._cost_model())
         b["evidence"] = ev.PREDICTED_RUNTIME
         result.boundaries = b

@@ -1,0 +1,189 @@
+"""Stages: each target's toolchain steps on the six canonical stages, the graphs after them stored once, and the
+first stage at which targets part ways for each source op.
+
+A report carries, per target, the steps with their counts (small) and a key per step graph; the graphs themselves
+go to one file beside report.json (`stages.json`, keyed by content, so a graph two targets share — the captured
+ONNX, ORT's basic-level graph of two variants — is stored once). The final graph of each target is already in the
+report; steps that end there say "final".
+
+First divergence: for every source op and target, a signature per stage —
+- import, graph optimisation, fusion: which other source ops share a node with it in the graph after that stage
+  ("alone", "with a, b", or "gone" when no compute node carries it: constant-folded or eliminated);
+- backend selection: the backends of the nodes that carry it in the compiled graph;
+- kernel lowering: their precisions;
+- fallback insertion: whether any of them is a fallback.
+A stage without a graph of its own carries the previous one forward. Two targets diverge for an op at the first
+stage whose signatures differ.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter, defaultdict
+
+from ..ir import COMPUTE, Graph
+from ..stages import BACKEND, CAPTURED_ONNX, FALLBACK, FINAL, FUSION, GRAPH_OPT, IMPORT, INPUT, KERNEL, STAGES, Step
+
+STAGES_FILE = "stages.json"
+GONE = "gone"
+_GRAPH_STAGES = (IMPORT, GRAPH_OPT, FUSION)
+
+
+def graph_key(d: dict) -> str:
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def resolved_graph(step: Step, r, captured) -> Graph | None:
+    """The graph after a step: its own, or the one it points at."""
+    if step.graph is not None:
+        return step.graph
+    if step.graph_ref == FINAL:
+        return r.graph
+    if step.graph_ref == INPUT:
+        return r.input_graph or captured.onnx_graph
+    if step.graph_ref == CAPTURED_ONNX:
+        return captured.onnx_graph
+    return None
+
+
+def stage_block(r, captured, evidence: dict, store: dict) -> dict:
+    """The report block of one target's steps. Graphs other than the final one are added to `store` (key →
+    graph dict) and named by key; synthetic backend-selection and fallback-insertion steps are read from the
+    compiled graph (with the assignment's evidence kind)."""
+    steps = []
+    for step in r.stages:
+        d = {"stage": step.stage, "name": step.name, "op_count": step.op_count, "counts": dict(step.counts),
+             "note": step.note, "graph": None, "ends_stage": step.ends_stage}
+        if step.graph_ref == FINAL:
+            d["graph"] = FINAL
+        else:
+            g = resolved_graph(step, r, captured)
+            if g is not None:
+                gd = g.to_dict()
+                key = graph_key(gd)
+                store.setdefault(key, gd)
+                d["graph"] = key
+        steps.append(d)
+    g = r.graph
+    if g is not None:
+        compute = g.compute_nodes()
+        backends = Counter(n.backend or "unknown" for n in compute)
+        part = r.partitioning or {}
+        counts = {"backends": dict(sorted(backends.items()))}
+        if part:
+            counts["partitions"] = part.get("num_partitions")
+            counts["assigned"] = part.get("num_supported_nodes")
+            counts["checked"] = part.get("num_nodes")
+        steps.append({"stage": BACKEND, "name": _backend_step_name(r), "op_count": len(compute), "counts": counts,
+                      "note": "", "graph": FINAL})
+        fallbacks = sum(n.fallback for n in compute)
+        counts = {"fallbacks": fallbacks}
+        if r.boundaries:
+            counts["boundaries"] = r.boundaries.get("count", len(r.boundaries.get("items") or []))
+        steps.append({"stage": FALLBACK, "name": "ops left to the CPU" if fallbacks else "no fallback",
+                      "op_count": len(compute), "counts": counts, "note": "", "graph": FINAL})
+    return {"steps": steps, "evidence": evidence}
+
+
+def _backend_step_name(r) -> str:
+    if r.partitioning:
+        return f"{r.partitioning.get('ep', 'EP')} partitioning (ORT's checker)"
+    if r.compute_units:
+        return "compute unit per op"
+    return "execution provider / device per node"
+
+
+# ----------------------------------------------------------------------------------------- first divergence
+def _group_signatures(g: Graph) -> dict[str, str]:
+    """source op → the other source ops sharing a compute node with it ("alone" when none)."""
+    together: dict[str, set] = defaultdict(set)
+    for n in g.nodes:
+        if n.kind != COMPUTE:
+            continue
+        for s in n.source_ops:
+            together[s].update(n.source_ops)
+    out = {}
+    for s, group in together.items():
+        others = sorted(group - {s})
+        out[s] = "with " + ", ".join(others) if others else "alone"
+    return out
+
+
+def _carried(g: Graph) -> dict[str, list]:
+    out: dict[str, list] = defaultdict(list)
+    for n in g.nodes:
+        if n.kind == COMPUTE:
+            for s in n.source_ops:
+                out[s].append(n)
+    return out
+
+
+def op_signatures(r, captured, ops: list[str]) -> dict[str, list[str]]:
+    """source op → its signature at each of the six stages on this target (see the module docstring)."""
+    per_stage: dict[str, Graph] = {}
+    for step in r.stages:
+        g = resolved_graph(step, r, captured)
+        stage = step.ends_stage or step.stage
+        if g is not None and stage in _GRAPH_STAGES:
+            per_stage[stage] = g           # the last graph of a stage is what the stage ends with
+    sigs: dict[str, list[str]] = {op: [] for op in ops}
+    previous = None
+    for stage in _GRAPH_STAGES:
+        g = per_stage.get(stage, previous)
+        previous = g
+        groups = _group_signatures(g) if g is not None else {}
+        for op in ops:
+            sigs[op].append(groups.get(op, GONE) if g is not None else "?")
+    carried = _carried(r.graph) if r.graph is not None else {}
+    for op in ops:
+        nodes = carried.get(op, [])
+        if not nodes:
+            sigs[op] += [GONE, GONE, GONE]
+            continue
+        sigs[op].append(", ".join(sorted({n.backend or "unknown" for n in nodes})))
+        sigs[op].append(", ".join(sorted({n.precision or "unknown" for n in nodes})))
+        sigs[op].append("fallback" if any(n.fallback for n in nodes) else "no fallback")
+    return sigs
+
+
+def first_divergence(signatures: dict[str, dict[str, list[str]]], ops: list[str]) -> list[dict]:
+    """Per source op, the first stage at which the targets' signatures differ, and how they split there."""
+    rows = []
+    targets = list(signatures)
+    for op in ops:
+        row = {"op": op, "first_stage": None, "split": []}
+        for i, stage in enumerate(STAGES):
+            by_sig: dict[str, list[str]] = defaultdict(list)
+            for t in targets:
+                by_sig[signatures[t][op][i]].append(t)
+            if len(by_sig) > 1:
+                row["first_stage"] = stage
+                row["split"] = [{"signature": sig, "targets": ts} for sig, ts in
+                                sorted(by_sig.items(), key=lambda kv: -len(kv[1]))]
+                break
+        rows.append(row)
+    return rows
+
+
+def pair_divergence(signatures: dict, a: str, b: str, ops: list[str]) -> list[dict]:
+    """For two targets: per op, the first stage where they differ and both signatures there."""
+    rows = []
+    for op in ops:
+        sa, sb = signatures[a][op], signatures[b][op]
+        i = next((k for k in range(len(STAGES)) if sa[k] != sb[k]), None)
+        rows.append({"op": op, "first_stage": STAGES[i] if i is not None else None,
+                     a: sa[i] if i is not None else sa[-1], b: sb[i] if i is not None else sb[-1]})
+    return rows
+
+
+def divergence_block(results: list, captured, evidence: str) -> dict:
+    """The report block: signatures per target (ok targets with a compiled graph) and the across-targets rows."""
+    ops = [n.id for n in captured.before.nodes if n.kind == COMPUTE]
+    sigs = {r.target: op_signatures(r, captured, ops) for r in results if r.status == "ok" and r.graph is not None
+            and r.stages}
+    index = captured.before.by_id()
+    rows = first_divergence(sigs, ops) if len(sigs) > 1 else []
+    for row in rows:
+        node = index[row["op"]]
+        row["op_type"], row["module_path"] = node.op_type, node.module_path
+    return {"stages": list(STAGES), "ops": ops, "signatures": sigs, "rows": rows, "evidence": evidence}

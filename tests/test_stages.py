@@ -185,3 +185,28 @@ def test_stage_views_render_every_target_and_add_step_graphs_as_panes(sample_rep
     assert basic[2] in view["targets"] and basic[2] not in report["targets"]
     row = next(r for r in view["alignment"]["source_ops"] if r["source_op"] == "conv2d")
     assert row["targets"][basic[2]]["fused_with"] == ["batch_norm"]
+
+
+def test_core_ml_on_an_onnx_upload_keeps_each_op_s_own_provenance_through_its_fp16_casts(tmp_path):
+    """The ONNX route (onnx2torch → TorchScript) names vars like `input.3`; the fp16 casts are named after the
+    tensor they cast. Neither may smear one op's source op over its neighbours: on a Conv → SiLU detector each
+    conv carries its Conv, each silu (the ML program backend's own fusion) its Sigmoid and Mul."""
+    from realistic_models import detector_onnx
+    from xc_core.api import analyze
+    report = analyze(detector_onnx(str(tmp_path / "det.onnx")), ["coreml-ane"], out_dir=str(tmp_path / "out"))
+    t = report["targets"]["coreml-ane"]
+    assert t["status"] == "ok", t["error"]
+    by_type = {}
+    for n in t["graph"]["nodes"]:
+        if n["kind"] == "compute":
+            by_type.setdefault(n["op_type"], set()).add(tuple(sorted(
+                next(r["op_type"] for r in report["alignment"]["source_ops"] if r["source_op"] == s)
+                for s in n["source_ops"])))
+    assert by_type["conv"] == {("Conv",)}
+    assert by_type["silu"] == {("Mul", "Sigmoid")}
+    backend = [s for s in _steps(report, "coreml-ane") if s["name"].startswith("ML program backend passes")]
+    assert backend and backend[0]["stage"] == FUSION and backend[0]["op_count"] < backend[0]["counts"]["ops_before"]
+    # The graph-optimisation snapshot (after the fp16 casts) keeps ops apart as the program does.
+    graphs = json.load(open(tmp_path / "out" / "stages.json"))
+    snap = next(s for s in _steps(report, "coreml-ane") if s.get("ends_stage") == GRAPH_OPT)
+    assert all(len(n["source_ops"]) <= 1 for n in graphs[snap["graph"]]["nodes"] if n["kind"] == "compute")

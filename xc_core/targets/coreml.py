@@ -212,6 +212,15 @@ class CoreMLTarget(Target):
                     n.attributes["passes"]
         self._place(after, compiled, result)
         if compiled["before"] is not None:
+            walked = [st for st in result.stages if st.op_count is not None]    # the frontend, then each pass
+            final_ops, final_casts = len(after.compute_nodes()), sum(n.kind == CAST for n in after.nodes)
+            if walked and final_ops < walked[-1].op_count:
+                # The ML program backend's own passes fused more (e.g. sigmoid × x → silu): a fusion step.
+                result.stages.append(graph_step(
+                    FUSION, "ML program backend passes (fusions ct.convert applies after the default pipeline)",
+                    after, ref=FINAL, ops_before=walked[-1].op_count, casts_before=walked[-1].counts["casts"]))
+                result.stages[-1].counts["casts"] = final_casts
+                result.stages[-1].ends_stage = FUSION
             result.stages.append(graph_step(KERNEL, "the ML program Core ML compiles (after the backend passes)",
                                             after, ref=FINAL))
         casts = [n for n in after.nodes if n.kind == CAST]
@@ -345,6 +354,14 @@ def _trace_to_before(g: Graph, before: Graph) -> None:
     map_optimized_graph(g, before)
     _drop_survivors(g, before)
     before_by_name = before.by_id()
+    # The fp16 casts of the frontend program are named after the tensor they cast, so they carry its
+    # producer's source op; an op whose region reached back through such a cast did not absorb that producer.
+    for n in g.nodes:
+        if n.kind == COMPUTE and n.fused_from:
+            own = [before_by_name[b] for b in n.fused_from if b in before_by_name
+                   and before_by_name[b].kind != CAST]
+            if own:
+                n.source_ops = list(dict.fromkeys(s for b in own for s in b.source_ops))
     for n in g.nodes:
         b = before_by_name.get(n.id)
         if b is not None and not n.source_ops:
@@ -410,11 +427,10 @@ def _walk_default_pipeline(prog, fp16: bool) -> list[Step]:
 
     steps: list[Step] = []
     ops, casts = counts()
-    sanitized = cast_added = fused = False
+    cast_added = fused = False
     last_fusion = None
     for i, name in enumerate(p for p in ct.PassPipeline.DEFAULT.passes if p not in skip):
         _apply_pass(prog, name)
-        sanitized = sanitized or name == "common::sanitize_input_output_names"
         cast_added = cast_added or name == "common::add_fp16_cast"
         now_ops, now_casts = counts()
         if (now_ops, now_casts) == (ops, casts):
@@ -436,8 +452,7 @@ def _walk_default_pipeline(prog, fp16: bool) -> list[Step]:
             last_fusion.graph, last_fusion.ends_stage = None, None
         # Graphs taken before the fp16 casts are traced to the frontend program without casts.
         g = mil_ir_graph(prog, "mil-pass-with-casts" if cast_added else "mil-pass")
-        if not sanitized:
-            _sanitize_like_coremltools(g)
+        _sanitize_like_coremltools(g)     # the backend renames vars ("input.3" → "input_3"); so was `before`
         steps[-1].graph = g
         if stage == FUSION:
             steps[-1].ends_stage, last_fusion = FUSION, steps[-1]

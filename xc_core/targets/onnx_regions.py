@@ -82,11 +82,13 @@ def map_optimized_graph(optimized: Graph, original: Graph) -> dict:
         clusters[find(n.id)].append(n)
 
     dynamic = _input_dependent(original)
+    # Graph order of the original nodes, built once: regions are sorted by it (per region it was quadratic).
+    rank = {id(n): i for i, n in enumerate(orig_producer.values())}
     claimed: set[str] = set()
     folded: set[str] = set()
     for members in clusters.values():
         outputs = [a for m in members for t in m.outputs if (a := alias(t.name))]
-        region = _region(outputs, orig_producer, producers, {id(m) for m in members})
+        region = _region(outputs, orig_producer, producers, {id(m) for m in members}, rank)
         # Nodes that depend on no graph input were constant-folded into this node's inputs, not fused into it.
         folded.update(o.id for o in region if o.id not in dynamic)
         region = [o for o in region if o.id in dynamic]
@@ -129,7 +131,7 @@ def map_optimized_graph(optimized: Graph, original: Graph) -> dict:
             "eliminated": [n for n in gone if n in dynamic]}
 
 
-def _region(boundary_outputs, orig_producer, producers, members) -> list[Node]:
+def _region(boundary_outputs, orig_producer, producers, members, rank: dict) -> list[Node]:
     """Original nodes from `boundary_outputs` backwards, stopping at tensors some other optimized node produces
     (or graph inputs / initializers, which have no producer)."""
     seen, order = set(), []
@@ -145,7 +147,6 @@ def _region(boundary_outputs, orig_producer, producers, members) -> list[Node]:
                 continue  # another optimized node computes this tensor: the region ends here
             if t.name in orig_producer:
                 stack.append(orig_producer[t.name])
-    rank = {id(n): i for i, n in enumerate(orig_producer.values())}
     return sorted(order, key=lambda n: rank.get(id(n), 0))
 
 

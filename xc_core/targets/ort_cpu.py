@@ -99,6 +99,8 @@ class OrtTarget(Target):
                 for n in g.nodes:
                     n.attributes.pop("_metadata", None)
                     n.precision = onnx_node_precision(n)
+                    if n.kind != "constant":    # the session registers only the CPU EP: it takes every node
+                        n.backend, n.kernel = "cpu", "CPUExecutionProvider"
                 steps.append(graph_step(stage, ORT_LEVELS[level], g))
         if configured == "disabled":
             steps = [graph_step(IMPORT, "the ONNX model ORT loads (ORT_DISABLE_ALL: no optimization)", final,

@@ -416,7 +416,8 @@ def _walk_default_pipeline(prog, fp16: bool) -> list[Step]:
     """Replay ct.convert's default pass pipeline on the frontend program (consumed), one pass at a time, as
     ct.convert orders it (without the cast passes when the precision is fp32, as ct.convert removes them). Every
     pass that changed the op or cast count is a step. Passes of different kinds interleave, so two graphs are
-    kept: the program just before the first fusion (where graph optimisation ends) and after the last fusion."""
+    kept: the program just before the first fusion or the fp16 casts, whichever comes first (where graph
+    optimisation ends), and after the last fusion."""
     import coremltools as ct
     skip = set() if fp16 else {"common::add_fp16_cast", "common::add_int16_cast"}
     fn = prog.functions["main"]
@@ -427,7 +428,7 @@ def _walk_default_pipeline(prog, fp16: bool) -> list[Step]:
 
     steps: list[Step] = []
     ops, casts = counts()
-    cast_added = fused = False
+    cast_added = optimised = False   # optimised: graph optimisation has ended
     last_fusion = None
     for i, name in enumerate(p for p in ct.PassPipeline.DEFAULT.passes if p not in skip):
         _apply_pass(prog, name)
@@ -436,15 +437,16 @@ def _walk_default_pipeline(prog, fp16: bool) -> list[Step]:
         if (now_ops, now_casts) == (ops, casts):
             continue
         stage = pass_stage(name)
-        if stage == FUSION and not fused:
-            fused = True
+        # Graph optimisation ends at the first fusion, or at the fp16 casts (kernel lowering) if they come first.
+        if (stage == FUSION or name == "common::add_fp16_cast") and not optimised:
+            optimised = True
             previous = steps[-1] if steps else None
             if previous is not None and previous.graph is not None:
                 previous.ends_stage = GRAPH_OPT
         steps.append(Step(stage, name, now_ops, {"casts": now_casts, "ops_before": ops, "casts_before": casts,
                                                  "pass_index": i}))
         ops, casts = now_ops, now_casts
-        if fused and stage != FUSION:
+        if optimised and stage != FUSION:
             continue
         if len(steps) > 1 and steps[-2].ends_stage is None:
             steps[-2].graph = None                  # only the candidate graph of each phase is kept
@@ -456,8 +458,8 @@ def _walk_default_pipeline(prog, fp16: bool) -> list[Step]:
         steps[-1].graph = g
         if stage == FUSION:
             steps[-1].ends_stage, last_fusion = FUSION, steps[-1]
-    if not fused and steps and steps[-1].graph is not None:
-        steps[-1].ends_stage = GRAPH_OPT            # no fusion fired: graph optimisation ends the walk
+    if not optimised and steps and steps[-1].graph is not None:
+        steps[-1].ends_stage = GRAPH_OPT            # no fusion, no casts: graph optimisation ends the walk
     for step in steps:
         if step.ends_stage is None:
             step.graph = None

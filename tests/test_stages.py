@@ -210,3 +210,24 @@ def test_core_ml_on_an_onnx_upload_keeps_each_op_s_own_provenance_through_its_fp
     graphs = json.load(open(tmp_path / "out" / "stages.json"))
     snap = next(s for s in _steps(report, "coreml-ane") if s.get("ends_stage") == GRAPH_OPT)
     assert all(len(n["source_ops"]) <= 1 for n in graphs[snap["graph"]]["nodes"] if n["kind"] == "compute")
+
+
+def test_a_report_from_before_steps_were_recorded_renders_without_them(sample_report):
+    """Runs in the store or report.json files from CI may predate steps (their Core ML `stages` was a list of
+    graphs): every view leaves the stages out instead of failing."""
+    import copy
+    from xc_core.review.diff import diff_reports
+    from xc_core.review.html import report_html
+    from xc_core.review.markdown import report_markdown
+    from xc_core.views import divergence_rows, layout_summary_rows, stage_graph_choices, stage_matrix
+    report, _ = sample_report("vision-mini")
+    old = copy.deepcopy(report)
+    for t in old["targets"].values():
+        t["stages"] = [] if t["id"].startswith("coreml") else None
+        t.pop("layout", None)
+    old.pop("divergence"), old.pop("stage_graphs")
+    assert stage_matrix(old) == [] and stage_graph_choices(old) == [] and divergence_rows(old) == []
+    assert layout_summary_rows(old) == []
+    assert "Lowering stages" not in report_markdown(old)
+    assert "No target recorded its lowering steps" in report_html(old)
+    assert all(not t["stage_changes"] for t in diff_reports(old, report)["targets"].values())

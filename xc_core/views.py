@@ -356,9 +356,16 @@ def _drift_phrase(report: dict, tid: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------------ stages
+def target_steps(t: dict) -> list[dict]:
+    """A target block's recorded steps; [] for reports made before steps were recorded (their `stages` was a
+    list of graphs)."""
+    stages = t.get("stages")
+    return stages.get("steps") or [] if isinstance(stages, dict) else []
+
+
 def stage_targets(report: dict) -> list[str]:
     """Targets with recorded steps, in report order."""
-    return [tid for tid, t in report["targets"].items() if (t.get("stages") or {}).get("steps")]
+    return [tid for tid, t in report["targets"].items() if target_steps(t)]
 
 
 def _stage_cell(steps: list[dict], stage: str, previous_ops, precision: dict | None = None) -> str:
@@ -410,6 +417,8 @@ def stage_matrix(report: dict) -> list[dict]:
     """Rows: the six canonical stages; columns: targets; each cell a short count of what happened there."""
     from .stages import STAGE_TITLES, STAGES
     targets = stage_targets(report)
+    if not targets:
+        return []
     rows = []
     previous = {tid: None for tid in targets}
     for stage in STAGES:

@@ -119,7 +119,8 @@ def _target_diff(tid: str, base: dict, new: dict, b_ops: dict, n_ops: dict) -> d
 def _stage_ends(t: dict) -> dict[str, int]:
     """Canonical stage → the op count the target's toolchain ended that stage with (its last step there)."""
     out = {}
-    for s in (t.get("stages") or {}).get("steps") or []:
+    from ..views import target_steps
+    for s in target_steps(t):
         if s["op_count"] is not None and s["stage"] not in ("backend-selection", "fallback-insertion"):
             out[s["stage"]] = s["op_count"]
     return out

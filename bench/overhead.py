@@ -1,0 +1,201 @@
+"""What xc adds beyond the toolchains: for one model and a set of targets, the bare toolchain calls that do the same
+work (export once, compile, run, read back what each compiler wrote, convert) against xc's own `analyze`, each in a
+fresh process, interleaved, medians of --repeat runs; wall time, CPU time (the process and its workers) and peak
+RSS; then xc's time broken down by its steps.
+
+    python bench/overhead.py [--model sample:vision-mini] [--targets ort-cpu,openvino-cpu,coreml-ane] [--repeat 3]
+
+The bare side is what a careful engineer would write by hand for the same answers: torch.export + the dynamo ONNX
+exporter once, and per target
+- ort-cpu: an ORT_ENABLE_ALL session that writes its optimized model and a profile, one run;
+- openvino-cpu: read_model, compile_model (f32, so bf16 CPUs compare alike), one inference, the runtime model;
+- coreml-ane / coreml-cpu: one ct.convert to an ML program (fp16 / fp32), its MIL program;
+- the eager PyTorch reference, one run.
+It covers bundled samples and .pt2 / .onnx files (for a .pt2 the bare side uses torch.export.load: a bench on
+your own file, not an upload).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [ROOT]
+BARE_TARGETS = ("ort-cpu", "openvino-cpu", "coreml-ane", "coreml-cpu")
+# bare: the toolchain calls alone; xc-inproc: analyze in this process, one target after another (CPU time and
+# peak RSS compare like for like); xc: analyze as the CLI runs it, every step in an isolated worker (its
+# workers are not this process's children, so only its wall time is comparable).
+KINDS = ("bare", "xc-inproc", "xc")
+
+
+# ------------------------------------------------------------------------------------------------ one run
+def _bare(model: str, targets: list[str], workdir: str) -> dict:
+    """The toolchain calls alone; seconds per step."""
+    import numpy as np
+    import torch
+    steps: dict[str, float] = {}
+
+    def timed(name):
+        class _T:
+            def __enter__(self):
+                self.t0 = time.perf_counter()
+
+            def __exit__(self, *exc):
+                steps[name] = steps.get(name, 0.0) + time.perf_counter() - self.t0
+        return _T()
+
+    ep = module = None
+    onnx_path = os.path.join(workdir, "model.onnx")
+    with timed("capture"):
+        if model.startswith("sample:"):
+            from xc_core.sources.samples import SAMPLES
+            sample = SAMPLES[model.split(":", 1)[1]]
+            module = sample.model()
+            args = tuple(torch.randint(int(s.low or 0), int(s.high or 2), s.shape) if s.dtype == "int64"
+                         else torch.randn(s.shape) for s in sample.inputs)
+            ep = torch.export.export(module, args)
+        elif model.endswith(".pt2"):
+            ep = torch.export.load(model)
+            args = ep.example_inputs[0]
+            module = ep.module()
+        if ep is not None:
+            torch.onnx.export(ep, args, onnx_path, dynamo=True, verbose=False)
+        else:
+            onnx_path = model
+    import onnxruntime as ort
+    feeds = None
+    if module is not None:
+        with timed("reference"), torch.no_grad():
+            module(*args)
+        names = [i.name for i in ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"]).get_inputs()]
+        feeds = {n: a.numpy() for n, a in zip(names, args)}
+    else:
+        sess = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
+        feeds = {i.name: np.zeros([d if isinstance(d, int) else 1 for d in i.shape],
+                                  dtype=np.int64 if "int64" in i.type else np.float32) for i in sess.get_inputs()}
+    for tid in targets:
+        with timed(tid):
+            if tid == "ort-cpu":
+                import onnx
+                so = ort.SessionOptions()
+                so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+                so.optimized_model_filepath = os.path.join(workdir, "optimized.onnx")
+                so.enable_profiling, so.profile_file_prefix = True, os.path.join(workdir, "profile")
+                s = ort.InferenceSession(onnx_path, so, providers=["CPUExecutionProvider"])
+                s.run(None, feeds)
+                s.end_profiling()
+                onnx.load(so.optimized_model_filepath)
+            elif tid == "openvino-cpu":
+                import openvino as ov
+                core = ov.Core()
+                cm = core.compile_model(core.read_model(onnx_path), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+                cm(list(feeds.values()))
+                cm.get_runtime_model().get_ordered_ops()
+            elif tid in ("coreml-ane", "coreml-cpu") and ep is not None:
+                import coremltools as ct
+                precision = ct.precision.FLOAT16 if tid == "coreml-ane" else ct.precision.FLOAT32
+                ml = ct.convert(ep.run_decompositions({}), convert_to="mlprogram", compute_precision=precision,
+                                minimum_deployment_target=ct.target.iOS18)
+                ml._mil_program.functions["main"].operations
+    return {"steps": steps}
+
+
+def _xc(model: str, targets: list[str], workdir: str, isolate: bool = True) -> dict:
+    from xc_core.api import analyze
+    report = analyze(model, targets, out_dir=os.path.join(workdir, "run"), isolate=isolate, jobs=1,
+                     target_options={"openvino-cpu": {"inference_precision": "f32"}})
+    steps = {"capture": sum((report.get("capture") or {}).get("timings", {}).values())}
+    for identity, t in report["targets"].items():
+        tid = identity.split("[", 1)[0]          # the bench's f32 pin is an option, not another target
+        steps[tid] = sum(t.get("timings", {}).values())
+        for k, v in t.get("timings", {}).items():
+            steps[f"{tid}.{k}"] = v
+    ref = report.get("reference") or {}
+    steps["reference"] = sum((ref.get("timings") or {}).values())
+    bad = {tid: t["error"] for tid, t in report["targets"].items() if t["status"] != "ok"}
+    return {"steps": steps, "errors": bad}
+
+
+def _one(kind: str, model: str, targets: list[str]) -> None:
+    """Child mode: one measured run, its figures as one JSON line on stdout."""
+    with tempfile.TemporaryDirectory(prefix="xc-overhead-") as workdir:
+        t0, c0 = time.perf_counter(), _cpu()
+        if kind == "bare":
+            out = _bare(model, targets, workdir)
+        else:
+            out = _xc(model, targets, workdir, isolate=kind == "xc")
+        out["wall"], out["cpu"] = time.perf_counter() - t0, _cpu() - c0
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    out["peak_rss_mib"] = round(max(own, kids) / 1024, 1)
+    print("XC-OVERHEAD " + json.dumps(out), flush=True)
+
+
+def _cpu() -> float:
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+
+# ------------------------------------------------------------------------------------------------ driver
+def _spawn(kind: str, model: str, targets: list[str]) -> dict:
+    proc = subprocess.run([sys.executable, __file__, "--_one", kind, "--model", model, "--targets",
+                           ",".join(targets)], capture_output=True, text=True, cwd=ROOT)
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("XC-OVERHEAD ")), None)
+    if line is None:
+        raise SystemExit(f"{kind} run failed:\n{proc.stderr[-3000:]}")
+    return json.loads(line.split(" ", 1)[1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="sample:vision-mini")
+    ap.add_argument("--targets", default="ort-cpu,openvino-cpu,coreml-ane")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--_one", choices=KINDS, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    targets = [t for t in args.targets.split(",") if t]
+    unknown = [t for t in targets if t not in BARE_TARGETS]
+    if unknown:
+        raise SystemExit(f"no bare baseline for {', '.join(unknown)}; this bench covers {', '.join(BARE_TARGETS)}")
+    if args._one:
+        _one(args._one, args.model, targets)
+        return 0
+    runs: dict[str, list[dict]] = {k: [] for k in KINDS}
+    _spawn("bare", args.model, targets)                       # warm the page cache and compilers' caches
+    for _ in range(args.repeat):
+        for kind in KINDS:                                     # interleaved: all see the same machine load
+            runs[kind].append(_spawn(kind, args.model, targets))
+    med = {k: {m: statistics.median(r[m] for r in v) for m in ("wall", "cpu", "peak_rss_mib")}
+           for k, v in runs.items()}
+    print(f"{args.model} · targets {', '.join(targets)} · {args.repeat} runs each, interleaved, fresh processes")
+    for m, unit, kinds in (("wall", "s", ("xc-inproc", "xc")), ("cpu", "s", ("xc-inproc",)),
+                           ("peak_rss_mib", "MiB", ("xc-inproc",))):
+        b = med["bare"][m]
+        for kind in kinds:
+            x = med[kind][m]
+            print(f"  {m:13} bare {b:8.2f} {unit:3}  {kind:9} {x:8.2f} {unit:3}  ratio {x / b:5.2f}×  "
+                  f"(runs: {', '.join(f'{r[m]:.1f}' for r in runs[kind])})")
+    print("  per step (median seconds): step · bare · xc-inproc · xc")
+    steps = sorted({s for v in runs.values() for r in v for s in r["steps"]},
+                   key=lambda s: (s.split(".")[0] not in ("capture", "reference"), s))
+    for s in steps:
+        cells = []
+        for kind in KINDS:
+            vals = [r["steps"][s] for r in runs[kind] if s in r["steps"]]
+            cells.append(f"{statistics.median(vals):9.2f}" if vals else "        —")
+        print(f"    {s:28} " + " ".join(cells))
+    errors = runs["xc"][-1].get("errors")
+    if errors:
+        print(f"  xc target errors: {errors}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

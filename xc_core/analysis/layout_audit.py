@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-import numpy as np
-
 from ..ir import COMPUTE, LAYOUT, Graph
+from .boundaries import tensor_bytes
 
 # oneDNN format tags as users know them (oneDNN "Memory Format Propagation" / dnnl_format_tag_t docs).
 _ONEDNN_TAGS = {"a": "C", "ab": "NC", "abc": "NCW", "acb": "NWC", "abcd": "NCHW", "acdb": "NHWC",
@@ -33,17 +32,8 @@ def layout_name(tag: str | None) -> str | None:
     return ", ".join(f"{_ONEDNN_TAGS[t]} ({t})" if t in _ONEDNN_TAGS else t for t in tags)
 
 
-def tensor_bytes(shape, dtype: str | None) -> int | None:
-    if not shape or any(not isinstance(d, int) for d in shape):
-        return None if shape is None or any(not isinstance(d, int) for d in shape) else 0
-    try:
-        size = np.dtype(_numpy(dtype)).itemsize
-    except TypeError:
-        return None
-    return int(np.prod(shape, dtype=np.int64)) * size
-
-
 def _numpy(dtype: str | None) -> str:
+    """OpenVINO's and the IR's dtype spellings as numpy names (bf16 as a 2-byte stand-in) for tensor_bytes."""
     d = (dtype or "float32").lower()
     return {"f32": "float32", "f16": "float16", "bf16": "uint16", "bfloat16": "uint16", "i64": "int64",
             "i32": "int32", "i8": "int8", "u8": "uint8", "fp16": "float16", "fp32": "float32",
@@ -131,7 +121,7 @@ def _move(n, producer: dict, target_id: str) -> dict | None:
     else:
         return None
     return {"id": n.id, "op_type": n.op_type, **out, "shape": shape, "dtype": dtype,
-            "bytes": tensor_bytes(shape, dtype), "module_path": n.module_path}
+            "bytes": tensor_bytes(shape, _numpy(dtype)), "module_path": n.module_path}
 
 
 def _said_by(target_id: str, layouts: dict, moves: list) -> str:

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from tiny_models import conv_bn_relu
-from xc_core.report.schema import validate_report
+from xc_core.report.schema import schema, validate_report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EVIDENCE = {"measured", "reported", "predicted-runtime", "predicted-rules", "emulated"}
@@ -63,17 +63,23 @@ def test_report_targets_have_the_fields_the_issue_names(sample_report):
 
 def test_cli_analyze_writes_a_valid_report(tmp_path):
     out = tmp_path / "out"
-    r = cli("analyze", "sample:vision-mini", "--targets", "ort-cpu,openvino-cpu", "--out", str(out),
-            "--md", str(tmp_path / "comment.md"), "--html", str(tmp_path / "report.html"))
+    r = cli("analyze", "sample:vision-mini", "--targets", "ort-cpu,openvino-cpu,ort-cpu-int8", "--out", str(out),
+            "--md", str(tmp_path / "comment.md"), "--html", str(tmp_path / "report.html"), "--max-int8-nodes", "20")
     assert r.returncode == 0, r.stderr
     report = json.loads((out / "report.json").read_text())
     _check_report(report)
+    # Above --max-int8-nodes the int8 target is skipped in its worker, with the size and the limit in the report.
+    int8 = report["targets"]["ort-cpu-int8"]
+    assert int8["status"] == "unavailable" and "above the 20-node limit" in int8["error"], int8["error"]
+    assert int8["info"]["skipped_above_size"] == {"nodes": 47, "limit": 20, "why": int8["error"]}
+    assert "--max-int8-nodes" in int8["error"] and "XC_MAX_INT8_NODES" in int8["error"]
     assert (out / "artifacts" / "ort-cpu" / "model.optimized.onnx").exists()
     assert (out / "artifacts" / "openvino-cpu" / "runtime_model.xml").exists()
     assert re.search(r"^ort-cpu\s+ok\s", r.stdout, re.M)
     # Every artifact the report names resolves from the report's own folder; the Model Explorer export is there.
     for t in report["targets"].values():
-        assert t["artifacts"] and all((out / p).exists() for p in t["artifacts"])
+        assert t["status"] != "ok" or t["artifacts"]
+        assert all((out / p).exists() for p in t["artifacts"])
     assert (out / "model_explorer" / "index.json").exists()
     assert report["exports"]["model_explorer"]["files"]
     assert (tmp_path / "comment.md").read_text().startswith("### xc: vision-mini")
@@ -161,5 +167,21 @@ def test_schema_rejects_a_block_without_evidence(sample_report):
     report, _ = sample_report("vision-mini")
     broken = json.loads(json.dumps(report))
     del broken["targets"]["ort-cpu"]["drift"]["evidence"]
-    with pytest.raises(jsonschema.ValidationError):
+    with pytest.raises(ValueError, match="ort-cpu.drift"):
         validate_report(broken)
+    # The fast validator xc writes with agrees with the reference implementation, both ways.
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, schema())
+    jsonschema.validate(report, schema())
+    validate_report(report)
+
+
+def test_an_imported_report_that_breaks_the_schema_is_refused_with_where(sample_report):
+    from xc_core.errors import XcInputError
+    from xc_core.review.runs import parse_report
+    report, _ = sample_report("vision-mini")
+    assert parse_report(json.dumps(report).encode())["targets"]
+    broken = json.loads(json.dumps(report))
+    broken["targets"]["ort-cpu"]["drift"]["evidence"] = "guessed"
+    with pytest.raises(XcInputError, match=r"report.json: not a valid xc report at targets/ort-cpu/drift/evidence"):
+        parse_report(json.dumps(broken).encode())

@@ -83,6 +83,8 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
         reference_id = prepared["reference_id"]
         planned = ([reference_id] if reference_id else []) + [t for t in targets if t != reference_id]
         made = make_targets(planned, target_options)
+        for target in made:
+            target.limits = limits
         run_info = {"isolated": isolated, "jobs": jobs if isolated else 1, "limits": worker_limits.to_dict()}
         artifacts_dir = "artifacts" if out_dir else None     # relative to report.json
         if isolated:

@@ -95,6 +95,7 @@ def target_job(args: dict, workdir: str, stage) -> dict:
     module, name = args["target_class"].split(":")
     cls = getattr(importlib.import_module(module), name)
     target = cls(**args.get("options", {}))
+    target.limits = Limits(**args["limits"])
     stage("load")
     captured = captured_summary(args["run_dir"])
     if target.needs_live_source(captured.source.kind):
@@ -119,8 +120,8 @@ def assemble_report(captured: Captured, inputs_info: dict, reference, results: l
     from .analysis.layer_drift import module_boundaries
     from .report.build import build_report, host_info
     from .report.schema import validate_report
-    from .analysis.stages import STAGES_FILE
-    stage_graphs: dict = {}
+    from .analysis.stages import STAGES_FILE, GraphStore
+    stage_graphs = GraphStore()
     report = build_report(captured.source, captured, inputs_info, reference, results, host_info(),
                           module_boundaries(captured.before), stage_graphs)
     report["run"] = run_info
@@ -130,7 +131,7 @@ def assemble_report(captured: Captured, inputs_info: dict, reference, results: l
     if run_dir and artifacts_dir and stage_graphs:
         import json
         with open(os.path.join(run_dir, STAGES_FILE), "w") as f:
-            json.dump(stage_graphs, f, separators=(",", ":"))
+            f.write(json.dumps(stage_graphs, separators=(",", ":")))
         report["stage_graphs"]["file"] = STAGES_FILE
     if run_dir:
         for block in report["targets"].values():
@@ -207,7 +208,7 @@ def save_captured(captured: Captured, folder: str) -> None:
     }
     tmp = os.path.join(folder, "captured.json.tmp")
     with open(tmp, "w") as f:
-        json.dump(data, f)
+        f.write(json.dumps(data, separators=(",", ":")))
     os.replace(tmp, os.path.join(folder, "captured.json"))
 
 

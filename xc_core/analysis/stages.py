@@ -33,6 +33,25 @@ def graph_key(d: dict) -> str:
     return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+class GraphStore(dict):
+    """Step graphs by content key, as written to stages.json. A graph object is serialised and hashed once, however
+    many steps name it (the captured ONNX is the import step of every ONNX Runtime target)."""
+
+    def __init__(self):
+        super().__init__()
+        self._keys: dict[int, tuple[str, Graph]] = {}   # id → (key, the graph, held so the id stays its own)
+
+    def add(self, g: Graph) -> str:
+        known = self._keys.get(id(g))
+        if known is not None:
+            return known[0]
+        gd = g.to_dict()
+        key = graph_key(gd)
+        self.setdefault(key, gd)
+        self._keys[id(g)] = (key, g)
+        return key
+
+
 def resolved_graph(step: Step, r, captured) -> Graph | None:
     """The graph after a step: its own, or the one it points at."""
     if step.graph is not None:
@@ -46,7 +65,7 @@ def resolved_graph(step: Step, r, captured) -> Graph | None:
     return None
 
 
-def stage_block(r, captured, evidence: dict, store: dict) -> dict:
+def stage_block(r, captured, evidence: dict, store: GraphStore) -> dict:
     """The report block of one target's steps. Graphs other than the final one are added to `store` (key →
     graph dict) and named by key; synthetic backend-selection and fallback-insertion steps are read from the
     compiled graph (with the assignment's evidence kind)."""
@@ -59,10 +78,7 @@ def stage_block(r, captured, evidence: dict, store: dict) -> dict:
         else:
             g = resolved_graph(step, r, captured)
             if g is not None:
-                gd = g.to_dict()
-                key = graph_key(gd)
-                store.setdefault(key, gd)
-                d["graph"] = key
+                d["graph"] = store.add(g)
         steps.append(d)
     g = r.graph
     if g is not None:

@@ -69,8 +69,8 @@ def write_model_explorer(report: dict, out_dir: str) -> list[str]:
         path = os.path.join(out_dir, name)
         with open(path, "w", encoding="utf-8") as f:
             # allow_nan=False: the UI parses with JSON.parse, which rejects NaN and Infinity.
-            json.dump(doc, f, indent=indent, ensure_ascii=False, allow_nan=False,
-                      separators=(",", ": ") if indent else (",", ":"))
+            f.write(json.dumps(doc, indent=indent, ensure_ascii=False, allow_nan=False,
+                               separators=(",", ": ") if indent else (",", ":")))
             f.write("\n")
         written.append(path)
 

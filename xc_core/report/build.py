@@ -13,7 +13,7 @@ from ..analysis.drift import drift_details, drift_metrics, worst
 from ..analysis.fusion import fusion_groups, pattern_counts
 from ..analysis.fusion_catalogue import check_catalogue
 from ..analysis.layout_audit import layout_audit
-from ..analysis.stages import divergence_block, stage_block
+from ..analysis.stages import GraphStore, divergence_block, stage_block
 from ..analysis.op_counts import op_counts, other_counts
 from ..analysis.precision import precision_mix
 from ..targets import OK, REGISTRY
@@ -25,7 +25,7 @@ def build_report(source, captured, inputs_info: dict, reference, results: list, 
                  boundaries: list[dict] | None = None, stage_graphs: dict | None = None) -> dict:
     """The Report. `stage_graphs`, when given, is filled with every step graph by key (written beside the
     report as stages.json; the report names them by key)."""
-    stage_graphs = {} if stage_graphs is None else stage_graphs
+    stage_graphs = GraphStore() if stage_graphs is None else stage_graphs
     report = {
         "schema_version": SCHEMA_VERSION,
         "xc_version": __version__,
@@ -133,7 +133,7 @@ def target_block(r, captured, reference, stage_graphs: dict | None = None) -> di
         block["graph"] = _graph_block(g, r.evidence.get("assignment", ev.REPORTED))
         block["stages"] = stage_block(r, captured, {"steps": fusion_ev,
                                                     "assignment": r.evidence.get("assignment", ev.REPORTED)},
-                                      {} if stage_graphs is None else stage_graphs)
+                                      GraphStore() if stage_graphs is None else stage_graphs)
         block["layout"] = {**layout_audit(g, tid), "evidence": r.evidence.get("assignment", ev.REPORTED)}
     if r.outputs:
         block["outputs"] = {"evidence": r.evidence.get("numerics", ev.MEASURED),

@@ -96,13 +96,10 @@ def parse_report(data: bytes, name: str = REPORT_FILE) -> dict:
     if report.get("schema_version") != SCHEMA_VERSION:
         raise XcInputError(f"{name}: report schema {report.get('schema_version')!r}, this xc reads "
                            f"{SCHEMA_VERSION!r}")
-    import jsonschema
-
-    from ..report.schema import schema
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema()).iter_errors(report))
-    if error is not None:
-        where = "/".join(str(p) for p in error.absolute_path) or "(top level)"
-        raise XcInputError(f"{name}: not a valid xc report at {where}: {_first_line(error.message)[:200]}")
+    from ..report.schema import report_problem
+    problem = report_problem(report)
+    if problem is not None:
+        raise XcInputError(f"{name}: not a valid xc report at {_first_line(problem)[:240]}")
     return report
 
 

@@ -86,7 +86,7 @@ class TargetResult:
         with open(os.path.join(folder, "arrays.npz"), "wb") as fh:
             np.savez(fh, **arrays)
         with open(os.path.join(folder, "result.json"), "w") as fh:
-            json.dump(data, fh, default=_json_scalar)
+            fh.write(json.dumps(data, default=_json_scalar, separators=(",", ":")))
 
     @classmethod
     def load(cls, folder: str) -> "TargetResult":
@@ -133,6 +133,7 @@ class Target(abc.ABC):
 
     def __init__(self, **options):
         self.options = options
+        self.limits = None     # the run's Limits (xc_core.limits), set by whoever runs the target
 
     @property
     def identity(self) -> str:
@@ -195,6 +196,11 @@ class Target(abc.ABC):
             return False, f"{self.id} compiles ONNX; a compiled {captured.source.kind} model has none to give it"
         return True, ""
 
+    def too_big(self, captured) -> dict | None:
+        """Targets whose own toolchain slows down badly on big graphs skip them by default: None to go ahead, or
+        {"nodes", "limit", "why"} to skip, `why` naming the size, the limit and how to raise it."""
+        return None
+
     # hooks --------------------------------------------------------------------------------------------------
     @abc.abstractmethod
     def _compile(self, captured, workdir: str, result: TargetResult) -> Any:
@@ -251,6 +257,11 @@ def execute_target(target: Target, captured, inputs: dict, workdir: str,
     ok, why = target.accepts(captured)
     if not ok:
         result.status, result.error = UNAVAILABLE, why
+        return result
+    skip = target.too_big(captured)
+    if skip:
+        result.status, result.error = UNAVAILABLE, skip["why"]
+        result.info["skipped_above_size"] = skip
         return result
     compiled = None
     for stage in ("compile", "inspect", "run"):

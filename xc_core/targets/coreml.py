@@ -3,8 +3,10 @@ MIL pipeline did and where each op will probably run.
 
 - Conversion: from the captured ExportedProgram (`run_decompositions({})` first, then the default table — some
   models convert only with one of them; the report says which worked). TorchScript sources use the TorchScript path.
-- Before / after: the MIL program after the frontend only (PassPipeline.EMPTY plus `common::add_fp16_cast`, so
-  precision compares fairly) versus after the default pipeline. Each op's scopes name the passes that touched it.
+- One ct.convert per target: its default pass pipeline is run pass by pass and recorded (`_PipelineRecorder`).
+- Before / after: the MIL program after the frontend only (read as ct.convert starts its default pipeline, plus
+  `common::add_fp16_cast`, so precision compares fairly) versus after the default pipeline. Each op's scopes name
+  the passes that touched it.
 - Compute units: coreml_rules (predicted-rules) on Linux; MLComputePlan on macOS 14.4+ (reported).
 - Numerics: the compiled MIL program executed by xc_core.emulate.mil_interpreter with its own dtypes (emulated);
   Core ML's own predict on macOS (measured).
@@ -117,12 +119,13 @@ class CoreMLTarget(Target):
             target = getattr(ct.target, self.options.get("minimum_deployment_target", DEFAULT_DEPLOYMENT_TARGET))
             errors = []
             for label, model, kwargs in self._conversion_inputs(captured):
+                recorder = _PipelineRecorder(fp16=self.compute_precision == "fp16")
                 try:
-                    frontend = ct.convert(model, convert_to="milinternal", pass_pipeline=ct.PassPipeline.EMPTY,
-                                          compute_precision=precision, minimum_deployment_target=target, **kwargs)
-                    mlmodel = ct.convert(model, convert_to="mlprogram", compute_precision=precision,
-                                         compute_units=getattr(ct.ComputeUnit, self.compute_units),
-                                         minimum_deployment_target=target, **kwargs)
+                    with recorder.installed():
+                        mlmodel = ct.convert(model, convert_to="mlprogram", compute_precision=precision,
+                                             compute_units=getattr(ct.ComputeUnit, self.compute_units),
+                                             minimum_deployment_target=target, pass_pipeline=recorder.pipeline,
+                                             **kwargs)
                     result.info["conversion"] = label
                     break
                 except Exception as e:  # noqa: BLE001 — try the next path, report all if none works
@@ -132,19 +135,14 @@ class CoreMLTarget(Target):
             if captured.source.kind == "onnx":
                 result.info["onnx_conversion"] = {k: v for k, v in self._onnx_conversion.items()
                                                   if k != "module_names"}
-            # "before": the frontend program with fp16 casts (so precision compares fairly: EMPTY drops the cast
-            # pass); the per-pass walk replays the default pipeline on another copy, pass by pass.
-            before = _copy_program(frontend)
-            if before is None:      # too deep to copy: convert once more, as the walk consumes `frontend`
+            before = recorder.before
+            if before is None:      # too deep to copy: convert the frontend once more, with the fp16 casts
                 empty = ct.PassPipeline.EMPTY
                 if self.compute_precision == "fp16":
                     empty.append_pass("common::add_fp16_cast")
                 before = ct.convert(model, convert_to="milinternal", pass_pipeline=empty,
                                     compute_precision=precision, minimum_deployment_target=target, **kwargs)
-            elif self.compute_precision == "fp16":
-                _apply_pass(before, "common::add_fp16_cast")
-            frontend_graph = mil_ir_graph(frontend, "mil-frontend")
-            pass_steps = _walk_default_pipeline(frontend, self.compute_precision == "fp16")
+            frontend_graph, pass_steps = recorder.frontend_graph, recorder.steps
             package = os.path.join(workdir, "model.mlpackage")
             mlmodel.save(package)
             archive = shutil.make_archive(package, "zip", workdir, "model.mlpackage")
@@ -412,14 +410,59 @@ def _apply_pass(prog, name: str) -> None:
     PassPipelineManager.apply_pipeline(prog, ct.PassPipeline([name]))
 
 
-def _walk_default_pipeline(prog, fp16: bool) -> list[Step]:
-    """Replay ct.convert's default pass pipeline on the frontend program (consumed), one pass at a time, as
-    ct.convert orders it (without the cast passes when the precision is fp32, as ct.convert removes them). Every
-    pass that changed the op or cast count is a step. Passes of different kinds interleave, so two graphs are
-    kept: the program just before the first fusion or the fp16 casts, whichever comes first (where graph
-    optimisation ends), and after the last fusion."""
-    import coremltools as ct
-    skip = set() if fp16 else {"common::add_fp16_cast", "common::add_int16_cast"}
+class _PipelineRecorder:
+    """The one ct.convert, watched. While installed, it stands in for coremltools' PassPipelineManager.apply_pipeline:
+    the frontend and backend pipelines run untouched; the default pipeline (`self.pipeline`, handed to ct.convert as
+    its pass_pipeline, which ct.convert trims for fp32) runs pass by pass the way apply_pipeline's own loop runs it
+    (options set, the pass, one validate), and each pass's effect is recorded. Before its first pass the frontend
+    program is read (`frontend_graph`) and copied with the fp16 casts added (`before`; None when too deep to
+    copy). So the program is converted and optimised once, as ct.convert alone would."""
+
+    def __init__(self, fp16: bool):
+        import coremltools as ct
+        self.pipeline = ct.PassPipeline()
+        self.fp16 = fp16
+        self.before = self.frontend_graph = None
+        self.steps: list[Step] = []
+
+    @contextlib.contextmanager
+    def installed(self):
+        from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipelineManager
+        original = PassPipelineManager.__dict__["apply_pipeline"]
+        recorder = self
+
+        def apply_pipeline(prog, pass_pipeline):
+            if pass_pipeline is not recorder.pipeline:
+                return original.__func__(prog, pass_pipeline)
+            recorder._run_main(prog, pass_pipeline)
+        PassPipelineManager.apply_pipeline = staticmethod(apply_pipeline)
+        try:
+            yield self
+        finally:
+            PassPipelineManager.apply_pipeline = original
+
+    def _run_main(self, prog, pipeline) -> None:
+        from coremltools.converters.mil.mil.passes.pass_registry import PASS_REGISTRY
+        pipeline.validate()
+        prog.validate()
+        self.frontend_graph = mil_ir_graph(prog, "mil-frontend")
+        self.before = _copy_program(prog)
+        if self.before is not None and self.fp16:
+            _apply_pass(self.before, "common::add_fp16_cast")
+
+        def run(name):
+            graph_pass = PASS_REGISTRY[name]
+            graph_pass.set_options(pipeline.get_options(name))
+            graph_pass(prog)
+            prog.validate(check_essential_scope=name == "common::dead_code_elimination")
+        self.steps = _walk_pipeline(prog, pipeline.passes, run)
+
+
+def _walk_pipeline(prog, passes: list[str], run) -> list[Step]:
+    """Run ct.convert's default pass pipeline on the frontend program (`run(name)` applies one pass), one pass at
+    a time. Every pass that changed the op or cast count is a step. Passes of different kinds interleave, so two
+    graphs are kept: the program just before the first fusion or the fp16 casts, whichever comes first (where
+    graph optimisation ends), and after the last fusion."""
     fn = prog.functions["main"]
 
     def counts():
@@ -430,8 +473,8 @@ def _walk_default_pipeline(prog, fp16: bool) -> list[Step]:
     ops, casts = counts()
     cast_added = optimised = False   # optimised: graph optimisation has ended
     last_fusion = None
-    for i, name in enumerate(p for p in ct.PassPipeline.DEFAULT.passes if p not in skip):
-        _apply_pass(prog, name)
+    for i, name in enumerate(passes):
+        run(name)
         cast_added = cast_added or name == "common::add_fp16_cast"
         now_ops, now_casts = counts()
         if (now_ops, now_casts) == (ops, casts):

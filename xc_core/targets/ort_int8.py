@@ -15,7 +15,6 @@ from .base import register
 from .onnx_regions import map_optimized_graph, onnx_node_precision
 from .ort_cpu import OrtTarget
 
-
 @register
 class OrtCpuInt8(OrtTarget):
     id = "ort-cpu-int8"
@@ -30,6 +29,18 @@ class OrtCpuInt8(OrtTarget):
     option_help = {**OrtTarget.option_help,
                    "weight_type": "quantize_dynamic weight_type: QInt8 (default) or QUInt8",
                    "per_channel": "quantize_dynamic per_channel: one scale per output channel (true / false)"}
+
+    def too_big(self, captured):
+        from ..limits import LIMITS, Limits
+        limit = (self.limits or Limits.from_env()).max_int8_nodes
+        nodes = len(captured.onnx_graph.nodes) if captured.onnx_graph is not None else 0
+        if nodes <= limit:
+            return None
+        lim = LIMITS["max_int8_nodes"]
+        return {"nodes": nodes, "limit": limit,
+                "why": f"skipped: the model has {nodes:,} ONNX nodes, above the {limit:,}-node limit for int8 "
+                       f"quantization (onnxruntime's quantize_dynamic takes time quadratic in graph size, about "
+                       f"30 s at 5,000 nodes); raise it with {lim.flag} or the environment variable {lim.env}"}
 
     def model_for(self, captured, workdir, result):
         import onnx

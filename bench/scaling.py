@@ -1,0 +1,148 @@
+"""How xc's time grows with the graph: the same analysis on one model family at growing sizes, each size in a fresh
+process, --repeat times (median), with the seconds and the time per node of every stage, and the per-node ratio
+between the largest and the smallest size (1.0: linear; 16.0 over a 16× range: quadratic).
+
+    python bench/scaling.py                                   # transformer 1, 4, 16, 64 layers
+    python bench/scaling.py --family cnn --sizes 4,16,64      # conv-BN-ReLU depth
+    python bench/scaling.py --family lstm --sizes 10,40,160   # a 3-layer LSTM over that many steps
+    python bench/scaling.py --family flat --sizes 66,263,1053 # flat ONNX transformer: 1,254 → 20,007 nodes
+    python bench/scaling.py --targets ort-cpu,coreml-ane --profile /tmp/prof   # + a cProfile file per run
+
+Stages, from the report and the progress events of one in-process `analyze`:
+- capture: loading, input resolution and capture (torch.export + ONNX export for a PyTorch model, the ONNX
+  reading for every source);
+- <target>.compile / .inspect / .run / .intermediates: the target's own timings (compile includes its
+  toolchain: ct.convert, ORT's session, OpenVINO's compile_model, quantize_dynamic);
+- report: the analyses and the report (drift, alignment, fusion, checklist, stages, validation, writing).
+xc's own stages are inspect and report: reading back and comparing. Nodes = the captured ONNX graph's nodes (the
+MIL op count for Core ML is in the report). The criterion issue 14 sets: per-node ratio ≤ 1.5 from 1× to 16×.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [ROOT, os.path.dirname(os.path.abspath(__file__))]
+DEFAULT_SIZES = {"transformer": "1,4,16,64", "cnn": "4,16,64", "lstm": "10,40,160", "flat": "66,263,1053"}
+OWN = (".inspect", "report")     # stage names (suffixes) that are xc's own work
+
+
+def _one(family: str, size: int, targets: list[str] | None, profile: str | None) -> None:
+    """Child mode: build the model, analyse it in this process, print the stage times as one JSON line."""
+    import models
+    from xc_core.api import analyze
+    with tempfile.TemporaryDirectory(prefix="xc-scaling-") as tmp:
+        path = os.path.join(tmp, f"{family}{size}" + (".onnx" if family == "flat" else ".pt2"))
+        models.BUILDERS[family](path, size)
+        marks = {}
+
+        def progress(ev):
+            now = time.perf_counter()
+            if ev["stage"] == "capture" and ev["status"] == "done":
+                marks["capture"] = now
+            elif ev["stage"] == "target" and ev["status"] != "running":
+                marks["targets"] = now
+            elif ev["stage"] == "report" and ev["status"] == "done":
+                marks["report"] = now
+        prof = None
+        if profile:
+            import cProfile
+            prof = cProfile.Profile()
+            prof.enable()
+        t0 = time.perf_counter()
+        report = analyze(path, targets, out_dir=os.path.join(tmp, "run"), isolate=False, progress=progress)
+        wall = time.perf_counter() - t0
+        if prof is not None:
+            prof.disable()
+            os.makedirs(profile, exist_ok=True)
+            prof.dump_stats(os.path.join(profile, f"{family}{size}.prof"))
+        stages = {"capture": marks["capture"] - t0, "report": marks["report"] - marks.get("targets", marks["capture"])}
+        errors = {}
+        for identity, t in report["targets"].items():
+            for k, v in (t.get("timings") or {}).items():
+                stages[f"{identity}.{k}"] = v
+            if t["status"] != "ok":
+                errors[identity] = t["error"]
+        sizes = {"report_mb": os.path.getsize(os.path.join(tmp, "run", "report.json")) / 2**20}
+        stage_file = os.path.join(tmp, "run", "stages.json")
+        if os.path.exists(stage_file):
+            sizes["stages_mb"] = os.path.getsize(stage_file) / 2**20
+    print("XC-SCALING " + json.dumps({"nodes": report["capture"]["onnx_node_count"], "wall": wall,
+                                      "stages": stages, "errors": errors, **sizes}), flush=True)
+
+
+def _spawn(family, size, targets, profile) -> dict:
+    cmd = [sys.executable, __file__, "--_one", f"{family}:{size}"]
+    if targets:
+        cmd += ["--targets", ",".join(targets)]
+    if profile:
+        cmd += ["--profile", profile]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("XC-SCALING ")), None)
+    if line is None:
+        raise SystemExit(f"{family} {size} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(line.split(" ", 1)[1])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--family", choices=sorted(DEFAULT_SIZES), default="transformer")
+    ap.add_argument("--sizes", help="comma-separated sizes (layers, depth, steps); default per family")
+    ap.add_argument("--targets", help="comma-separated targets (default: all)")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--profile", metavar="DIR", help="write a cProfile file per size there")
+    ap.add_argument("--_one", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    targets = [t for t in (args.targets or "").split(",") if t] or None
+    if args._one:
+        family, size = args._one.split(":")
+        _one(family, int(size), targets, args.profile)
+        return 0
+    sizes = [int(s) for s in (args.sizes or DEFAULT_SIZES[args.family]).split(",")]
+    runs: dict[int, list[dict]] = {s: [] for s in sizes}
+    for _ in range(args.repeat):
+        for s in sizes:                               # interleaved: every size sees the same machine load
+            runs[s].append(_spawn(args.family, s, targets, args.profile))
+    nodes = {s: runs[s][0]["nodes"] for s in sizes}
+    names = sorted({k for v in runs.values() for r in v for k in r["stages"]},
+                   key=lambda k: (k != "capture", k == "report", k))
+    med = {s: {k: statistics.median(r["stages"].get(k, 0.0) for r in runs[s]) for k in names} for s in sizes}
+    print(f"{args.family} · sizes {', '.join(map(str, sizes))} · targets {args.targets or 'all'} · "
+          f"median of {args.repeat}, each in a fresh process")
+    print(f"  nodes: " + ", ".join(f"{s} → {nodes[s]:,}" for s in sizes))
+    lo, hi = sizes[0], sizes[-1]
+    head = "  " + f"{'stage':34}" + "".join(f"{str(s) + ' s':>10}{'µs/node':>10}" for s in sizes) + \
+        f"{'per-node ratio':>16}"
+    print(head)
+    worst = 0.0
+    for k in names + ["wall"]:
+        cells = ""
+        for s in sizes:
+            v = statistics.median(r["wall"] for r in runs[s]) if k == "wall" else med[s][k]
+            cells += f"{v:10.2f}{v / nodes[s] * 1e6:10.0f}"
+        v_lo = statistics.median(r["wall"] for r in runs[lo]) if k == "wall" else med[lo][k]
+        v_hi = statistics.median(r["wall"] for r in runs[hi]) if k == "wall" else med[hi][k]
+        ratio = (v_hi / nodes[hi]) / (v_lo / nodes[lo]) if v_lo > 0 else float("nan")
+        own = k.endswith(OWN)
+        if own and v_hi >= 0.5:             # below half a second the per-node figure is noise
+            worst = max(worst, ratio)
+        print(f"  {k + (' *' if own else ''):34}{cells}{ratio:16.2f}")
+    print(f"  * xc's own stage. Worst per-node ratio of xc's own stages (those ≥ 0.5 s): {worst:.2f} over "
+          f"{nodes[hi] / nodes[lo]:.1f}× the nodes")
+    for s in sizes:
+        r = runs[s][-1]
+        extra = f", stages.json {r['stages_mb']:.1f} MB" if "stages_mb" in r else ""
+        print(f"  size {s}: report.json {r['report_mb']:.2f} MB{extra}"
+              + (f"; errors: {r['errors']}" if r["errors"] else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

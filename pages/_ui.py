@@ -467,9 +467,8 @@ def stage_graph_file(report: dict, files: dict | None = None) -> str | None:
 
 @st.cache_resource(max_entries=4, show_spinner="Reading the step graphs…")
 def _stage_graphs(path: str) -> dict:
-    import json
-    with open(path) as f:
-        return json.load(f)
+    from xc_core.analysis.stages import read_stage_graphs
+    return read_stage_graphs(path)
 
 
 def stage_graphs(report: dict) -> dict:

@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from xc_core.analysis.stages import read_stage_graphs
 from xc_core.stages import FUSION, GRAPH_OPT, IMPORT, KERNEL, STAGES
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -126,13 +127,16 @@ def test_inductor_steps_are_its_pre_and_post_grad_graphs(sample_report):
 def test_step_graphs_are_stored_once_beside_the_report(sample_report):
     report, out = sample_report("vision-mini")
     assert report["stage_graphs"]["file"] == "stages.json"
-    graphs = json.load(open(os.path.join(out, "stages.json")))
+    graphs = read_stage_graphs(os.path.join(out, "stages.json"))
     keys = [s["graph"] for t in report["targets"].values() for s in t["stages"]["steps"]
             if s["graph"] not in (None, "final")]
     assert set(keys) == set(graphs)            # every stored graph is named by a step, and every name resolves
     # The captured ONNX every ORT-family target imports is one graph, not one per target.
     imports = {_steps(report, t)[0]["graph"] for t in ("ort-cpu", "ort-nnapi", "ort-coreml")}
     assert len(imports) == 1
+    # A node that several step graphs share (most of ORT's, level after level) is stored once.
+    raw = json.load(open(os.path.join(out, "stages.json")))
+    assert raw["format"] == 2 and len(raw["nodes"]) < sum(len(g["nodes"]) for g in graphs.values())
     # report.json names graphs; it does not hold them.
     assert all(isinstance(s["graph"], (str, type(None))) for t in report["targets"].values()
                for s in t["stages"]["steps"])
@@ -180,7 +184,7 @@ def test_stage_views_render_every_target_and_add_step_graphs_as_panes(sample_rep
     assert "partition" in matrix[3]["ort-nnapi"]
     choices = stage_graph_choices(report)
     basic = next(c for c in choices if c[0] == "ort-cpu" and "BASIC" in c[2])
-    graphs = json.load(open(os.path.join(out, "stages.json")))
+    graphs = read_stage_graphs(os.path.join(out, "stages.json"))
     view = with_stage_graphs(report, graphs, [basic])
     assert basic[2] in view["targets"] and basic[2] not in report["targets"]
     row = next(r for r in view["alignment"]["source_ops"] if r["source_op"] == "conv2d")
@@ -207,7 +211,7 @@ def test_core_ml_on_an_onnx_upload_keeps_each_op_s_own_provenance_through_its_fp
     backend = [s for s in _steps(report, "coreml-ane") if s["name"].startswith("ML program backend passes")]
     assert backend and backend[0]["stage"] == FUSION and backend[0]["op_count"] < backend[0]["counts"]["ops_before"]
     # The graph-optimisation snapshot (after the fp16 casts) keeps ops apart as the program does.
-    graphs = json.load(open(tmp_path / "out" / "stages.json"))
+    graphs = read_stage_graphs(str(tmp_path / "out" / "stages.json"))
     snap = next(s for s in _steps(report, "coreml-ane") if s.get("ends_stage") == GRAPH_OPT)
     assert all(len(n["source_ops"]) <= 1 for n in graphs[snap["graph"]]["nodes"] if n["kind"] == "compute")
 

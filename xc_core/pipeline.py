@@ -128,10 +128,9 @@ def assemble_report(captured: Captured, inputs_info: dict, reference, results: l
     report["artifacts_dir"] = artifacts_dir
     # Step graphs go beside report.json, once each; without a kept run folder they are not kept.
     report["stage_graphs"] = {"file": None, "count": len(stage_graphs)}
-    if run_dir and artifacts_dir and stage_graphs:
-        import json
+    if run_dir and artifacts_dir and len(stage_graphs):
         with open(os.path.join(run_dir, STAGES_FILE), "w") as f:
-            f.write(json.dumps(stage_graphs, separators=(",", ":")))
+            f.write(stage_graphs.to_json())
         report["stage_graphs"]["file"] = STAGES_FILE
     if run_dir:
         for block in report["targets"].values():

@@ -29,27 +29,57 @@ GONE = "gone"
 _GRAPH_STAGES = (IMPORT, GRAPH_OPT, FUSION)
 
 
-def graph_key(d: dict) -> str:
-    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:16]
+STAGES_FORMAT = 2
 
 
-class GraphStore(dict):
-    """Step graphs by content key, as written to stages.json. A graph object is serialised and hashed once, however
-    many steps name it (the captured ONNX is the import step of every ONNX Runtime target)."""
+def _digest(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+class GraphStore:
+    """Step graphs by content key, as written to stages.json. Consecutive steps of a toolchain change a few nodes
+    and keep the rest, so nodes are stored once each, by content, and a graph is its name, inputs, outputs and
+    the list of its nodes' keys: ORT's basic, extended and layout graphs of a 20,000-node model share most of
+    their nodes. A graph object is serialised once, however many steps name it (the captured ONNX is the import
+    step of every ONNX Runtime target)."""
 
     def __init__(self):
-        super().__init__()
+        self.graphs: dict[str, dict] = {}
+        self.nodes: dict[str, dict] = {}
         self._keys: dict[int, tuple[str, Graph]] = {}   # id → (key, the graph, held so the id stays its own)
+
+    def __len__(self) -> int:
+        return len(self.graphs)
 
     def add(self, g: Graph) -> str:
         known = self._keys.get(id(g))
         if known is not None:
             return known[0]
         gd = g.to_dict()
-        key = graph_key(gd)
-        self.setdefault(key, gd)
+        node_keys = []
+        for nd in gd["nodes"]:
+            nk = _digest(json.dumps(nd, sort_keys=True, default=str))
+            self.nodes.setdefault(nk, nd)
+            node_keys.append(nk)
+        gd["nodes"] = node_keys
+        key = _digest(json.dumps(gd, sort_keys=True, default=str))
+        self.graphs.setdefault(key, gd)
         self._keys[id(g)] = (key, g)
         return key
+
+    def to_json(self) -> str:
+        return json.dumps({"format": STAGES_FORMAT, "nodes": self.nodes, "graphs": self.graphs},
+                          separators=(",", ":"))
+
+
+def read_stage_graphs(path: str) -> dict[str, dict]:
+    """stages.json as step graph key → graph dict (nodes in full). Also reads the first format (key → graph)."""
+    with open(path) as f:
+        data = json.load(f)
+    if data.get("format") != STAGES_FORMAT:
+        return data
+    nodes = data["nodes"]
+    return {key: {**g, "nodes": [nodes[k] for k in g["nodes"]]} for key, g in data["graphs"].items()}
 
 
 def resolved_graph(step: Step, r, captured) -> Graph | None:

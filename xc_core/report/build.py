@@ -22,7 +22,7 @@ SCHEMA_VERSION = "1.0"
 
 
 def build_report(source, captured, inputs_info: dict, reference, results: list, host: dict,
-                 boundaries: list[dict] | None = None, stage_graphs: dict | None = None) -> dict:
+                 boundaries: list[dict] | None = None, stage_graphs: GraphStore | None = None) -> dict:
     """The Report. `stage_graphs`, when given, is filled with every step graph by key (written beside the
     report as stages.json; the report names them by key)."""
     stage_graphs = GraphStore() if stage_graphs is None else stage_graphs
@@ -87,7 +87,7 @@ def _configured(identity: str):
         return None
 
 
-def target_block(r, captured, reference, stage_graphs: dict | None = None) -> dict:
+def target_block(r, captured, reference, stage_graphs: GraphStore | None = None) -> dict:
     tid = r.target.split("[", 1)[0]
     cls = REGISTRY.get(tid)
     configured = _configured(r.target)

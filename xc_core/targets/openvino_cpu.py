@@ -85,6 +85,12 @@ class OpenVinoCpu(Target):
         return {"core": core, "model": model, "compiled": compiled}
 
     def _inspect(self, compiled, captured, result) -> Graph:
+        g, friendly_to_onnx = self._runtime_graph(compiled, captured, result)
+        result.stages.extend(self._steps(compiled, captured, friendly_to_onnx, g))
+        return g
+
+    def _runtime_graph(self, compiled, captured, result) -> tuple[Graph, dict]:
+        """The runtime model in the IR, traced to the ONNX nodes; and the friendly-name map it was traced with."""
         friendly_to_onnx = _friendly_name_map(compiled["model"], captured)
         onnx_nodes = captured.onnx_graph.by_id()
         runtime = compiled["compiled"].get_runtime_model()
@@ -129,8 +135,7 @@ class OpenVinoCpu(Target):
         carried = {a for n in g.nodes for a in n.fused_from}
         result.info["constant_folded"] = [n.id for n in captured.onnx_graph.nodes
                                           if n.kind == COMPUTE and n.id not in carried]
-        result.stages.extend(self._steps(compiled, captured, friendly_to_onnx, g))
-        return g
+        return g, friendly_to_onnx
 
     def _steps(self, compiled, captured, friendly_to_onnx: dict, runtime: Graph) -> list:
         """The model as read, after OpenVINO's common (MOC) transformations, then the CPU plugin's runtime model
@@ -225,7 +230,9 @@ class OpenVinoCpu(Target):
                 except RuntimeError:  # a tensor name the ONNX frontend did not keep: that layer stays unprobed
                     continue
         cm = core.compile_model(model, "CPU", self._config())
-        graph = self._inspect({"core": core, "model": model, "compiled": cm}, captured, TargetResult("probe"))
+        # Only its fused groups are compared: the runtime graph, without the steps (no second MOC pass).
+        graph, _ = self._runtime_graph({"core": core, "model": model, "compiled": cm}, captured,
+                                       TargetResult("probe"))
         feeds = {}
         for port in cm.inputs:
             name = next((n for n in port.get_names() if n in inputs), None)
@@ -304,11 +311,12 @@ def _fill_gaps(g: Graph, onnx_graph: Graph) -> None:
     for n in g.nodes:
         if n.kind == COMPUTE and n.fused_from:
             n.fused_from += [x.id for x in unclaimed_feeding(list(n.fused_from))]
+    onnx_rank = {i: k for k, i in enumerate(onnx_index)}   # once: list.index per node made this quadratic
     for n in g.nodes:
         if n.fused_from:
             src = [onnx_index[i] for i in n.fused_from]
             n.source_ops = _unique(s for x in src for s in x.source_ops)
-            n.fused_from = sorted(n.fused_from, key=list(onnx_index).index)
+            n.fused_from = sorted(n.fused_from, key=onnx_rank.__getitem__)
             paths = [x.module_path for x in src if x.module_path is not None]
             from .onnx_regions import _common_path
             n.module_path = _common_path(paths) if paths else n.module_path

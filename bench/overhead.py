@@ -30,8 +30,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT]
 BARE_TARGETS = ("ort-cpu", "openvino-cpu", "coreml-ane", "coreml-cpu")
 # bare: the toolchain calls alone; xc-inproc: analyze in this process, one target after another (CPU time and
-# peak RSS compare like for like); xc: analyze as the CLI runs it, every step in an isolated worker (its
-# workers are not this process's children, so only its wall time is comparable).
+# peak RSS compare like for like); xc: analyze as the CLI runs it, every step in an isolated worker, as many
+# targets at once as there are cores (its workers are not this process's children, so only its wall time is
+# comparable).
 KINDS = ("bare", "xc-inproc", "xc")
 
 
@@ -109,7 +110,9 @@ def _bare(model: str, targets: list[str], workdir: str) -> dict:
 
 def _xc(model: str, targets: list[str], workdir: str, isolate: bool = True) -> dict:
     from xc_core.api import analyze
-    report = analyze(model, targets, out_dir=os.path.join(workdir, "run"), isolate=isolate, jobs=1,
+    # Isolated, as the CLI runs it: up to one target per core at once; in process, one after another.
+    report = analyze(model, targets, out_dir=os.path.join(workdir, "run"), isolate=isolate,
+                     jobs=None if isolate else 1,
                      target_options={"openvino-cpu": {"inference_precision": "f32"}})
     steps = {"capture": sum((report.get("capture") or {}).get("timings", {}).values())}
     for identity, t in report["targets"].items():

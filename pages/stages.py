@@ -23,8 +23,8 @@ st.table(pd.DataFrame(stage_matrix(report)).set_index("stage"))
 st.caption("Each cell: what the target's toolchain did in that stage. Ops are compute ops (casts, reorders and "
            "constants counted apart); *fused nodes* carry two or more source ops. ORT: one optimized model per "
            "optimization level, dumped by ORT. OpenVINO: the model as read, after its common transformations, "
-           "and the CPU plugin's runtime model. coremltools: its default pipeline replayed one pass at a time "
-           "(the net change of the passes of each kind). Inductor: its pre- and post-grad FX graphs, then its "
+           "and the CPU plugin's runtime model. coremltools: its default pipeline recorded pass by pass as "
+           "ct.convert runs it (the net change of the passes of each kind). Inductor: its pre- and post-grad FX graphs, then its "
            "kernels. Mobile EPs: the basic-optimized graph, then ORT's partitioning. Evidence (steps / backend "
            "selection): " + " · ".join(f"`{t}` {ev.get('steps')} / {ev.get('assignment')}" for t in targets
                                        for ev in [report['targets'][t]['stages']['evidence']]))

@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 
 from pages import _ui
+from xc_core.analysis.fusion_diff import not_fired_by_pattern
 from xc_core.figures import fusion_counts_figure, fusion_targets
 from xc_core.views import catalogue_entries, catalogue_rows
 
@@ -53,7 +54,7 @@ with st.expander("The catalogues and where each entry comes from"):
     else:
         st.write("No catalogue is kept for this target's compiler.")
 
-matrix = report.get("fusion_matrix") or {"patterns": [], "not_fired_by_pattern": []}
+matrix = report.get("fusion_matrix") or {"patterns": [], "not_fired": []}
 st.subheader("Fusion patterns (in source ops) and where they fired")
 if matrix["patterns"]:
     prow = [{"pattern": p["pattern"], **{t: p["targets"].get(t, 0) for t in targets}} for p in matrix["patterns"]]
@@ -65,7 +66,7 @@ st.subheader("Fused on one target, not on another")
 st.caption("Information, not a finding: a group of source ops one target fused into one node, kept in separate "
            "nodes on another — compilers implement different fusions. The compiler's reason is shown where it "
            "gives one.")
-missed = matrix.get("not_fired_by_pattern") or []
+missed = not_fired_by_pattern(matrix)
 pick = st.multiselect("Not fused on", targets, default=targets, key="fusion_missing_on")
 rows = [{"pattern": m["pattern"], "did not fire on": m["missing_on"], "fired on": ", ".join(m["fired_on"]),
          "instances": m["instances"], "reason": m["reason"] or "—", "example source ops": ", ".join(m["example"])}

@@ -492,10 +492,21 @@ def with_stage_graphs(report: dict, stage_graphs: dict, picks: list[tuple[str, i
     return out
 
 
+def _divergence_across(report: dict) -> list[dict]:
+    """Per source op, the first stage at which the targets' signatures differ and how they split there (reports
+    of the previous stop stored these rows; they are computed from the signatures now)."""
+    from .analysis.stages import first_divergence
+    div = report.get("divergence") or {}
+    if "rows" in div:
+        return div["rows"] or []
+    sigs = div.get("signatures") or {}
+    return first_divergence(sigs, div.get("ops") or []) if len(sigs) > 1 else []
+
+
 def divergence_counts(report: dict) -> dict[str, int]:
     """How many source ops first part ways at each stage (across every target with steps)."""
     from .stages import STAGE_TITLES, STAGES
-    rows = (report.get("divergence") or {}).get("rows") or []
+    rows = _divergence_across(report)
     counts = {STAGE_TITLES[s]: 0 for s in STAGES}
     counts["never"] = 0
     for r in rows:
@@ -524,10 +535,11 @@ def divergence_rows(report: dict, a: str | None = None, b: str | None = None,
                         "module": src.get("module_path") or "(root)",
                         "first diverges at": STAGE_TITLES.get(r["first_stage"], "never"), a: r[a], b: r[b]})
         return out
-    for r in div.get("rows") or []:
+    for r in _divergence_across(report):
         if only_diverging and not r["first_stage"]:
             continue
-        out.append({"source op": r["op"], "op_type": r.get("op_type", "—"), "module": r.get("module_path") or "(root)",
+        src = index.get(r["op"], {})
+        out.append({"source op": r["op"], "op_type": src.get("op_type", "—"), "module": src.get("module_path") or "(root)",
                     "first diverges at": STAGE_TITLES.get(r["first_stage"], "never"),
                     "how the targets split there": " | ".join(f"{', '.join(s['targets'])}: {s['signature']}"
                                                               for s in r["split"])})

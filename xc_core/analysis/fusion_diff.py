@@ -56,7 +56,17 @@ def fusion_matrix(before: Graph, graphs: dict[str, Graph], partitioned: set[str]
                                       "reason": _reason(holders) or (
                                           "the EP compiles its partitions itself: fusions inside a partition are "
                                           "not visible to ORT's checker" if tid in partitioned else None)})
-    return {"patterns": patterns, "not_fired": not_fired, "not_fired_by_pattern": _by_pattern(not_fired)}
+    # The rows by pattern (not_fired_by_pattern) are derived where they are shown, not stored twice.
+    return {"patterns": patterns, "not_fired": not_fired}
+
+
+def not_fired_by_pattern(matrix: dict | None) -> list[dict]:
+    """The report's fusion_matrix as one row per (pattern, target where it did not fire): instance count and
+    where it did fire (reports of earlier stops stored these rows)."""
+    matrix = matrix or {}
+    if "not_fired_by_pattern" in matrix:
+        return matrix["not_fired_by_pattern"] or []
+    return _by_pattern(matrix.get("not_fired") or [])
 
 
 def _by_pattern(not_fired: list[dict]) -> list[dict]:

@@ -223,13 +223,9 @@ def pair_divergence(signatures: dict, a: str, b: str, ops: list[str]) -> list[di
 
 
 def divergence_block(results: list, captured, evidence: str) -> dict:
-    """The report block: signatures per target (ok targets with a compiled graph) and the across-targets rows."""
+    """The report block: signatures per target (ok targets with a compiled graph). The across-targets rows are
+    computed from them where they are shown (views.divergence_rows), not stored: they repeat the signatures."""
     ops = [n.id for n in captured.before.nodes if n.kind == COMPUTE]
     sigs = {r.target: op_signatures(r, captured, ops) for r in results if r.status == "ok" and r.graph is not None
             and r.stages}
-    index = captured.before.by_id()
-    rows = first_divergence(sigs, ops) if len(sigs) > 1 else []
-    for row in rows:
-        node = index[row["op"]]
-        row["op_type"], row["module_path"] = node.op_type, node.module_path
-    return {"stages": list(STAGES), "ops": ops, "signatures": sigs, "rows": rows, "evidence": evidence}
+    return {"stages": list(STAGES), "ops": ops, "signatures": sigs, "evidence": evidence}

@@ -20,6 +20,7 @@ from .. import figures
 from .. import layout as topo
 from .. import topology
 from ..analysis.drift import passes_at
+from ..analysis.fusion_diff import not_fired_by_pattern
 from ..views import (accelerated_targets, catalogue_rows, divergence_counts, divergence_rows, fallback_rows, fmt_sci,
                      layout_move_rows, layout_summary_rows, overview_rows, stage_matrix, stage_targets)
 
@@ -219,7 +220,7 @@ def _fusion(report: dict, figs: _Figures) -> str:
     else:
         out.append(_note("Every catalogued fusion that was possible fired on every target."))
     out.append("<h3>Fused on one target, not on another (information)</h3>")
-    missed = matrix.get("not_fired_by_pattern") or []
+    missed = not_fired_by_pattern(matrix)
     if missed:
         # One row per pattern and reason, listing the targets it missed on: the report has one per target.
         grouped: dict[tuple, dict] = {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 
 from ..analysis.checklist import SHORT_QUESTION
+from ..analysis.fusion_diff import not_fired_by_pattern
 from ..views import (accelerated_targets, catalogue_rows, default_pairs, divergence_counts, divergence_rows,
                      fallback_rows, fmt_sci, layout_summary_rows, overview_rows, pair_sentence, stage_matrix,
                      target_summary_rows)
@@ -157,7 +158,7 @@ def _fusion_evidence(report: dict, cap: int) -> str:
                  text(r["reason"])] for r in failed[:cap]]
         out += (table(["target", "fusion (its compiler's)", "outcome", "ops", "at", "reason"], body)
                 + _more(len(failed), cap, "opportunity"))
-    missed = (report.get("fusion_matrix") or {}).get("not_fired_by_pattern") or []
+    missed = not_fired_by_pattern(report.get("fusion_matrix"))
     if missed:
         out += ("\n\nFused on one target, not on another (information: compilers fuse differently):\n\n"
                 + table(["pattern (source ops)", "not fused on", "fused on", "instances"],

@@ -15,6 +15,7 @@ from .base import register
 from .onnx_regions import map_optimized_graph, onnx_node_precision
 from .ort_cpu import OrtTarget
 
+
 @register
 class OrtCpuInt8(OrtTarget):
     id = "ort-cpu-int8"

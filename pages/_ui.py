@@ -13,6 +13,7 @@ from xc_core.evidence import HELP as EVIDENCE_HELP
 from xc_core.service import DONE, FAILED
 from xc_core.store import run_key
 from xc_core.sources.samples import DEFAULT_SAMPLE, SAMPLES
+from xc_core.sources.spec import BEFORE_STAGE_WORDS
 from xc_core.targets import REGISTRY, base_id, target_ids
 
 UPLOAD_TYPES = ["pt2", "pt", "pth", "jit", "ptl", "safetensors", "onnx", "bin", "mlmodel", "zip"]
@@ -270,6 +271,9 @@ def _target_options(sb, targets: list[str]) -> dict[str, dict]:
     return options
 
 
+_PREVIEW_WAIT = "_xc_preview_wait"
+
+
 @st.fragment(run_every=1.0)
 def _progress(key: str) -> None:
     """Polls the background analysis; when it ends, the whole app reruns and the page renders the report."""
@@ -278,6 +282,10 @@ def _progress(key: str) -> None:
     a = svc.get(key)
     if a is None or not a.active:
         st.rerun()
+    wait = st.session_state.get(_PREVIEW_WAIT)
+    if wait and wait[0] == key and len(a.events) > wait[1]:
+        st.session_state[_PREVIEW_WAIT] = None
+        st.rerun()      # the page draws something while it waits (the captured graph): a step it needs may be done
     if a.state == QUEUED:
         ahead = svc.queue_position(a)
         label = "Waiting for a free analysis slot" + (f" ({ahead} ahead)" if ahead else "") + "…"
@@ -317,13 +325,17 @@ def progress_lines(events: list[dict]) -> tuple[list[str], float]:
         stage = ev["stage"]
         if stage in ("load", "inputs", "capture"):
             words = {"load": "Loading the model", "inputs": "Choosing input shapes",
-                     "capture": "Capturing: torch.export → ONNX"}[stage]
+                     "capture": "Capturing the graph (PyTorch: torch.export → ONNX)"}[stage]
             lines[stage] = f"{words} …" if ev["status"] == "running" else f":green-badge[done] {words}"
             if stage == "inputs" and ev["status"] == "done":
                 failed = [p for p in ev["resolution"].get("probes", []) if not p["ok"]]
                 if failed:
                     lines[stage] += (f" — {len(failed)} size(s) failed on the reference before one ran "
                                      f"({plain(str(failed[0]['dims']))})")
+            if stage == "capture" and ev["status"] == "done" and ev.get("nodes"):
+                what = BEFORE_STAGE_WORDS.get(ev.get("graph"), "graph")
+                lines[stage] = (f":green-badge[done] Captured the {what}: {ev['nodes']} ops — the Topology page "
+                                "draws it while the targets compile")
         elif stage == "target":
             tid = ev["target"]
             if ev["status"] == "running":
@@ -385,15 +397,25 @@ def leave_legacy_pages_mode() -> None:
         st.rerun()
 
 
-def require_report() -> dict | None:
-    """The page's Report, or an explanation of why there is none (then the page stops)."""
+def require_report(while_running=None) -> dict | None:
+    """The page's Report, or an explanation of why there is none (then the page stops).
+
+    `while_running(analysis) -> bool` draws what a page can show before the report is ready (the Topology page:
+    the captured graph); it returns whether it drew anything, and until it has, the progress poll reruns the
+    page when a new step finishes."""
     if not st.session_state.get("_xc_routed"):
         # A page file run on its own (the legacy mode above, first request of a fresh server): through app.py.
         leave_legacy_pages_mode()
         st.rerun()
     report = st.session_state.get("report")
     if report is None and st.session_state.get("pending") and not _take_finished(st.session_state["pending"]):
-        _progress(st.session_state["pending"])
+        key = st.session_state["pending"]
+        a = _service().get(key)
+        seen = len(a.events) if a is not None else 0
+        _progress(key)
+        drawn = bool(while_running and while_running(a))
+        # Until the page has drawn, the poll reruns it once more steps have finished.
+        st.session_state[_PREVIEW_WAIT] = (key, seen) if while_running and not drawn else None
         st.stop()
     report = st.session_state.get("report")
     if report is None:

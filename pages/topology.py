@@ -1,18 +1,20 @@
 """Topology: two or three targets' compiled graphs side by side, drawn like Netron (labelled boxes, edges with
 tensor shapes, module groups that expand in place) by Graphviz. Selecting a node in one pane rings the nodes that
 carry the same source ops on the other panes, through the report's alignment; search finds nodes and source ops
-by name and opens the groups that hide them."""
+by name and opens the groups that hide them. While an analysis runs, the captured graph is drawn as soon as capture
+has written it (pages/_capture_preview.py)."""
 import functools
 
 import pandas as pd
 import streamlit as st
 
-from pages import _ui
+from pages import _capture_preview, _ui
 from pages._graph_pane import graph_pane
 from xc_core import layout, topology
 from xc_core.views import stage_graph_choices, with_stage_graphs
 
-report = _ui.require_report()
+# While the targets compile, the captured graph (what every target starts from) is drawn instead.
+report = _ui.require_report(while_running=_capture_preview.show)
 _ui.header(report, "Topology")
 
 SEL, PICK, PICK_MOD, EXPANDED, FIND = "topo_sel", "topo_source_op", "topo_op_module", "topo_expanded", "topo_find"

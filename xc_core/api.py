@@ -10,7 +10,7 @@ from typing import Callable
 from . import inputs as inputs_mod
 from .errors import XcInputError
 from .limits import Limits
-from .pipeline import assemble_report, captured_summary, export_files, prepare, run_target
+from .pipeline import CAPTURE_DIR, assemble_report, captured_summary, export_files, prepare, run_target
 from .sources.spec import ShapeOverrides, Source
 from .store import scratch_dir, write_json_atomic
 from .targets import ERROR, TargetResult, make_targets, target_ids
@@ -75,7 +75,10 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
             captured, feeds = prepared.pop("_live")
         emit({"stage": "inputs", "status": "done", "resolution": prepared["inputs_info"]["resolution"]})
         emit({"stage": "load", "status": "done", "source": prepared["source_name"]})
-        emit({"stage": "capture", "status": "done", "seconds": prepared["capture_seconds"]})
+        # The captured graph is on disk from here on: the dashboard draws it while the targets compile.
+        emit({"stage": "capture", "status": "done", "seconds": prepared["capture_seconds"],
+              "captured": os.path.join(run_dir, CAPTURE_DIR, "captured.json"),
+              "nodes": len(captured.before.compute_nodes()), "graph": captured.source.before_stage})
 
         from .analysis.layer_drift import module_boundaries
         boundaries = module_boundaries(captured.before)

@@ -253,6 +253,10 @@ def _analyze(args) -> int:
             print(f"  {ev['target']:20} {msg}", file=sys.stderr)
         elif ev["stage"] == "capture" and ev["status"] == "running":
             print("  capturing (torch.export / ONNX)…", file=sys.stderr)
+        elif ev["stage"] == "capture" and ev.get("captured"):
+            rel = os.path.relpath(ev["captured"])
+            print(f"  captured {ev['nodes']} ops in {ev['seconds']:.1f} s "
+                  f"({ev['captured'] if rel.startswith('..') else rel}); compiling…", file=sys.stderr)
 
     report = analyze(args.source, targets, inputs_npz=args.inputs, shapes=shapes, dims=parse_dim_flags(args.dim),
                      values=parse_value_flags(args.value), ranges=parse_range_flags(args.range), out_dir=args.out,

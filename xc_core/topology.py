@@ -279,7 +279,9 @@ def view(tree: Tree, expanded: set[str]) -> dict:
               "tensor": t.get("name")} for (a, b), (k, t) in agg.items()]
     return {"boxes": boxes, "clusters": clusters, "edges": edges, "n_nodes": len(prep.ids), "n_boxes": len(boxes),
             "expanded": sorted(p for p in expanded if p in visible), "synthesized": tree.synthesized,
-            "box_of_node": box_of_node}
+            "box_of_node": box_of_node,
+            # A graph no compiler assigned (the captured graph): boxes then show no backend at all, not "unknown".
+            "assigned": any(n.get("backend") for n in prep.nodes)}
 
 
 def _shape(shape) -> str:
@@ -406,7 +408,7 @@ def to_dot(v: dict) -> str:
             emit(c["path"], indent + "  ")
             lines.append(f"{indent}}}")
         for k in by_cluster.get(cluster, []):
-            lines.append(f"{indent}{_box_dot(k, v['boxes'][k])}")
+            lines.append(f"{indent}{_box_dot(k, v['boxes'][k], v.get('assigned', True))}")
 
     emit(None, "  ")
     for e in v["edges"]:
@@ -426,7 +428,7 @@ def _cluster_label(c: dict) -> str:
     return f"▾ <B>{_e(c['label'])}</B>  <FONT COLOR=\"#777777\">{_e(' · '.join(bits))}</FONT>"
 
 
-def _box_dot(k: int, b: dict) -> str:
+def _box_dot(k: int, b: dict, assigned: bool = True) -> str:
     colour = BACKEND_COLORS.get(b["backend"], OTHER_COLOR)
     border, pen = (FALLBACK_COLOR, 2.6) if b["fallback"] else (colour, 1.2)
     rows = []
@@ -446,8 +448,9 @@ def _box_dot(k: int, b: dict) -> str:
             rows.append(f'<FONT POINT-SIZE="8">{_e(b["attrs"])}</FONT>')
         if b["fused"]:
             rows.append(f'<FONT POINT-SIZE="8">◆ {_e(_cut(b["fused"], 34))}</FONT>')
-        tail = " · ".join(x for x in (b["backend"], b["precision"]) if x)
-        rows.append(f'<FONT POINT-SIZE="8" COLOR="#555555">{_e(tail)}</FONT>')
+        tail = " · ".join(x for x in (b["backend"] if assigned else None, b["precision"]) if x)
+        if tail:
+            rows.append(f'<FONT POINT-SIZE="8" COLOR="#555555">{_e(tail)}</FONT>')
         style = "rounded,filled" if b["node_kind"] == "compute" else "rounded,filled,dashed"
         extra = ""
     label = '<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="1">' + "".join(

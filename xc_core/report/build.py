@@ -40,8 +40,7 @@ def build_report(source, captured, inputs_info: dict, reference, results: list, 
     if captured is not None:
         before = captured.before
         report["capture"] = {
-            "before_stage": ("exported-program" if source.is_pytorch else
-                             {"coreml": "mil", "openvino-ir": "openvino-ir"}.get(source.kind, "onnx")),
+            "before_stage": source.before_stage,
             "op_count_before": len(before.compute_nodes()),
             "op_types_before": op_counts(before),
             "onnx_node_count": len(captured.onnx_graph.compute_nodes()),

@@ -9,6 +9,11 @@ from typing import Any
 ShapeOverrides = dict[str, tuple[list[int], str | None]]
 
 
+# The captured ("before") graph of each kind of source, in words.
+BEFORE_STAGE_WORDS = {"exported-program": "ExportedProgram (torch.export)", "onnx": "ONNX graph",
+                      "mil": "Core ML MIL program", "openvino-ir": "OpenVINO IR"}
+
+
 @dataclass(frozen=True)
 class InputSpec:
     """One model input. `low`/`high` bound integer inputs (token ids must stay inside the vocabulary)."""
@@ -56,6 +61,12 @@ class Source:
     @property
     def is_pytorch(self) -> bool:
         return self.kind in ("sample", "exported-program", "torchscript", "state-dict")
+
+    @property
+    def before_stage(self) -> str:
+        """What the captured ("before") graph is: the ExportedProgram for PyTorch sources, else the format given."""
+        return ("exported-program" if self.is_pytorch else
+                {"coreml": "mil", "openvino-ir": "openvino-ir"}.get(self.kind, "onnx"))
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "name": self.name, "sha256": self.sha256,

@@ -96,10 +96,18 @@ class OpenVinoCpu(Target):
         runtime = compiled["compiled"].get_runtime_model()
         g = Graph(name=captured.source.name, stage="runtime")
         unmapped_names = set()
-        for op in runtime.get_ordered_ops():
+        constant_layers: set[str] = set()
+        for op in runtime.get_ordered_ops():     # topological: a layer's producers come before it
             rt = op.get_rt_info()
             info = {k: rt[k].astype(str) for k in rt.keys()}
             layer_type = info.get("layerType", op.get_type_name())
+            kind = LAYER_KINDS.get(layer_type, COMPUTE)
+            producers = [i.get_source_output().get_node().get_friendly_name() for i in op.inputs()]
+            # A layer fed by constants only (a reshape of a weight) is run once while compiling, not per inference.
+            if kind == CONSTANT or (producers and all(p in constant_layers for p in producers)):
+                constant_layers.add(op.get_friendly_name())
+                if kind in (LAYOUT, CAST):
+                    kind = CONSTANT    # weight repacking (bf16 CPUs reorder every weight), not a layout move
             originals = [s for s in info.get("originalLayersNames", "").split(",") if s]
             absorbed = []
             for name in originals:
@@ -108,7 +116,6 @@ class OpenVinoCpu(Target):
                     absorbed.append(onnx_name)
                 elif not onnx_name:
                     unmapped_names.add(name)
-            kind = LAYER_KINDS.get(layer_type, COMPUTE)
             src = [onnx_nodes[a] for a in absorbed]
             dynamic_src = [s for s in src if s.kind == COMPUTE]
             inputs, outputs = _port_tensors(op)

@@ -1,0 +1,92 @@
+"""The captured graph while the targets still compile: drawn as soon as capture has written it, so a big upload can
+be browsed in seconds instead of after every compiler has finished (OpenVINO alone takes minutes on a 20,000-node
+graph). It is the graph every target starts from — torch.export's ExportedProgram for PyTorch sources, the ONNX
+graph for ONNX uploads — drawn with the Topology page's pane; the compiled graphs replace it when the report is
+ready."""
+import os
+
+import streamlit as st
+
+from pages._graph_pane import graph_pane
+from xc_core import layout, topology
+from xc_core.sources.spec import BEFORE_STAGE_WORDS
+
+EXPANDED = "capture_preview_expanded"
+PANE_HEIGHT = 640
+
+
+def captured_file(events: list[dict]) -> dict | None:
+    """The capture-done event that names the captured graph's file, if capture has finished."""
+    for ev in reversed(list(events)):
+        if ev.get("stage") == "capture" and ev.get("status") == "done" and ev.get("captured"):
+            return ev
+    return None
+
+
+@st.cache_resource(max_entries=4, show_spinner="Reading the captured graph…")
+def _tree(path: str, mtime: float) -> topology.Tree:
+    import json
+    with open(path) as f:
+        data = json.load(f)
+    graph = data["before"] if data.get("before") is not None else data["onnx_graph"]
+    return topology.build_tree(layout.prepare(graph))
+
+
+@st.cache_resource(max_entries=16, show_spinner="Drawing the graph…")
+def _drawing(path: str, mtime: float, expanded: tuple, _tree: topology.Tree) -> tuple[dict, str]:
+    v = topology.view(_tree, set(expanded))
+    return v, topology.render_svg(v)
+
+
+def _on_toggle() -> None:
+    ev = st.session_state.get("capture_preview_pane") or {}
+    if ev.get("toggle"):
+        state = st.session_state.get(EXPANDED) or {"paths": []}
+        st.session_state[EXPANDED] = {**state, "paths": sorted(set(state["paths"]) ^ {ev["toggle"]})}
+
+
+def show(analysis) -> bool:
+    """Draw the captured graph of a running analysis; False when capture has not finished (nothing drawn)."""
+    ev = captured_file(analysis.events) if analysis is not None else None
+    path = ev and ev["captured"]
+    try:
+        mtime = os.path.getmtime(path) if path else None
+    except OSError:      # the run folder went: the analysis just ended and the page reruns with the report
+        mtime = None
+    if mtime is None:
+        return False
+    try:
+        tree = _tree(path, mtime)
+    except (OSError, ValueError, KeyError):
+        return False
+    state = st.session_state.get(EXPANDED)
+    if not state or state.get("file") != path:
+        state = {"file": path, "paths": sorted(topology.auto_expand(tree))}
+        st.session_state[EXPANDED] = state
+    expanded = set(state["paths"])
+    if topology.box_count(tree, expanded) > topology.MAX_BOXES:
+        expanded = topology.auto_expand(tree)
+        st.session_state[EXPANDED] = {"file": path, "paths": sorted(expanded)}
+    try:
+        v, svg = _drawing(path, mtime, tuple(sorted(expanded)), tree)
+    except topology.GraphvizMissing as e:
+        st.error(str(e))
+        return True
+    st.subheader("Captured graph, while the targets compile")
+    stage = BEFORE_STAGE_WORDS.get(ev.get("graph"), "captured graph")
+    st.caption(f"The {stage} every target starts from: {ev.get('nodes', v['n_nodes'])} ops, "
+               f"{v['n_boxes']} boxes · click a ▸ group to open it. The compiled graphs side by side, with "
+               "backends, fusions and fallbacks, replace this when the report is ready.")
+    items = {f"b{k}": ({"group": b["path"]} if b["kind"] == "group" else {"node": b["id"]})
+             for k, b in enumerate(v["boxes"])}
+    graph_pane(data={"svg": svg, "key": f"{path}|{hash(tuple(sorted(expanded)))}", "items": items,
+                     "clusters": {f"c{k}": c["path"] for k, c in enumerate(v["clusters"])}, "selected": [],
+                     "gaps": [], "matches": [], "height": PANE_HEIGHT, "scroll_to": "",
+                     "info": f"{v['n_nodes']} nodes · {v['n_boxes']} boxes"},
+               key="capture_preview_pane", on_toggle_change=_on_toggle, on_select_change=lambda: None,
+               height=PANE_HEIGHT + 40)
+    hier = {"names": "groups from node-name scopes", "sequence": "no module paths: groups are runs of the node "
+            "order"}.get(v["synthesized"] or "")
+    if hier:
+        st.caption(hier)
+    return True

@@ -7,7 +7,9 @@ import os
 
 import streamlit as st
 
-from pages._graph_pane import graph_pane
+from pages._graph_pane import HIERARCHY_NOTES, graph_pane, pane_items
+from pages._ui import EVIDENCE_HELP, evidence_badge
+from xc_core import evidence as ev_kinds
 from xc_core import layout, topology
 from xc_core.sources.spec import BEFORE_STAGE_WORDS
 
@@ -73,20 +75,19 @@ def show(analysis) -> bool:
         st.error(str(e))
         return True
     st.subheader("Captured graph, while the targets compile")
+    # The graph as torch.export or the uploaded file records it: what the report's capture block calls reported.
+    st.markdown(evidence_badge(ev_kinds.REPORTED), help=EVIDENCE_HELP.get(ev_kinds.REPORTED, ""))
     stage = BEFORE_STAGE_WORDS.get(ev.get("graph"), "captured graph")
     st.caption(f"The {stage} every target starts from: {ev.get('nodes', v['n_nodes'])} ops, "
                f"{v['n_boxes']} boxes · click a ▸ group to open it. The compiled graphs side by side, with "
                "backends, fusions and fallbacks, replace this when the report is ready.")
-    items = {f"b{k}": ({"group": b["path"]} if b["kind"] == "group" else {"node": b["id"]})
-             for k, b in enumerate(v["boxes"])}
+    items, clusters = pane_items(v)
     graph_pane(data={"svg": svg, "key": f"{path}|{hash(tuple(sorted(expanded)))}", "items": items,
-                     "clusters": {f"c{k}": c["path"] for k, c in enumerate(v["clusters"])}, "selected": [],
+                     "clusters": clusters, "selected": [],
                      "gaps": [], "matches": [], "height": PANE_HEIGHT, "scroll_to": "",
                      "info": f"{v['n_nodes']} nodes · {v['n_boxes']} boxes"},
                key="capture_preview_pane", on_toggle_change=_on_toggle, on_select_change=lambda: None,
                height=PANE_HEIGHT + 40)
-    hier = {"names": "groups from node-name scopes", "sequence": "no module paths: groups are runs of the node "
-            "order"}.get(v["synthesized"] or "")
-    if hier:
-        st.caption(hier)
+    if v["synthesized"] in HIERARCHY_NOTES:
+        st.caption(HIERARCHY_NOTES[v["synthesized"]])
     return True

@@ -98,3 +98,16 @@ function applyScale(pane) {
 """
 
 graph_pane = st.components.v2.component("xc_graph_pane", css=_CSS + MARK_CSS, js=_JS)
+
+
+def pane_items(v: dict) -> tuple[dict, dict]:
+    """What a click on a drawing's box or cluster title means: its items (a group to toggle, a node to select)
+    and its clusters (an open group's path), keyed by the SVG ids render_svg gave them."""
+    items = {f"b{k}": ({"group": b["path"]} if b["kind"] == "group" else {"node": b["id"]})
+             for k, b in enumerate(v["boxes"])}
+    return items, {f"c{k}": c["path"] for k, c in enumerate(v["clusters"])}
+
+
+# Where a drawing's groups come from when the graph carries no module paths.
+HIERARCHY_NOTES = {"names": "groups from node-name scopes",
+                   "sequence": "no module paths: groups are runs of the node order"}

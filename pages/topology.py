@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from pages import _capture_preview, _ui
-from pages._graph_pane import graph_pane
+from pages._graph_pane import HIERARCHY_NOTES, graph_pane, pane_items
 from xc_core import layout, topology
 from xc_core.views import stage_graph_choices, with_stage_graphs
 
@@ -239,9 +239,7 @@ for col, tid in zip(panes, picked):
     sel_boxes = [f"b{k}" for k in topology.boxes_holding(v, tr.prep, selected)]
     gap_boxes = [f"b{k}" for k, b in enumerate(v["boxes"]) if b["kind"] == "node" and b["id"] in gaps]
     match_boxes = [f"b{k}" for k in topology.boxes_holding(v, tr.prep, found)]
-    items = {f"b{k}": ({"group": b["path"]} if b["kind"] == "group" else {"node": b["id"]})
-             for k, b in enumerate(v["boxes"])}
-    clusters = {f"c{k}": c["path"] for k, c in enumerate(v["clusters"])}
+    items, clusters = pane_items(v)
     n_fb = sum(1 for n in tr.prep.nodes if n.get("fallback"))
     n_fused = sum(1 for i in range(len(tr.prep.ids)) if tr.prep.is_fused(i))
     with col:
@@ -257,8 +255,7 @@ for col, tid in zip(panes, picked):
             key=f"topo_pane_{tid}", on_select_change=functools.partial(_on_pane_event, tid),
             on_toggle_change=functools.partial(_on_pane_event, tid),
             height=PANE_HEIGHT + 40)
-        hier = {"names": " · groups from node-name scopes", "sequence": " · no module paths: groups are runs of "
-                "the node order"}.get(v["synthesized"] or "", "")
+        hier = f" · {HIERARCHY_NOTES[v['synthesized']]}" if v["synthesized"] in HIERARCHY_NOTES else ""
         st.caption(f"{v['n_nodes']} nodes → {v['n_boxes']} boxes, {len(v['clusters'])} groups open · {n_fb} on "
                    f"the CPU as fallback · {n_fused} fused · {len(gaps)} without counterpart · {len(sel_boxes)} "
                    f"selected" + (f" · {len(match_boxes)} found" if find.strip() else "") + hier)

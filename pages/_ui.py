@@ -323,9 +323,10 @@ def progress_lines(events: list[dict]) -> tuple[list[str], float]:
     fraction = 0.0
     for ev in list(events):
         stage = ev["stage"]
-        if stage in ("load", "inputs", "capture"):
+        if stage in ("load", "inputs", "capture", "onnx"):
             words = {"load": "Loading the model", "inputs": "Choosing input shapes",
-                     "capture": "Capturing the graph (PyTorch: torch.export → ONNX)"}[stage]
+                     "capture": "Capturing the graph (PyTorch: torch.export)",
+                     "onnx": "Exporting it to ONNX (torch.onnx) for the targets that compile ONNX"}[stage]
             lines[stage] = f"{words} …" if ev["status"] == "running" else f":green-badge[done] {words}"
             if stage == "inputs" and ev["status"] == "done":
                 failed = [p for p in ev["resolution"].get("probes", []) if not p["ok"]]

@@ -292,3 +292,64 @@ def test_the_captured_graph_is_on_disk_before_any_target_finishes(tmp_path):
     analyze(path, ["ort-cpu"], progress=progress)
     assert seen[0] == ("captured", 3, "onnx", ["MatMul", "Relu", "Sigmoid"]), seen
     assert [s[1] for s in seen[1:]] == ["onnx-reference", "ort-cpu"]
+
+
+def test_targets_that_compile_the_exported_program_start_before_the_onnx_export_ends():
+    """The torch reference, Core ML and Inductor compile the ExportedProgram: their workers start once torch.export
+    has written it, while the prepare worker is still exporting to ONNX; ONNX targets start after it."""
+    from xc_core.api import analyze
+    events = []
+    report = analyze("sample:tts-mini", ["ort-cpu"], jobs=2, progress=events.append)
+    order = [(e["stage"], e.get("target"), e["status"]) for e in events if e["stage"] in ("onnx", "target", "capture")]
+    onnx_done = order.index(("onnx", None, "done"))
+    assert order.index(("capture", None, "done")) < order.index(("onnx", None, "running")) < onnx_done
+    assert order.index(("target", "torch", "running")) < onnx_done < order.index(("target", "ort-cpu", "running"))
+    # The early worker's outputs are named as the ONNX graph names them: ort-cpu compares against them.
+    assert report["reference"]["status"] == "ok" and report["targets"]["ort-cpu"]["status"] == "ok"
+    assert set(report["targets"]["ort-cpu"]["drift"]["outputs"]) == set(report["reference"]["outputs"])
+    assert all("error" not in m for m in report["targets"]["ort-cpu"]["drift"]["outputs"].values())
+
+
+def test_an_onnx_export_that_fails_after_early_targets_started_is_one_line_and_stops_them(tmp_path):
+    """torch.export captures linalg.inv, the ONNX exporter has no function for it: the analysis is refused with
+    the exporter's cause (not its paragraphs of advice), the reference already running is stopped, and no
+    worker is left behind."""
+    import psutil
+    import torch
+
+    from xc_core.api import analyze
+    from xc_core.errors import XcInputError
+
+    class Inverse(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(3, 3)
+
+        def forward(self, x):
+            return torch.linalg.inv(self.proj(x) @ x.T + 3 * torch.eye(3)) + 1
+    path = str(tmp_path / "inverse.pt2")
+    torch.export.save(torch.export.export(Inverse(), (torch.randn(3, 3),)), path)
+    with pytest.raises(XcInputError) as err:
+        analyze(path, ["ort-cpu", "inductor-cpu"], jobs=2)
+    text = str(err.value)
+    assert "\n" not in text and "torch.onnx.export failed" in text
+    assert "No ONNX function found" in text and "aten.linalg_inv_ex" in text and "Next steps" not in text
+    servers = [p for p in psutil.Process().children() if "forkserver" in " ".join(p.cmdline())]
+    assert servers      # workers are the forkserver's children: none may be left
+    deadline = time.monotonic() + 10
+    while any(s.children() for s in servers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [c for s in servers for c in s.children()]
+
+
+def test_early_outputs_are_renamed_to_the_onnx_names_by_position():
+    from xc_core.pipeline import rename_outputs
+    from xc_core.targets.base import TargetResult
+    r = TargetResult("coreml-ane", outputs={"mul": np.zeros(1), "x": np.ones(1)})
+    rename_outputs(r, ["mul", "x"], ["mul", "x"])
+    assert list(r.outputs) == ["mul", "x"]
+    rename_outputs(r, ["mul", "x"], ["out0", "out1"])
+    assert list(r.outputs) == ["out0", "out1"] and r.outputs["out1"][0] == 1
+    late = TargetResult("ort-cpu", outputs={"out0": np.zeros(1), "out1": np.ones(1)})
+    rename_outputs(late, ["mul", "x"], ["out0", "out1"])       # a target that started from the final names
+    assert list(late.outputs) == ["out0", "out1"]

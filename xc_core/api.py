@@ -10,7 +10,8 @@ from typing import Callable
 from . import inputs as inputs_mod
 from .errors import XcInputError
 from .limits import Limits
-from .pipeline import CAPTURE_DIR, assemble_report, captured_summary, export_files, prepare, run_target
+from .pipeline import (CAPTURE_DIR, EXPORTED, assemble_report, captured_summary, export_files, prepare,
+                       run_target)
 from .sources.spec import ShapeOverrides, Source
 from .store import scratch_dir, write_json_atomic
 from .targets import ERROR, TargetResult, make_targets, target_ids
@@ -58,11 +59,16 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
     run_dir = os.path.abspath(out_dir) if out_dir else scratch_dir("run")
     os.makedirs(run_dir, exist_ok=True)
     try:
+        run_info = {"isolated": isolated, "jobs": jobs if isolated else 1, "limits": worker_limits.to_dict()}
+        artifacts_dir = "artifacts" if out_dir else None     # relative to report.json
         if isolated:
             spec = {"spec": source, "loader_shapes": loader_shapes, "shapes": shapes, "dims": dims,
                     "values": values, "ranges": ranges, "inputs_npz": inputs_npz, "limits": asdict(limits)}
-            prepared = _prepare_isolated(spec, run_dir, worker_limits, emit, cancel)
-            captured, feeds = captured_summary(run_dir), None
+            run = _IsolatedRun(spec, run_dir, targets, target_options, limits, worker_limits, jobs, emit, cancel)
+            run.run()
+            report = _report_isolated(run_dir, run.prepared["inputs_info"], run.made, run.folders,
+                                      run.prepared["reference_id"] is not None, run_info, artifacts_dir,
+                                      worker_limits, run.early_output_names)
         else:
             emit({"stage": "load", "status": "running"})
             if isinstance(source, str):
@@ -73,30 +79,10 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
                                user_arrays=user_arrays, loader_shapes=loader_shapes, inputs_npz=inputs_npz,
                                limits=limits, stage=lambda s: emit({"stage": s, "status": "running"}))
             captured, feeds = prepared.pop("_live")
-        emit({"stage": "inputs", "status": "done", "resolution": prepared["inputs_info"]["resolution"]})
-        emit({"stage": "load", "status": "done", "source": prepared["source_name"]})
-        # The captured graph is on disk from here on: the dashboard draws it while the targets compile.
-        emit({"stage": "capture", "status": "done", "seconds": prepared["capture_seconds"],
-              "captured": os.path.join(run_dir, CAPTURE_DIR, "captured.json"),
-              "nodes": len(captured.before.compute_nodes()), "graph": captured.source.before_stage})
-
-        from .analysis.layer_drift import module_boundaries
-        boundaries = module_boundaries(captured.before)
-        probes = [b["source_op"] for b in boundaries]
-        reference_id = prepared["reference_id"]
-        planned = ([reference_id] if reference_id else []) + [t for t in targets if t != reference_id]
-        made = make_targets(planned, target_options)
-        for target in made:
-            target.limits = limits
-        run_info = {"isolated": isolated, "jobs": jobs if isolated else 1, "limits": worker_limits.to_dict()}
-        artifacts_dir = "artifacts" if out_dir else None     # relative to report.json
-        if isolated:
-            job_args = {"run_dir": run_dir, "spec": source, "loader_shapes": loader_shapes,
-                        "limits": asdict(limits), "probes": probes}
-            folders = _run_targets_isolated(made, job_args, run_dir, worker_limits, jobs, emit, cancel)
-            report = _report_isolated(run_dir, prepared["inputs_info"], made, folders, reference_id is not None,
-                                      run_info, artifacts_dir, worker_limits)
-        else:
+            _emit_captured(emit, prepared, run_dir, captured)
+            probes = _probes(captured)
+            reference_id = prepared["reference_id"]
+            made = _plan(reference_id, targets, target_options, limits)
             by_id = {}
             for i, target in enumerate(made):
                 emit({"stage": "target", "target": target.identity, "status": "running", "index": i,
@@ -131,85 +117,185 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def _emit_captured(emit: Progress, prepared: dict, run_dir: str, captured) -> None:
+    """The load, inputs and capture steps are done: the captured graph is on disk from here on, and the dashboard
+    draws it while the targets compile."""
+    emit({"stage": "inputs", "status": "done", "resolution": prepared["inputs_info"]["resolution"]})
+    emit({"stage": "load", "status": "done", "source": prepared["source_name"]})
+    emit({"stage": "capture", "status": "done", "seconds": prepared["capture_seconds"],
+          "captured": os.path.join(run_dir, CAPTURE_DIR, "captured.json"),
+          "nodes": len(captured.before.compute_nodes()), "graph": captured.source.before_stage})
+
+
+def _probes(captured) -> list[str]:
+    """The source ops whose values per-layer drift compares: the module boundaries of the captured graph."""
+    from .analysis.layer_drift import module_boundaries
+    return [b["source_op"] for b in module_boundaries(captured.before)]
+
+
+def _plan(reference_id: str | None, targets: list[str], target_options: dict, limits: Limits) -> list:
+    """The reference first, then the targets asked for."""
+    planned = ([reference_id] if reference_id else []) + [t for t in targets if t != reference_id]
+    made = make_targets(planned, target_options)
+    for target in made:
+        target.limits = limits
+    return made
+
+
 # What a worker step was doing, in the words of an error message.
 _STEP_WORDS = {"load": "loading the model", "inputs": "trying input shapes on the reference",
-               "capture": "capturing it (torch.export / ONNX export)"}
+               "capture": "capturing it (torch.export / ONNX export)",
+               EXPORTED: "exporting it to ONNX (torch.onnx)"}
 
 
-def _prepare_isolated(spec: dict, run_dir: str, limits: WorkerLimits, emit: Progress, cancel) -> dict:
-    def on_stage(_job, step):
-        emit({"stage": step, "status": "running"})
-    job = Job("prepare", "xc_core.pipeline:prepare_job", {**spec, "run_dir": run_dir},
-              os.path.join(run_dir, "work", "prepare"))
-    out = run_jobs([job], limits, 1, on_stage, cancel=cancel)["prepare"]
-    if out.ok:
-        return out.value
-    if out.input_error:
-        e = out.input_error
-        raise XcInputError(e["message"], fix=e.get("fix"), inputs=e.get("inputs"), dashboard=e.get("dashboard"))
-    name = spec["spec"].split(":", 1)[1] if spec["spec"].startswith("sample:") else os.path.basename(spec["spec"])
-    if out.cause == "cancelled":
-        raise XcInputError(f"{name}: the analysis was cancelled")
-    step = _STEP_WORDS.get(out.stage or "", "preparing the model")
-    if out.cause == "exception":
-        # An exception in xc's own code (not the model crashing a library): an internal error, as before.
-        raise RuntimeError(f"{step}: {out.error}")
-    raise XcInputError(f"{name}: {step} {out.error} — nothing was compiled", fix="limits")
+class _AnyOf:
+    """Cancelled when either event is set (the caller's cancel, or a failed prepare stopping the targets)."""
+
+    def __init__(self, *events):
+        self.events = [e for e in events if e is not None]
+
+    def is_set(self) -> bool:
+        return any(e.is_set() for e in self.events)
 
 
-def _run_targets_isolated(made: list, job_args: dict, run_dir: str, limits: WorkerLimits, jobs: int,
-                          emit: Progress, cancel) -> dict:
-    """One worker per target, `jobs` at once; a crash, a limit or an exception is that target's error."""
-    job_list, by_job = [], {}
-    for i, target in enumerate(made):
-        cls = type(target)
-        name = f"{i:02d}-{target.id}"
-        by_job[name] = target
-        job_list.append(Job(name, "xc_core.pipeline:target_job",
-                            {**job_args, "target_class": f"{cls.__module__}:{cls.__qualname__}",
-                             "options": dict(target.options)},
-                            os.path.join(run_dir, "work", name)))
-    total, finished = len(made), [0]
-    started: set[str] = set()
+class _IsolatedRun:
+    """Prepare and every target in worker processes, `jobs` at once. Targets that compile from the
+    ExportedProgram (Core ML, Inductor, the torch reference) start as soon as the prepare worker has written it,
+    while that worker goes on to the ONNX export; the others start once capture has finished. A crash, a limit
+    or an exception in a target is that target's error; in prepare, it ends the analysis (nothing to compile)."""
 
-    def on_stage(job_name, step):
-        target = by_job[job_name]
-        if job_name not in started:
-            started.add(job_name)
-            emit({"stage": "target", "target": target.identity, "status": "running", "index": finished[0],
-                  "total": total})
-        emit({"stage": "target", "target": target.identity, "status": "running", "step": step,
-              "index": finished[0], "total": total})
+    def __init__(self, spec: dict, run_dir: str, targets: list[str], target_options: dict, limits: Limits,
+                 worker_limits: WorkerLimits, jobs: int, emit: Progress, cancel):
+        self.spec, self.run_dir, self.targets, self.target_options = spec, run_dir, targets, target_options
+        self.limits, self.worker_limits, self.jobs, self.emit = limits, worker_limits, jobs, emit
+        self.stop = threading.Event()
+        self.cancel = _AnyOf(cancel, self.stop)
+        self.queue: list[Job] = []
+        self.prepared: dict | None = None
+        self.prepare_outcome: Outcome | None = None
+        self.made: list = []
+        self.queued: set[str] = set()
+        self.by_job: dict[str, object] = {}
+        self.folders: dict[str, tuple] = {}
+        self.early_output_names: list[str] | None = None
+        self.finished = 0
+        self.started: set[str] = set()
+        self.probes: list[str] = []
 
-    results = {}
+    def run(self) -> None:
+        self.queue.append(Job("prepare", "xc_core.pipeline:prepare_job", {**self.spec, "run_dir": self.run_dir},
+                              os.path.join(self.run_dir, "work", "prepare")))
+        run_jobs(self.queue, self.worker_limits, self.jobs, self._on_stage, self._on_done, self.cancel)
+        out = self.prepare_outcome
+        if out is None or not out.ok:
+            self._raise_prepare_failure(out)
 
-    def on_done(out: Outcome):
-        target = by_job[out.name]
-        folder = os.path.join(run_dir, "work", out.name)
+    # -- prepare ------------------------------------------------------------------------------------------------
+    def _on_stage(self, job_name: str, step: str, data) -> None:
+        if job_name != "prepare":
+            self._target_stage(job_name, step)
+        elif step == EXPORTED and data:
+            # The ExportedProgram is on disk: start what compiles from it while the ONNX export runs.
+            self._captured(data)
+            self.early_output_names = data.get("output_names")
+            self._queue(lambda t: t.from_exported_program)
+            self.emit({"stage": "onnx", "status": "running"})
+        else:
+            self.emit({"stage": step, "status": "running"})
+
+    def _captured(self, prepared: dict) -> None:
+        """Capture has written captured.json (the ExportedProgram's, or the final one): the first time, announce
+        it and plan the targets and their probes."""
+        first = self.prepared is None
+        self.prepared = prepared
+        if first:
+            captured = captured_summary(self.run_dir)
+            _emit_captured(self.emit, prepared, self.run_dir, captured)
+            self.probes = _probes(captured)
+            self.made = _plan(prepared["reference_id"], self.targets, self.target_options, self.limits)
+
+    def _queue(self, which) -> None:
+        """Queue the planned targets `which` accepts that are not queued yet, costliest first (stable): with fewer
+        cores than targets, the slowest one must not start last."""
+        job_args = {"run_dir": self.run_dir, "spec": self.spec["spec"], "loader_shapes": self.spec["loader_shapes"],
+                    "limits": self.spec["limits"], "probes": self.probes}
+        new = [(i, t) for i, t in enumerate(self.made) if t.identity not in self.queued and which(t)]
+        for i, target in sorted(new, key=lambda it: -it[1].relative_cost):
+            cls = type(target)
+            name = f"{i:02d}-{target.id}"
+            self.by_job[name] = target
+            self.queued.add(target.identity)
+            self.queue.append(Job(name, "xc_core.pipeline:target_job",
+                                  {**job_args, "target_class": f"{cls.__module__}:{cls.__qualname__}",
+                                   "options": dict(target.options)},
+                                  os.path.join(self.run_dir, "work", name)))
+
+    def _on_done(self, out: Outcome) -> None:
+        if out.name != "prepare":
+            self._target_done(out)
+            return
+        self.prepare_outcome = out
+        if not out.ok:
+            self.stop.set()        # targets that already started from the ExportedProgram stop too
+            return
+        if self.prepared is not None:
+            self.emit({"stage": "onnx", "status": "done"})
+        self._captured(out.value)
+        self._queue(lambda t: True)
+
+    def _raise_prepare_failure(self, out: Outcome | None) -> None:
+        spec = self.spec["spec"]
+        name = spec.split(":", 1)[1] if spec.startswith("sample:") else os.path.basename(spec)
+        if out is None or out.cause == "cancelled":
+            raise XcInputError(f"{name}: the analysis was cancelled")
+        if out.input_error:
+            e = out.input_error
+            raise XcInputError(e["message"], fix=e.get("fix"), inputs=e.get("inputs"), dashboard=e.get("dashboard"))
+        step = _STEP_WORDS.get(out.stage or "", "preparing the model")
+        if out.cause == "exception":
+            # An exception in xc's own code (not the model crashing a library): an internal error, as before.
+            raise RuntimeError(f"{step}: {out.error}")
+        raise XcInputError(f"{name}: {step} {out.error} — nothing was compiled", fix="limits")
+
+    # -- targets ------------------------------------------------------------------------------------------------
+    def _target_stage(self, job_name: str, step: str) -> None:
+        target = self.by_job[job_name]
+        if job_name not in self.started:
+            self.started.add(job_name)
+            self.emit({"stage": "target", "target": target.identity, "status": "running", "index": self.finished,
+                       "total": len(self.made)})
+        self.emit({"stage": "target", "target": target.identity, "status": "running", "step": step,
+                   "index": self.finished, "total": len(self.made)})
+
+    def _target_done(self, out: Outcome) -> None:
+        if self.stop.is_set():      # prepare failed: there will be no report, only prepare's error
+            return
+        target = self.by_job[out.name]
+        folder = os.path.join(self.run_dir, "work", out.name)
         worker = {"seconds": out.seconds, "peak_rss_mib": out.peak_rss_mib, "evidence": "measured"}
         if out.ok:
             status, error = out.value["status"], out.value.get("error")
         else:   # the worker left no result: write the failure where the report step reads results
             r = _failure(target, out)
+            os.makedirs(folder, exist_ok=True)     # a job cancelled before it started has no folder yet
             r.save(folder)
             status, error = r.status, r.error
-        results[target.identity] = (folder, worker)
-        finished[0] += 1
-        emit({"stage": "target", "target": target.identity, "status": status, "error": error,
-              "index": finished[0], "total": total})
-
-    run_jobs(job_list, limits, jobs, on_stage, on_done, cancel)
-    return results
+        self.folders[target.identity] = (folder, worker)
+        self.finished += 1
+        self.emit({"stage": "target", "target": target.identity, "status": status, "error": error,
+                   "index": self.finished, "total": len(self.made)})
 
 
 def _report_isolated(run_dir: str, inputs_info: dict, made: list, folders: dict, has_reference: bool,
-                     run_info: dict, artifacts_dir: str | None, limits: WorkerLimits) -> dict:
+                     run_info: dict, artifacts_dir: str | None, limits: WorkerLimits,
+                     early_output_names: list[str] | None = None) -> dict:
     """Build the report in a worker too: drift, alignment and schema validation are seconds of pure Python
     that would otherwise hold a dashboard server's interpreter while sessions wait for pages."""
     items = [[t.identity, *folders[t.identity]] for t in made if t.identity in folders]
     job = Job("report", "xc_core.pipeline:report_job",
               {"run_dir": run_dir, "inputs_info": inputs_info, "results": items, "has_reference": has_reference,
-               "run": run_info, "artifacts_dir": artifacts_dir, "export": artifacts_dir is not None},
+               "run": run_info, "artifacts_dir": artifacts_dir, "export": artifacts_dir is not None,
+               "early_output_names": early_output_names},
               os.path.join(run_dir, "work", "report"))
     out = run_jobs([job], limits, 1)["report"]
     if not out.ok:

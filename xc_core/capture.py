@@ -25,8 +25,10 @@ from .sources.spec import Source
 @dataclass
 class Captured:
     source: Source
-    onnx_path: str                    # the ONNX file every ONNX-consuming target compiles
-    onnx_graph: Graph                 # the ONNX graph in the IR, with provenance on every node
+    onnx_path: str | None             # the ONNX file every ONNX-consuming target compiles
+    # The ONNX graph in the IR, with provenance on every node; None while the ONNX export of a PyTorch source is
+    # still running (what `capture`'s `exported` hook hands on) and for sources with no ONNX (Core ML, IR).
+    onnx_graph: Graph | None
     before: Graph                     # framework-level graph: ExportedProgram (PyTorch) or the ONNX itself
     output_names: list[str]
     exported_program: object = None
@@ -57,10 +59,13 @@ class Captured:
         return self._idx
 
 
-def capture(source: Source, workdir: str, example_inputs: dict) -> Captured:
+def capture(source: Source, workdir: str, example_inputs: dict, exported=None) -> Captured:
+    """The captured model. For a PyTorch source, `exported(partial)` is called once torch.export has finished and
+    before the ONNX export starts, with a Captured that has the ExportedProgram, the "before" graph and the
+    output names but no ONNX yet: targets that compile from the ExportedProgram can start from it."""
     os.makedirs(workdir, exist_ok=True)
     if source.is_pytorch:
-        return _capture_pytorch(source, workdir, example_inputs)
+        return _capture_pytorch(source, workdir, example_inputs, exported)
     if source.kind == "onnx":
         return _capture_onnx(source, workdir)
     if source.kind == "coreml":
@@ -80,7 +85,7 @@ def capture(source: Source, workdir: str, example_inputs: dict) -> Captured:
 
 
 # ---------------------------------------------------------------------------------------------- PyTorch ----
-def _capture_pytorch(source: Source, workdir: str, example_inputs: dict) -> Captured:
+def _capture_pytorch(source: Source, workdir: str, example_inputs: dict, exported=None) -> Captured:
     import torch
     args = tuple(torch.from_numpy(example_inputs[s.name]) for s in source.inputs)
     timings = {}
@@ -104,6 +109,8 @@ def _capture_pytorch(source: Source, workdir: str, example_inputs: dict) -> Capt
                                    f"{_first_line(e)})") from None
     timings["torch.export"] = time.perf_counter() - t0
     before = exported_program_graph(ep, source.name)
+    if exported is not None:
+        exported(Captured(source, None, None, before, user_output_names(ep), ep, dict(timings), list(notes)))
 
     t0 = time.perf_counter()
     onnx_path = os.path.join(workdir, "model.onnx")
@@ -112,8 +119,9 @@ def _capture_pytorch(source: Source, workdir: str, example_inputs: dict) -> Capt
             program = torch.onnx.export(ep, args, dynamo=True, optimize=False, verbose=False,
                                         input_names=[s.name for s in source.inputs])
         except Exception as e:
+            from .errors import summarize_error
             raise XcInputError(f"{source.name}: torch.onnx.export failed ({type(e).__name__}: "
-                               f"{_first_line(e)})") from None
+                               f"{summarize_error(str(e), 300) or type(e).__name__})") from None
         _fold_constants(program.model)
         program.save(onnx_path)
     timings["torch.onnx.export"] = time.perf_counter() - t0
@@ -136,6 +144,14 @@ def _capture_pytorch(source: Source, workdir: str, example_inputs: dict) -> Capt
             node.module_path = _module_path_from_scopes(meta["pkg.torch.onnx.name_scopes"])
     return Captured(source, onnx_path, onnx_graph, before, [o.name for o in model.graph.output], ep,
                     timings, notes)
+
+
+def user_output_names(ep) -> list[str]:
+    """The ExportedProgram's user outputs by name: what the dynamo ONNX exporter names the graph's outputs (the
+    ONNX names are checked against these once it has run; see pipeline.rename_outputs)."""
+    from torch.export.graph_signature import OutputKind
+    specs = [s for s in ep.graph_signature.output_specs if s.kind == OutputKind.USER_OUTPUT]
+    return [getattr(s.arg, "name", None) or f"output_{i}" for i, s in enumerate(specs)]
 
 
 def _fold_constants(model) -> None:

@@ -54,6 +54,10 @@ _OV_CHECK_SUFFIX = _re.compile(r"\s*Check '.*' failed at \S+:\d+:?\s*$")
 _NOISE = _re.compile(r"^(Summary:|-- Conversion is failed for|Traceback|For more information, run with)")
 _NODE_HINTS = (_re.compile(r"ONNX node"), _re.compile(r"node with name", _re.I), _re.compile(r"validating node"))
 _ANSI = _re.compile(r"\x1b\[[0-9;]*m")
+# torch.onnx's exporter opens with paragraphs of advice; the cause is the first line under "## Exception summary",
+# as "<class 'torch.onnx._internal.exporter._errors.DispatchError'>: No ONNX function found for …".
+_TORCH_ONNX_SUMMARY = _re.compile(r"^## Exception summary\s*$(.*)", _re.S | _re.M)
+_CLASS_PREFIX = _re.compile(r"^<class '(?:[\w.]+\.)?(\w+)'>:\s*")
 
 
 def summarize_error(text: str, limit: int = 400) -> str:
@@ -63,6 +67,11 @@ def summarize_error(text: str, limit: int = 400) -> str:
     ORT's "Status Message" is kept without its C++ location; long texts are cut at a word, never mid-word.
     """
     text = _ANSI.sub("", text or "").strip()
+    m = _TORCH_ONNX_SUMMARY.search(text)
+    if m:
+        cause = next((ln.strip() for ln in m.group(1).splitlines() if ln.strip()), "")
+        if cause:
+            return _cut(_CLASS_PREFIX.sub(r"\1: ", cause), limit)
     m = _ORT_NODE.search(text)
     if m:
         status = _CXX_LOCATION.sub("", m.group(3).strip().splitlines()[0])

@@ -26,13 +26,21 @@ from .limits import Limits
 from .sources.spec import InputSpec, Source
 
 CAPTURE_DIR, INPUTS_FILE = "capture", "inputs.npz"
+# The prepare worker's step once torch.export has finished and the ExportedProgram is on disk (ONNX export next).
+EXPORTED = "exported"
 
 
 # ------------------------------------------------------------------------------------------------- prepare ----
 def prepare(src: Source, run_dir: str, *, shapes=None, dims=None, values=None, ranges=None, user_arrays=None,
-            loader_shapes=None, inputs_npz: str | None = None, limits: Limits, stage=lambda s: None) -> dict:
+            loader_shapes=None, inputs_npz: str | None = None, limits: Limits, stage=lambda s: None,
+            exported=None) -> dict:
     """Resolve the inputs, capture, and write both into run_dir. Returns what the parent needs (plain data);
-    the in-process caller also gets the live objects under "_live"."""
+    the in-process caller also gets the live objects under "_live".
+
+    With `exported`, a PyTorch source's ExportedProgram is written to run_dir as soon as torch.export has
+    finished, with a captured.json that has no ONNX yet, and `exported(data)` is called with what the parent
+    needs at that point (the same keys as the return value): targets that compile from the ExportedProgram start
+    while the ONNX export runs. The final captured.json replaces that one when capture ends."""
     from .api import reference_probe
     from .input_shapes import resolve_inputs
     stage("inputs")
@@ -56,12 +64,20 @@ def prepare(src: Source, run_dir: str, *, shapes=None, dims=None, values=None, r
 
     stage("capture")
     t0 = time.perf_counter()
-    captured = capture(src, os.path.join(run_dir, "artifacts", CAPTURE_DIR), feeds)
+    handed_on = []
+
+    def hand_on(partial: Captured) -> None:
+        save_captured(partial, os.path.join(run_dir, CAPTURE_DIR))
+        handed_on.append(True)
+        exported({"inputs_info": inputs_info, "reference_id": "torch", "source_name": src.name,
+                  "capture_seconds": time.perf_counter() - t0, "output_names": list(partial.output_names)})
+    captured = capture(src, os.path.join(run_dir, "artifacts", CAPTURE_DIR), feeds,
+                       exported=hand_on if exported is not None else None)
     capture_seconds = time.perf_counter() - t0
-    save_captured(captured, os.path.join(run_dir, CAPTURE_DIR))
+    save_captured(captured, os.path.join(run_dir, CAPTURE_DIR), save_program=not handed_on)
     reference_id = ("torch" if src.module is not None else "onnx-reference" if captured.onnx_path else None)
     return {"inputs_info": inputs_info, "reference_id": reference_id, "capture_seconds": capture_seconds,
-            "source_name": src.name, "_live": (captured, feeds)}
+            "source_name": src.name, "output_names": list(captured.output_names), "_live": (captured, feeds)}
 
 
 def prepare_job(args: dict, workdir: str, stage) -> dict:
@@ -75,7 +91,7 @@ def prepare_job(args: dict, workdir: str, stage) -> dict:
         out = prepare(src, args["run_dir"], shapes=_shapes(args.get("shapes")), dims=args.get("dims"),
                       values=args.get("values"), ranges=_ranges(args.get("ranges")), user_arrays=user_arrays,
                       loader_shapes=_shapes(args.get("loader_shapes")), inputs_npz=args.get("inputs_npz"),
-                      limits=limits, stage=stage)
+                      limits=limits, stage=stage, exported=lambda data: stage(EXPORTED, data))
     finally:
         src.close()
     out.pop("_live")
@@ -154,6 +170,7 @@ def report_job(args: dict, workdir: str, stage) -> dict:
     for identity, folder, worker in args["results"]:
         r = TargetResult.load(folder)
         r.info["worker"] = worker
+        rename_outputs(r, args.get("early_output_names"), captured.output_names)
         loaded.append(r)
     reference = loaded.pop(0) if args["has_reference"] and loaded else None
     report = assemble_report(captured, args["inputs_info"], reference, loaded, args["run"], args["artifacts_dir"],
@@ -163,6 +180,17 @@ def report_job(args: dict, workdir: str, stage) -> dict:
         report["exports"] = export_files(report, args["run_dir"])
     write_json_atomic(os.path.join(workdir, "report.json"), report)
     return {"targets": len(loaded)}
+
+
+def rename_outputs(result, early: list[str] | None, final: list[str]) -> None:
+    """A target that started from the ExportedProgram named its outputs as torch.export does; the ONNX export
+    names the same outputs, in the same order, and normally alike. Where it did not, the early names are mapped
+    to the ONNX ones by position, so every target's outputs compare under one name."""
+    if not early or list(early) == list(final) or len(early) != len(final):
+        return
+    mapping = dict(zip(early, final))
+    if result.outputs and set(result.outputs) <= set(mapping) and not set(result.outputs) & (set(final) - set(early)):
+        result.outputs = {mapping[k]: v for k, v in result.outputs.items()}
 
 
 MODEL_EXPLORER_DIR = "model_explorer"
@@ -187,18 +215,20 @@ def read_feeds(run_dir: str) -> dict:
 
 
 # ------------------------------------------------------------------------------------ captured, as files ----
-def save_captured(captured: Captured, folder: str) -> None:
+def save_captured(captured: Captured, folder: str, save_program: bool = True) -> None:
+    """captured.json (and the ExportedProgram beside it, unless `save_program` is False: it is on disk already)."""
     os.makedirs(folder, exist_ok=True)
     ep_file = None
     if captured.exported_program is not None:
-        import torch
         ep_file = "exported_program.pt2"
-        torch.export.save(captured.exported_program, os.path.join(folder, ep_file))
+        if save_program:
+            import torch
+            torch.export.save(captured.exported_program, os.path.join(folder, ep_file))
     data = {
         "source": {**captured.source.to_dict(), "inputs": [asdict(s) for s in captured.source.inputs],
                    "module": captured.source.module is not None},
         "onnx_path": captured.onnx_path,
-        "onnx_graph": captured.onnx_graph.to_dict(),
+        "onnx_graph": captured.onnx_graph.to_dict() if captured.onnx_graph is not None else None,
         "before": None if captured.before is captured.onnx_graph else captured.before.to_dict(),
         "output_names": list(captured.output_names),
         "timings": dict(captured.timings),
@@ -242,7 +272,7 @@ def with_live_source(cap: Captured, spec: str, loader_shapes, limits: Limits) ->
 
 
 def _captured(src: Source, data: dict, run_dir: str) -> Captured:
-    onnx_graph = Graph.from_dict(data["onnx_graph"])
+    onnx_graph = Graph.from_dict(data["onnx_graph"]) if data["onnx_graph"] is not None else None
     before = Graph.from_dict(data["before"]) if data["before"] is not None else onnx_graph
     return Captured(src, data["onnx_path"], onnx_graph, before, data["output_names"],
                     timings=data["timings"], notes=data["notes"])

@@ -71,7 +71,8 @@ class WorkerLimits:
 @dataclass
 class Job:
     """`func` is "module:function", called in the child as func(args, workdir, stage) and returning JSON-able
-    data; `stage(name)` tells the parent which step is running (for progress and for the reason of a kill)."""
+    data; `stage(name)` tells the parent which step is running (for progress and for the reason of a kill), and
+    `stage(name, data)` hands it JSON-able data as that step begins (what a finished step produced)."""
     name: str
     func: str
     args: dict
@@ -96,21 +97,29 @@ class Outcome:
     stages: list[str] = field(default_factory=list)
 
 
-Events = Callable[[str, str], None]   # (job name, stage)
+Events = Callable[[str, str, Any], None]   # (job name, stage, the data the child sent with it or None)
 
 
 def run_jobs(jobs: list[Job], limits: WorkerLimits, parallel: int = 1, on_stage: Events | None = None,
              on_done: Callable[[Outcome], None] | None = None, cancel: threading.Event | None = None) -> dict:
-    """Run every job in its own child, at most `parallel` at once; return name -> Outcome. Never raises for
-    what a job does: a crash, a limit or an exception is that job's Outcome."""
+    """Run every job in its own child, at most `parallel` at once, in list order; return name -> Outcome.
+    Jobs that `on_stage` or `on_done` append to `jobs` while it runs are run too (work that can start once an
+    earlier job has produced something). Never raises for what a job does: a crash, a limit or an exception is
+    that job's Outcome. `cancel` is anything with is_set()."""
     ctx = _context()
-    pending = list(jobs)
+    started = 0
     running: dict[str, _Running] = {}
     done: dict[str, Outcome] = {}
     try:
-        while pending or running:
-            while pending and len(running) < max(1, parallel):
-                job = pending.pop(0)
+        while started < len(jobs) or running:
+            while started < len(jobs) and len(running) < max(1, parallel):
+                job = jobs[started]
+                started += 1
+                if cancel is not None and cancel.is_set():     # not started at all
+                    done[job.name] = Outcome(job.name, False, error="cancelled", cause="cancelled")
+                    if on_done:
+                        on_done(done[job.name])
+                    continue
                 running[job.name] = _start(ctx, job)
             time.sleep(_POLL_S)
             for name in list(running):
@@ -193,7 +202,7 @@ class _Running:
                     self.stage = msg["stage"]
                     self.stages.append(self.stage)
                     if on_stage:
-                        on_stage(self.job.name, self.stage)
+                        on_stage(self.job.name, self.stage, msg.get("data"))
                 else:
                     self.final = msg
         except (EOFError, OSError):
@@ -323,15 +332,27 @@ def _child_main(job: Job, conn, stderr_path: str) -> None:
     import faulthandler
     faulthandler.enable()   # a native crash leaves the Python stack in stderr.log
 
-    def stage(name: str) -> None:
-        conn.send_bytes(json.dumps({"stage": name}).encode())
+    def stage(name: str, data=None) -> None:
+        conn.send_bytes(json.dumps({"stage": name} if data is None else {"stage": name, "data": data},
+                                   default=_json_default).encode())
 
     try:
         import importlib
         for m in job.imports:
             importlib.import_module(m)
         module, fn = job.func.split(":")
-        value = getattr(importlib.import_module(module), fn)(job.args, job.workdir, stage)
+        func = getattr(importlib.import_module(module), fn)
+        profile_dir = os.environ.get("XC_PROFILE_DIR")
+        if profile_dir:     # a bench's request: a cProfile file per job (bench/overhead.py --profile)
+            import cProfile
+            os.makedirs(profile_dir, exist_ok=True)
+            prof = cProfile.Profile()
+            try:
+                value = prof.runcall(func, job.args, job.workdir, stage)
+            finally:
+                prof.dump_stats(os.path.join(profile_dir, f"{job.name}-{os.getpid()}.prof"))
+        else:
+            value = func(job.args, job.workdir, stage)
         conn.send_bytes(json.dumps({"value": value}, default=_json_default).encode())
     except XcInputError as e:
         conn.send_bytes(json.dumps({"input_error": {"message": str(e), "fix": e.fix,

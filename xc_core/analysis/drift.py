@@ -20,22 +20,10 @@ def drift_metrics(reference: np.ndarray, target: np.ndarray) -> dict:
     r = ref.astype(np.float64).ravel()
     t = out.astype(np.float64).ravel()
     finite = np.isfinite(t).all()
-    diff = np.abs(t - r)
-    ref_norm = float(np.linalg.norm(r))
-    err_norm = float(np.linalg.norm(t - r))
-    t_norm = float(np.linalg.norm(t))
-    if ref_norm == 0 and t_norm == 0:
-        cosine = 1.0
-    elif ref_norm == 0 or t_norm == 0:
-        cosine = 0.0
-    else:
-        cosine = float(np.dot(r, t) / (ref_norm * t_norm))
-    if err_norm == 0:
-        snr = None  # identical: infinite SNR, written as null with exact=true
-    elif ref_norm == 0:
-        snr = float("-inf")
-    else:
-        snr = float(20 * np.log10(ref_norm / err_norm))
+    d = t - r
+    diff = np.abs(d)
+    ref_norm = _norm(r)
+    err_norm, cosine, snr = _agreement(r, ref_norm, t, d)
     nonzero = np.abs(r) > 0
     zero_ref_mismatch = bool(np.any(diff[~nonzero] > 0))
     min_rtol = float(np.max(diff[nonzero] / np.abs(r[nonzero]))) if nonzero.any() else 0.0
@@ -46,7 +34,7 @@ def drift_metrics(reference: np.ndarray, target: np.ndarray) -> dict:
         "mean_abs": float(diff.mean()) if diff.size else 0.0,
         "rel_l2": float(err_norm / ref_norm) if ref_norm else (0.0 if err_norm == 0 else None),
         "cosine": cosine,
-        "snr_db": snr if snr != float("-inf") else None,
+        "snr_db": snr,
         "exact": bool(err_norm == 0),
         "min_atol": float(diff.max()) if diff.size else 0.0,
         "min_rtol": None if zero_ref_mismatch else min_rtol,
@@ -54,6 +42,56 @@ def drift_metrics(reference: np.ndarray, target: np.ndarray) -> dict:
         "finite": bool(finite),
     }
     return _clean(m)
+
+
+def _norm(x: np.ndarray) -> float:
+    return float(np.sqrt(np.dot(x, x)))     # np.linalg.norm's own formula for a 1-D float64 array
+
+
+def _agreement(r: np.ndarray, ref_norm: float, t: np.ndarray, d: np.ndarray) -> tuple[float, float, float | None]:
+    """(|t - r|, cosine, SNR in dB) of float64 vectors with d = t - r; SNR is None when it is infinite (identical,
+    written as null with exact=true) or undefined (a zero reference)."""
+    err_norm, t_norm = _norm(d), _norm(t)
+    if ref_norm == 0 and t_norm == 0:
+        cosine = 1.0
+    elif ref_norm == 0 or t_norm == 0:
+        cosine = 0.0
+    else:
+        cosine = float(np.dot(r, t) / (ref_norm * t_norm))
+    snr = float(20 * np.log10(ref_norm / err_norm)) if err_norm and ref_norm else None
+    return err_norm, cosine, snr
+
+
+class ReferenceVectors:
+    """The reference's values as float64 vectors with their norms, made once and shared by every target's
+    comparison (per-layer drift compares each target against the same reference values at every probe)."""
+
+    def __init__(self, values: dict):
+        self._values, self._made = values, {}
+
+    def __contains__(self, key) -> bool:
+        return key in self._values
+
+    def get(self, key) -> tuple[np.ndarray, tuple, float]:
+        if key not in self._made:
+            a = np.asarray(self._values[key])
+            r = a.astype(np.float64).ravel()
+            self._made[key] = (r, a.shape, _norm(r))
+        return self._made[key]
+
+
+def agreement(ref: ReferenceVectors, key, target: np.ndarray) -> dict:
+    """rel_l2, max_abs, cosine and snr_db of one target value against the reference's at `key` (the figures
+    per-layer drift plots), or {"error": ...} when the shapes differ."""
+    r, shape, ref_norm = ref.get(key)
+    out = np.asarray(target)
+    if out.shape != shape:
+        return {"error": f"shape mismatch: reference {list(shape)}, target {list(out.shape)}"}
+    t = out.astype(np.float64).ravel()
+    d = t - r
+    err_norm, cosine, snr = _agreement(r, ref_norm, t, d)
+    return _clean({"rel_l2": float(err_norm / ref_norm) if ref_norm else (0.0 if err_norm == 0 else None),
+                   "max_abs": float(np.abs(d).max()) if d.size else 0.0, "cosine": cosine, "snr_db": snr})
 
 
 def passes(metrics: dict, atol: float, rtol: float, reference: np.ndarray | None = None,

@@ -8,7 +8,7 @@ whose tensor does not survive compilation on a target (fused into a larger node)
 from __future__ import annotations
 
 from ..ir import Graph
-from .drift import drift_metrics
+from .drift import ReferenceVectors, agreement
 
 DEFAULT_RTOL_L2 = 1e-2  # a boundary diverges when its relative L2 error exceeds this
 
@@ -39,14 +39,18 @@ def _inside(child: str | None, parent: str) -> bool:
     return child is not None and (child == parent or child.startswith(parent + "."))
 
 
-def layer_drift(reference: dict, target: dict, boundaries: list[dict], threshold: float = DEFAULT_RTOL_L2) -> dict:
-    """reference/target: source op id -> numpy array. Returns points along depth and the first divergence."""
+def layer_drift(reference: dict | ReferenceVectors, target: dict, boundaries: list[dict],
+                threshold: float = DEFAULT_RTOL_L2) -> dict:
+    """reference/target: source op id -> numpy array (the reference may come as ReferenceVectors, shared across
+    targets). Returns points along depth and the first divergence."""
+    if not isinstance(reference, ReferenceVectors):
+        reference = ReferenceVectors(reference)
     points = []
     for b in boundaries:
         op = b["source_op"]
         if op not in reference or op not in target:
             continue
-        m = drift_metrics(reference[op], target[op])
+        m = agreement(reference, op, target[op])
         if "error" in m:
             continue
         points.append({**b, "rel_l2": m["rel_l2"], "max_abs": m["max_abs"], "cosine": m["cosine"],

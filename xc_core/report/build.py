@@ -9,7 +9,7 @@ from .. import evidence as ev
 from ..analysis.alignment import coverage, source_op_table
 from ..analysis.checklist import checklist
 from ..analysis.fusion_diff import fusion_matrix
-from ..analysis.drift import drift_details, drift_metrics, worst
+from ..analysis.drift import ReferenceVectors, drift_details, drift_metrics, worst
 from ..analysis.fusion import fusion_groups, pattern_counts
 from ..analysis.fusion_catalogue import check_catalogue
 from ..analysis.layout_audit import layout_audit
@@ -56,9 +56,10 @@ def build_report(source, captured, inputs_info: dict, reference, results: list, 
             "outputs": {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in reference.outputs.items()},
             "evidence": ev.MEASURED, "timings": reference.timings,
         }
+    reference_values = ReferenceVectors(reference.intermediates) if reference is not None else None
     for r in results:
         report["targets"][r.target] = target_block(r, captured, reference, stage_graphs)
-        _add_layer_drift(report["targets"][r.target], r, reference, boundaries or [])
+        _add_layer_drift(report["targets"][r.target], r, reference, reference_values, boundaries or [])
     if captured is not None:
         graphs = {r.target: r.graph for r in results if r.graph is not None}
         report["alignment"] = {
@@ -177,14 +178,13 @@ def _info(r) -> dict:
     return info
 
 
-def _add_layer_drift(block: dict, r, reference, boundaries: list[dict]) -> None:
+def _add_layer_drift(block: dict, r, reference, reference_values, boundaries: list[dict]) -> None:
     from ..analysis.layer_drift import layer_drift
-    ref = reference.intermediates if reference is not None else {}
     mine = r.intermediates
-    if not ref or not mine:
+    if reference is None or not reference.intermediates or not mine:
         block["layer_drift"] = None
         return
-    ld = layer_drift(ref, mine, boundaries)
+    ld = layer_drift(reference_values, mine, boundaries)
     ld["method"] = r.intermediates_method
     ld["reference_method"] = reference.intermediates_method
     ld["evidence"] = r.evidence.get("numerics", ev.MEASURED)

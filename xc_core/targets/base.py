@@ -182,6 +182,12 @@ class Target(abc.ABC):
         return True, ""
 
     needs_onnx: ClassVar[bool] = True    # compiles the captured ONNX (a Core ML upload has none)
+    # Roughly how long this target takes next to the others (1: an ORT session). Isolated workers start the
+    # costliest first, so the slowest target is not the last to begin when there are fewer cores than targets.
+    relative_cost: ClassVar[int] = 1
+    # Compiles from the ExportedProgram alone (PyTorch sources), not the ONNX: an isolated worker may start it as
+    # soon as torch.export has finished, while the ONNX export is still running.
+    from_exported_program: ClassVar[bool] = False
     # How the target obtains intermediate values without changing its compiled graph (None: it cannot).
     intermediates_method: ClassVar[str | None] = None
 
@@ -316,7 +322,10 @@ def check_result(result: TargetResult, captured) -> list[str]:
     dup = sorted({i for i in ids if ids.count(i) > 1}) if len(set(ids)) != len(ids) else []
     if dup:
         problems.append(f"{len(dup)} node id(s) repeat: {', '.join(dup[:5])}")
-    given = {n.id for n in (result.input_graph or captured.onnx_graph).nodes}
+    # The graph the compiler was given: its own (Core ML's MIL, Inductor's FX), else the ONNX for the targets that
+    # compile it, else the captured graph itself (the torch reference; a target that started before the ONNX).
+    given_graph = result.input_graph or captured.onnx_graph or captured.before
+    given = {n.id for n in given_graph.nodes}
     bad_fused = sorted({f for n in g.nodes for f in n.fused_from if f not in given})
     if bad_fused:
         problems.append(f"{len(bad_fused)} fused_from id(s) are not nodes of the graph the compiler was given: "

@@ -78,12 +78,15 @@ class CoreMLTarget(Target):
         """Whether an op can leave the CPU: every unit setting but CPU_ONLY allows the GPU or the ANE."""
         return self.compute_units != "CPU_ONLY"
 
+    relative_cost = 3   # ct.convert with run_decompositions: seconds even on tiny models
+    from_exported_program = True
     needs_onnx = False
     intermediates_method = "values recorded by the MIL interpreter while executing the compiled program"
 
     def needs_live_source(self, kind):
-        # An ONNX source converts from the captured ONNX; the others from the module / the Core ML program.
-        return kind != "onnx"
+        # A TorchScript module converts through the TorchScript frontend and a Core ML upload is read as it is;
+        # every other source converts from the captured ExportedProgram or ONNX, read from the run folder.
+        return kind in ("torchscript", "coreml")
 
     @classmethod
     def available(cls):

@@ -34,6 +34,8 @@ class InductorCpu(Target):
                    "provenance tracking")
     evidence = {"assignment": ev.REPORTED, "precision": ev.REPORTED, "numerics": ev.MEASURED,
                 "fusion": ev.REPORTED}
+    relative_cost = 3   # Inductor compiles C++ for every kernel
+    from_exported_program = True
     needs_onnx = False
     # torch.compile's `mode` (inductor's documented presets: default, reduce-overhead, max-autotune, and
     # max-autotune-no-cudagraphs; pytorch.org/docs/stable/generated/torch.compile.html).

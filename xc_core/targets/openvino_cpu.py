@@ -19,6 +19,8 @@ LAYER_KINDS = {"Input": IO, "Parameter": IO, "Output": IO, "Result": IO, "Const"
 @register
 class OpenVinoCpu(Target):
     fusion_catalogue = "openvino-cpu"
+    relative_cost = 2   # compile_model, then a second compile with the probed outputs for per-layer drift
+
     def needs_live_source(self, kind):
         return kind == "openvino-ir"   # compiles the uploaded IR itself, unpacked again in the worker
 
@@ -415,7 +417,9 @@ def _prefix_match(name: str, onnx_nodes: dict) -> str | None:
 def _shape(ps) -> list | None:
     if ps.rank.is_dynamic:
         return None
-    return [d.get_length() if d.is_static else "?" for d in ps]
+    # By index: iterating a PartialShape ends on an IndexError raised through pybind11, ~10× slower per shape.
+    dims = (ps[i] for i in range(ps.rank.get_length()))
+    return [d.get_length() if d.is_static else "?" for d in dims]
 
 
 def _fused_groups(g: Graph) -> "Counter":

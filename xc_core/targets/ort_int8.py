@@ -19,6 +19,7 @@ from .ort_cpu import OrtTarget
 @register
 class OrtCpuInt8(OrtTarget):
     id = "ort-cpu-int8"
+    relative_cost = 2   # quantize_dynamic rewrites the model before ORT compiles it
     label = "ONNX Runtime · CPU EP, dynamic int8"
     description = "ORT dynamic int8 quantization (weights int8, activations quantised at run time), then ORT CPU"
     evidence = {"assignment": ev.REPORTED, "precision": ev.REPORTED, "numerics": ev.MEASURED,

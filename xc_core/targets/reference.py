@@ -19,6 +19,7 @@ class TorchReference(Target):
     evidence = {"assignment": ev.MEASURED, "precision": ev.MEASURED, "numerics": ev.MEASURED}
     is_reference = True
     needs_onnx = False
+    from_exported_program = True
     intermediates_method = "torch eager, values recorded at each op by an fx Interpreter"
 
     def needs_live_source(self, kind):

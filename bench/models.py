@@ -128,4 +128,6 @@ def flat_transformer_onnx(path: str, layers: int, d: int = 32, seq: int = 16) ->
     return path
 
 
-BUILDERS = {"transformer": transformer_pt2, "cnn": cnn_pt2, "lstm": lstm_pt2, "flat": flat_transformer_onnx}
+# Each takes (path, size): the size is layers, depth, steps (the LSTM keeps its 3 layers) or flat layers.
+BUILDERS = {"transformer": transformer_pt2, "cnn": cnn_pt2,
+            "lstm": lambda path, steps: lstm_pt2(path, steps=steps), "flat": flat_transformer_onnx}

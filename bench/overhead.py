@@ -10,7 +10,13 @@ exporter once, and per target
 - ort-cpu: an ORT_ENABLE_ALL session that writes its optimized model and a profile, one run;
 - openvino-cpu: read_model, compile_model (f32, so bf16 CPUs compare alike), one inference, the runtime model;
 - coreml-ane / coreml-cpu: one ct.convert to an ML program (fp16 / fp32), its MIL program;
+- ort-cpu-int8: quantize_dynamic, then the ort-cpu session on the quantized model;
+- ort-nnapi / ort-coreml: ORT's basic optimization and shape inference, its partition checker for the EP, and one
+  run on the CPU EP (ort-coreml: with the accelerated partitions converted to fp16 by onnxconverter-common);
+- inductor-cpu: torch.compile of the ExportedProgram's module with Inductor's provenance trace (a fresh compile,
+  not one from its FX-graph cache), one run;
 - the eager PyTorch reference, one run.
+`--targets all` takes every one of them.
 It covers bundled samples and .pt2 / .onnx files (for a .pt2 the bare side uses torch.export.load: a bench on
 your own file, not an upload).
 """
@@ -28,7 +34,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT]
-BARE_TARGETS = ("ort-cpu", "openvino-cpu", "coreml-ane", "coreml-cpu")
+BARE_TARGETS = ("ort-cpu", "openvino-cpu", "coreml-ane", "coreml-cpu", "ort-cpu-int8", "ort-nnapi", "ort-coreml",
+                "inductor-cpu")
 # bare: the toolchain calls alone; xc-inproc: analyze in this process, one target after another (CPU time and
 # peak RSS compare like for like); xc: analyze as the CLI runs it, every step in an isolated worker, as many
 # targets at once as there are cores (its workers are not this process's children, so only its wall time is
@@ -81,18 +88,55 @@ def _bare(model: str, targets: list[str], workdir: str) -> dict:
         sess = ort.InferenceSession(onnx_path, providers=["CPUExecutionProvider"])
         feeds = {i.name: np.zeros([d if isinstance(d, int) else 1 for d in i.shape],
                                   dtype=np.int64 if "int64" in i.type else np.float32) for i in sess.get_inputs()}
+    def ort_all(path: str, tag: str) -> None:
+        import onnx
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        so.optimized_model_filepath = os.path.join(workdir, f"{tag}.optimized.onnx")
+        so.enable_profiling, so.profile_file_prefix = True, os.path.join(workdir, f"{tag}.profile")
+        s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        s.run(None, feeds)
+        s.end_profiling()
+        onnx.load(so.optimized_model_filepath)
+
     for tid in targets:
         with timed(tid):
             if tid == "ort-cpu":
-                import onnx
-                so = ort.SessionOptions()
-                so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-                so.optimized_model_filepath = os.path.join(workdir, "optimized.onnx")
-                so.enable_profiling, so.profile_file_prefix = True, os.path.join(workdir, "profile")
-                s = ort.InferenceSession(onnx_path, so, providers=["CPUExecutionProvider"])
-                s.run(None, feeds)
-                s.end_profiling()
-                onnx.load(so.optimized_model_filepath)
+                ort_all(onnx_path, tid)
+            elif tid == "ort-cpu-int8":
+                from onnxruntime.quantization import QuantType, quantize_dynamic
+                quantized = os.path.join(workdir, "int8.onnx")
+                quantize_dynamic(onnx_path, quantized, weight_type=QuantType.QInt8)
+                ort_all(quantized, tid)
+            elif tid in ("ort-nnapi", "ort-coreml"):
+                import pathlib
+
+                from onnxruntime.tools.mobile_helpers import usability_checker as checker
+                from onnxruntime.tools.onnx_model_utils import ModelProtoWithShapeInfo, optimize_model
+                basic = os.path.join(workdir, f"{tid}.basic.onnx")
+                optimize_model(pathlib.Path(onnx_path), pathlib.Path(basic),
+                               level=ort.GraphOptimizationLevel.ORT_ENABLE_BASIC)
+                m = ModelProtoWithShapeInfo(pathlib.Path(basic)).model_with_shape_info
+                if tid == "ort-nnapi":
+                    checker.check_nnapi_partitions(m, require_fixed_input_sizes=True)
+                    ort.InferenceSession(basic, providers=["CPUExecutionProvider"]).run(None, feeds)
+                else:
+                    from onnxconverter_common import float16
+                    info = checker.check_coreml_partitions(m, require_fixed_input_sizes=True,
+                                                           config_filename="coreml_supported_mlprogram_ops.md")
+                    accelerated = {n.name for group in info.supported_groups for n in group}
+                    m16 = float16.convert_float_to_float16(
+                        m, keep_io_types=True, node_block_list=[n.name for n in m.graph.node
+                                                                if n.name not in accelerated])
+                    ort.InferenceSession(m16.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+            elif tid == "inductor-cpu" and ep is not None:
+                # The same answers as xc's: kernels traced back to the FX nodes they compute, which needs a fresh
+                # compile (not one from the FX-graph cache) with Inductor's provenance tracking on.
+                import torch._inductor.config as inductor_config
+                with inductor_config.patch({"trace.enabled": True, "trace.provenance_tracking_level": 1,
+                                            "trace.debug_dir": os.path.join(workdir, "inductor-trace"),
+                                            "fx_graph_cache": False}), torch.no_grad():
+                    torch.compile(ep.module())(*args)
             elif tid == "openvino-cpu":
                 import openvino as ov
                 core = ov.Core()
@@ -102,8 +146,17 @@ def _bare(model: str, targets: list[str], workdir: str) -> dict:
             elif tid in ("coreml-ane", "coreml-cpu") and ep is not None:
                 import coremltools as ct
                 precision = ct.precision.FLOAT16 if tid == "coreml-ane" else ct.precision.FLOAT32
-                ml = ct.convert(ep.run_decompositions({}), convert_to="mlprogram", compute_precision=precision,
-                                minimum_deployment_target=ct.target.iOS18)
+                # As xc does: the ExportedProgram decomposed with no table first, then with the default one (an
+                # LSTM converts only unrolled by the default table).
+                for table in ({}, None):
+                    try:
+                        decomposed = ep.run_decompositions(table) if table is not None else ep.run_decompositions()
+                        ml = ct.convert(decomposed, convert_to="mlprogram", compute_precision=precision,
+                                        minimum_deployment_target=ct.target.iOS18)
+                        break
+                    except Exception:  # noqa: BLE001 — the next table, as xc tries it
+                        if table is None:
+                            raise
                 ml._mil_program.functions["main"].operations
     return {"steps": steps}
 
@@ -163,7 +216,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--_one", choices=KINDS, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    targets = [t for t in args.targets.split(",") if t]
+    targets = list(BARE_TARGETS) if args.targets == "all" else [t for t in args.targets.split(",") if t]
     unknown = [t for t in targets if t not in BARE_TARGETS]
     if unknown:
         raise SystemExit(f"no bare baseline for {', '.join(unknown)}; this bench covers {', '.join(BARE_TARGETS)}")

@@ -4,10 +4,14 @@ every target once; then new browser sessions open the same page, each timed from
 
     python bench/reopen.py [--sessions 5] [--sample tts-mini]
 
-The first analysis is timed too (its worker processes, the toolchains' compile), for scale. Sessions are new
-browser contexts: nothing is cached in the browser; the server's caches and the run store are warm. The floor is
-the same measurement on a one-line Streamlit app (st.caption) served the same way: what loading Streamlit's
-frontend and one script run cost in this browser on this machine, before xc does anything.
+The first analysis is timed too (its worker processes, the toolchains' compile), for scale. Two kinds of new
+session, each a new Streamlit session (its own websocket and script run) on a server whose caches and run store are
+warm:
+- cold: a new browser context, nothing cached in the browser (a first visit from another machine);
+- warm: a new tab of a browser that has opened the dashboard before (its HTTP cache holds Streamlit's frontend,
+  as a returning user's does).
+The floor is the same measurement on a one-line Streamlit app (st.caption) served the same way: what loading
+Streamlit's frontend and one script run cost in this browser on this machine, before xc does anything.
 """
 from __future__ import annotations
 
@@ -36,7 +40,40 @@ def _overview_drawn(page, sample: str, timeout_ms: int) -> None:
 FLOOR_APP = 'import streamlit as st\nst.caption("floor")\n'
 
 
-def _floor(browser, sessions: int) -> list[float]:
+def _sessions(browser, url: str, drawn, sessions: int, warm: bool) -> list[float]:
+    """Seconds from navigation to `drawn(page)` for `sessions` new sessions: new contexts (cold), or new tabs of
+    one context that has loaded the page once (warm)."""
+    out = []
+    shared = browser.new_context(viewport={"width": 1400, "height": 1000}) if warm else None
+    if shared is not None:
+        first = shared.new_page()
+        first.goto(url, timeout=120_000)
+        drawn(first)
+        first.close()
+    for _ in range(sessions):
+        ctx = shared or browser.new_context(viewport={"width": 1400, "height": 1000})
+        page = ctx.new_page()
+        t0 = time.perf_counter()
+        page.goto(url, timeout=120_000)
+        drawn(page)
+        out.append(time.perf_counter() - t0)
+        if page.locator('[data-testid="stException"]').count():
+            raise SystemExit(page.locator('[data-testid="stException"]').first.inner_text())
+        page.close()
+        if shared is None:
+            ctx.close()
+    if shared is not None:
+        shared.close()
+    return out
+
+
+def _floor_drawn(page) -> None:
+    page.locator('[data-testid="stCaptionContainer"]', has_text="floor").first.wait_for(timeout=60_000)
+    page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=60_000, polling=50)
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+
+
+def _floor(browser, sessions: int) -> dict[str, list[float]]:
     """New sessions of a one-line app on its own server, timed like the dashboard's."""
     import subprocess
 
@@ -48,26 +85,19 @@ def _floor(browser, sessions: int) -> list[float]:
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "floor.py", "--server.headless", "true",
                              "--server.port", str(port), "--browser.gatherUsageStats", "false"], cwd=tmp,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url, out = f"http://127.0.0.1:{port}/", []
+    url = f"http://127.0.0.1:{port}/"
     try:
-        for k in range(sessions + 1):          # the first one warms the server
-            ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-            page = ctx.new_page()
-            t0 = time.perf_counter()
-            for _ in range(120):
-                try:
-                    page.goto(url, timeout=60_000)
-                    break
-                except Exception:  # noqa: BLE001 — the server is still starting
-                    time.sleep(0.5)
-                    t0 = time.perf_counter()
-            page.locator('[data-testid="stCaptionContainer"]', has_text="floor").first.wait_for(timeout=60_000)
-            page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')",
-                                   timeout=60_000, polling=50)
-            page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
-            if k:
-                out.append(time.perf_counter() - t0)
-            ctx.close()
+        ctx = browser.new_context()
+        page = ctx.new_page()
+        for _ in range(120):                   # the server is starting; this first visit warms it
+            try:
+                page.goto(url, timeout=60_000)
+                break
+            except Exception:  # noqa: BLE001
+                time.sleep(0.5)
+        _floor_drawn(page)
+        ctx.close()
+        out = {kind: _sessions(browser, url, _floor_drawn, sessions, kind == "warm") for kind in ("cold", "warm")}
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -87,7 +117,6 @@ def main() -> int:
     sample = args.sample or DEFAULT_SAMPLE
     home = tempfile.mkdtemp(prefix="bench-xc-home-")
     query = f"?sample={args.sample}" if args.sample else ""
-    times = []
     try:
         with dashboard(env={"XC_HOME": home}) as url, sync_playwright() as p:
             browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
@@ -98,27 +127,22 @@ def main() -> int:
             _overview_drawn(page, sample, 900_000)
             first = time.perf_counter() - t0
             ctx.close()
-            for _ in range(args.sessions):
-                ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
-                page = ctx.new_page()
-                t0 = time.perf_counter()
-                page.goto(url + query, timeout=120_000)
-                _overview_drawn(page, sample, 120_000)
-                times.append(time.perf_counter() - t0)
-                if page.locator('[data-testid="stException"]').count():
-                    raise SystemExit(page.locator('[data-testid="stException"]').first.inner_text())
-                ctx.close()
+
+            def drawn(p):
+                _overview_drawn(p, sample, 120_000)
+            times = {kind: _sessions(browser, url + query, drawn, args.sessions, kind == "warm")
+                     for kind in ("cold", "warm")}
             floor = _floor(browser, args.sessions)
             browser.close()
     finally:
         shutil.rmtree(home, ignore_errors=True)
-    print(f"sample {sample} · every available target · headless Chromium, new context per session")
+    print(f"sample {sample} · every available target · headless Chromium")
     print(f"  first analysis, navigation → Overview drawn: {first:.2f} s")
-    print(f"  warm re-open in a new session: median {statistics.median(times):.2f} s "
-          f"(runs: {', '.join(f'{t:.2f}' for t in times)})")
-    print(f"  floor, a one-line Streamlit app: median {statistics.median(floor):.2f} s "
-          f"(runs: {', '.join(f'{t:.2f}' for t in floor)}); re-open / floor "
-          f"{statistics.median(times) / statistics.median(floor):.2f}×")
+    for kind, words in (("cold", "new browser context (nothing cached)"),
+                        ("warm", "new tab of a browser that has opened it before")):
+        x, f = statistics.median(times[kind]), statistics.median(floor[kind])
+        print(f"  re-open, {words}: median {x:.2f} s (runs: {', '.join(f'{t:.2f}' for t in times[kind])}); "
+              f"floor {f:.2f} s (runs: {', '.join(f'{t:.2f}' for t in floor[kind])}); re-open / floor {x / f:.2f}×")
     return 0
 
 

@@ -35,12 +35,14 @@ OWN = (".inspect", "report")     # stage names (suffixes) that are xc's own work
 
 
 def _one(family: str, size: int, targets: list[str] | None, profile: str | None) -> None:
-    """Child mode: build the model, analyse it in this process, print the stage times as one JSON line."""
-    import models
+    """Child mode: analyse the model (built by another process: exporting it here leaves torch state behind that
+    made Core ML's run_decompositions of an LSTM minutes slower) in this process; the stage times as one JSON
+    line."""
     from xc_core.api import analyze
     with tempfile.TemporaryDirectory(prefix="xc-scaling-") as tmp:
         path = os.path.join(tmp, f"{family}{size}" + (".onnx" if family == "flat" else ".pt2"))
-        models.BUILDERS[family](path, size)
+        subprocess.run([sys.executable, __file__, "--_build", f"{family}:{size}", path], check=True, cwd=ROOT,
+                       capture_output=True)
         marks = {}
 
         def progress(ev):
@@ -71,9 +73,10 @@ def _one(family: str, size: int, targets: list[str] | None, profile: str | None)
             if t["status"] != "ok":
                 errors[identity] = t["error"]
         sizes = {"report_mb": os.path.getsize(os.path.join(tmp, "run", "report.json")) / 2**20}
-        stage_file = os.path.join(tmp, "run", "stages.json")
-        if os.path.exists(stage_file):
-            sizes["stages_mb"] = os.path.getsize(stage_file) / 2**20
+        for key, name in (("stages_mb", "stages.json"), ("sidecar_mb", "report.nodes.json")):
+            path = os.path.join(tmp, "run", name)
+            if os.path.exists(path):
+                sizes[key] = os.path.getsize(path) / 2**20
     print("XC-SCALING " + json.dumps({"nodes": report["capture"]["onnx_node_count"], "wall": wall,
                                       "stages": stages, "errors": errors, **sizes}), flush=True)
 
@@ -99,8 +102,14 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--profile", metavar="DIR", help="write a cProfile file per size there")
     ap.add_argument("--_one", help=argparse.SUPPRESS)
+    ap.add_argument("--_build", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     targets = [t for t in (args.targets or "").split(",") if t] or None
+    if args._build:
+        import models
+        family, size = args._build[0].split(":")
+        models.BUILDERS[family](args._build[1], int(size))
+        return 0
     if args._one:
         family, size = args._one.split(":")
         _one(family, int(size), targets, args.profile)
@@ -138,7 +147,8 @@ def main() -> int:
           f"{nodes[hi] / nodes[lo]:.1f}× the nodes")
     for s in sizes:
         r = runs[s][-1]
-        extra = f", stages.json {r['stages_mb']:.1f} MB" if "stages_mb" in r else ""
+        extra = (f", report.nodes.json {r['sidecar_mb']:.1f} MB" if "sidecar_mb" in r else "") + \
+            (f", stages.json {r['stages_mb']:.1f} MB" if "stages_mb" in r else "")
         print(f"  size {s}: report.json {r['report_mb']:.2f} MB{extra}"
               + (f"; errors: {r['errors']}" if r["errors"] else ""))
     return 0

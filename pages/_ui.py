@@ -328,6 +328,8 @@ def progress_lines(events: list[dict]) -> tuple[list[str], float]:
                      "capture": "Capturing the graph (PyTorch: torch.export)",
                      "onnx": "Exporting it to ONNX (torch.onnx) for the targets that compile ONNX"}[stage]
             lines[stage] = f"{words} …" if ev["status"] == "running" else f":green-badge[done] {words}"
+            if ev["status"] == "error":
+                lines[stage] = f":red-badge[failed] {words}: {plain(ev.get('error') or '')}"
             if stage == "inputs" and ev["status"] == "done":
                 failed = [p for p in ev["resolution"].get("probes", []) if not p["ok"]]
                 if failed:
@@ -464,6 +466,15 @@ def file_reader(path: str):
         with open(path, "rb") as f:
             return f.read()
     return read
+
+
+def report_and_sidecar(uploads: list):
+    """Of the files uploaded together: the report.json and its sidecar's bytes (None when there is none). The
+    sidecar is told by its name; the report is the other file (or the first)."""
+    from xc_core.report.sidecar import SIDECAR_FILE
+    sidecars = [u for u in uploads if u.name == SIDECAR_FILE]
+    reports = [u for u in uploads if u.name != SIDECAR_FILE] or uploads
+    return reports[0], (sidecars[0].getvalue() if sidecars else None)
 
 
 def target_label(report: dict):

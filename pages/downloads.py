@@ -8,6 +8,7 @@ import zipfile
 import streamlit as st
 
 from pages import _ui
+from xc_core.report.sidecar import SIDECAR_FILE
 
 report = _ui.require_report()
 _ui.header(report, "Downloads")
@@ -20,6 +21,11 @@ c1, c2, c3, c4 = st.columns(4)
 stored_report = _ui.file_reader(files["report.json"]) if "report.json" in files else None
 c1.download_button("report.json", stored_report or (lambda: json.dumps(report, indent=1)), file_name="report.json",
                    mime="application/json", key="dl_report_json", on_click="ignore")
+if SIDECAR_FILE in files:
+    c1.download_button(SIDECAR_FILE, _ui.file_reader(files[SIDECAR_FILE]), file_name=SIDECAR_FILE,
+                       mime="application/json", key="dl_report_sidecar", on_click="ignore",
+                       help="the per-node lists too big for report.json (a graph of many thousand ops): keep it "
+                            "beside report.json — xc reads the two together")
 
 
 def _markdown() -> str:
@@ -37,7 +43,7 @@ def _zip() -> bytes:
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         for rel, path in sorted(files.items()):
             z.write(path, f"{name}-xc/{rel}")
-        if "report.json" not in files:
+        if "report.json" not in files:       # the whole report inline: no sidecar to keep beside it
             z.writestr(f"{name}-xc/report.json", json.dumps(report, indent=1))
         z.writestr(f"{name}-xc/report.md", _markdown())
     return buf.getvalue()
@@ -48,13 +54,13 @@ c2.download_button("Markdown (PR comment)", _markdown, file_name=f"{name}-xc.md"
 c3.download_button("HTML (one offline file)", _html, file_name=f"{name}-xc.html", mime="text/html",
                    key="dl_report_html", on_click="ignore")
 c4.download_button("Whole run (.zip)", _zip, file_name=f"{name}-xc-run.zip", mime="application/zip",
-                   key="dl_run_zip", on_click="ignore", disabled=not set(files) - {"report.json"})
+                   key="dl_run_zip", on_click="ignore", disabled=not set(files) - {"report.json", SIDECAR_FILE})
 if key:
     st.caption(f"Run `{key[:12]}` · open it again with `?run={key[:12]}` · from the CLI: "
                f"`python -m xc_core report {key[:12]} --format md`")
 
 st.subheader("Artifacts")
-if not set(files) - {"report.json"}:
+if not set(files) - {"report.json", SIDECAR_FILE}:
     st.info("This run has no files here: it was imported from a report.json, whose artifacts stay where it was "
             "made (a CI job's artifacts, or the folder given to analyze --out).")
     st.stop()
@@ -69,7 +75,7 @@ def _group(rel: str) -> str:
 
 by_group: dict[str, list[str]] = {}
 for rel in sorted(files):
-    if rel != "report.json":
+    if rel not in ("report.json", SIDECAR_FILE):
         by_group.setdefault(_group(rel), []).append(rel)
 order = [t for t in report["targets"] if t in by_group] + sorted(g for g in by_group if g not in report["targets"])
 for g in order:

@@ -24,11 +24,13 @@ def _open(key: str) -> None:
 
 
 with st.expander("Open a report.json (e.g. a CI artifact)"):
-    uploaded = st.file_uploader("report.json", type=["json"], key="history_import")
-    if uploaded is not None:
-        data = uploaded.getvalue()
+    uploads = st.file_uploader("report.json (with report.nodes.json, when the run wrote one beside it)",
+                               type=["json"], key="history_import", accept_multiple_files=True)
+    if uploads:
+        report_file, sidecar = _ui.report_and_sidecar(uploads)
+        data = report_file.getvalue()
         try:
-            imported = parse_report(data, _ui._safe_filename(uploaded.name))
+            imported = parse_report(data, _ui._safe_filename(report_file.name), sidecar)
         except XcInputError as e:
             st.error(_ui.plain(e.for_dashboard()))
         else:

@@ -22,6 +22,10 @@ c2.metric("Targets", len(report["targets"]))
 c3.metric("Targets OK", sum(t["status"] == "ok" for t in report["targets"].values()))
 c4.metric("Reference", (report.get("reference") or {}).get("id", "—"))
 
+if cap.get("onnx_error"):
+    st.warning(f"**No ONNX**: {_ui.plain(cap['onnx_error'])}. The targets that compile ONNX could not run; those "
+               "that compile the ExportedProgram (Core ML, Inductor, the torch reference) ran on their own.")
+
 st.subheader("Where the targets you ship together differ")
 compiled = [tid for tid, t in report["targets"].items() if t.get("graph")]
 all_pairs = [f"{a} vs {b}" for a, b in itertools.combinations(compiled, 2)]
@@ -129,5 +133,8 @@ if probes:
 for note in src.get("notes") or []:
     st.caption(note)
 
-st.download_button("Download report.json", json.dumps(report, indent=1), file_name="report.json",
-                   mime="application/json", key="download_report")
+# Serialised when clicked, not on every run: a big model's whole report is tens of MB of JSON.
+st.download_button("Download report.json", lambda: json.dumps(report, indent=1), file_name="report.json",
+                   mime="application/json", key="download_report", on_click="ignore",
+                   help="the whole report in one file (the per-node lists a big model keeps in report.nodes.json "
+                        "beside it included); the Downloads page has the run's files")

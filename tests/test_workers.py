@@ -8,7 +8,6 @@ import time
 
 import numpy as np
 import onnx
-import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from xc_core.worker import Job, WorkerLimits, run_jobs
@@ -310,15 +309,16 @@ def test_targets_that_compile_the_exported_program_start_before_the_onnx_export_
     assert all("error" not in m for m in report["targets"]["ort-cpu"]["drift"]["outputs"].values())
 
 
-def test_an_onnx_export_that_fails_after_early_targets_started_is_one_line_and_stops_them(tmp_path):
-    """torch.export captures linalg.inv, the ONNX exporter has no function for it: the analysis is refused with
-    the exporter's cause (not its paragraphs of advice), the reference already running is stopped, and no
-    worker is left behind."""
+def test_a_failed_onnx_export_fails_the_onnx_targets_only(tmp_path):
+    """torch.export captures linalg.inv, the ONNX exporter has no function for it: the targets that compile ONNX
+    fail with the exporter's cause in one line (not its paragraphs of advice), the reference — which compiles
+    the ExportedProgram — still runs, the reviewer's reports render, and no worker is left behind."""
     import psutil
     import torch
 
     from xc_core.api import analyze
-    from xc_core.errors import XcInputError
+    from xc_core.review.html import report_html
+    from xc_core.review.markdown import report_markdown
 
     class Inverse(torch.nn.Module):
         def __init__(self):
@@ -329,11 +329,18 @@ def test_an_onnx_export_that_fails_after_early_targets_started_is_one_line_and_s
             return torch.linalg.inv(self.proj(x) @ x.T + 3 * torch.eye(3)) + 1
     path = str(tmp_path / "inverse.pt2")
     torch.export.save(torch.export.export(Inverse(), (torch.randn(3, 3),)), path)
-    with pytest.raises(XcInputError) as err:
-        analyze(path, ["ort-cpu", "inductor-cpu"], jobs=2)
-    text = str(err.value)
-    assert "\n" not in text and "torch.onnx.export failed" in text
-    assert "No ONNX function found" in text and "aten.linalg_inv_ex" in text and "Next steps" not in text
+    events = []
+    report = analyze(path, ["ort-cpu", "openvino-cpu"], jobs=2, progress=events.append)
+    why = report["capture"]["onnx_error"]
+    assert why.startswith("torch.onnx.export failed") and "\n" not in why
+    assert "No ONNX function found" in why and "aten.linalg_inv_ex" in why and "Next steps" not in why
+    assert report["capture"]["onnx_node_count"] is None
+    for tid in ("ort-cpu", "openvino-cpu"):
+        t = report["targets"][tid]
+        assert t["status"] == "error" and t["error"] == f"no ONNX to compile: {why}" and t["error_stage"] == "capture"
+    assert report["reference"]["status"] == "ok"
+    assert {"stage": "onnx", "status": "error", "error": why} in events
+    assert "ort-cpu" in report_markdown(report) and report_html(report).startswith("<!DOCTYPE html>")
     servers = [p for p in psutil.Process().children() if "forkserver" in " ".join(p.cmdline())]
     assert servers      # workers are the forkserver's children: none may be left
     deadline = time.monotonic() + 10

@@ -13,7 +13,9 @@ from .limits import Limits
 from .pipeline import (CAPTURE_DIR, EXPORTED, assemble_report, captured_summary, export_files, prepare,
                        run_target)
 from .sources.spec import ShapeOverrides, Source
-from .store import scratch_dir, write_json_atomic
+from .report.sidecar import read_file as read_report
+from .report.sidecar import write as write_report
+from .store import scratch_dir
 from .targets import ERROR, TargetResult, make_targets, target_ids
 from .targets.base import MAX_ERROR_DETAIL
 from .worker import Job, Outcome, WorkerLimits, run_jobs
@@ -98,7 +100,7 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
         if out_dir:
             if "exports" not in report:     # built in this process: export here (the worker did it otherwise)
                 report["exports"] = export_files(report, run_dir)
-            write_json_atomic(os.path.join(run_dir, "report.json"), report)
+            write_report(report, run_dir)
         emit({"stage": "report", "status": "done"})
         return report
     finally:
@@ -239,7 +241,8 @@ class _IsolatedRun:
             self.stop.set()        # targets that already started from the ExportedProgram stop too
             return
         if self.prepared is not None:
-            self.emit({"stage": "onnx", "status": "done"})
+            error = out.value.get("onnx_error")
+            self.emit({"stage": "onnx", "status": "error" if error else "done", "error": error})
         self._captured(out.value)
         self._queue(lambda t: True)
 
@@ -300,9 +303,7 @@ def _report_isolated(run_dir: str, inputs_info: dict, made: list, folders: dict,
     out = run_jobs([job], limits, 1)["report"]
     if not out.ok:
         raise RuntimeError(f"building the report: {out.error}")
-    import json
-    with open(os.path.join(job.workdir, "report.json")) as f:
-        return json.load(f)
+    return read_report(os.path.join(job.workdir, "report.json"))
 
 
 def _failure(target, out: Outcome) -> TargetResult:

@@ -40,6 +40,9 @@ class Captured:
     notes: list[str] = field(default_factory=list)
     # In a worker, the ExportedProgram stays on disk until a target asks for it (most never do).
     exported_program_file: str | None = None
+    # Why a PyTorch source has no ONNX (torch.onnx could not export what torch.export captured): the targets that
+    # compile ONNX fail with it, those that compile the ExportedProgram still run.
+    onnx_error: str | None = None
 
     def program(self):
         """The captured ExportedProgram (PyTorch sources), or None. A worker reads it back from the run folder
@@ -119,9 +122,13 @@ def _capture_pytorch(source: Source, workdir: str, example_inputs: dict, exporte
             program = torch.onnx.export(ep, args, dynamo=True, optimize=False, verbose=False,
                                         input_names=[s.name for s in source.inputs])
         except Exception as e:
+            # A finding about the ONNX route, not a refusal: Core ML, Inductor and the reference compile the
+            # ExportedProgram torch.export did capture.
             from .errors import summarize_error
-            raise XcInputError(f"{source.name}: torch.onnx.export failed ({type(e).__name__}: "
-                               f"{summarize_error(str(e), 300) or type(e).__name__})") from None
+            timings["torch.onnx.export"] = time.perf_counter() - t0
+            why = f"torch.onnx.export failed ({type(e).__name__}: {summarize_error(str(e), 300) or type(e).__name__})"
+            return Captured(source, None, None, before, user_output_names(ep), ep, timings,
+                            notes + [f"no ONNX: {why}"], onnx_error=why)
         _fold_constants(program.model)
         program.save(onnx_path)
     timings["torch.onnx.export"] = time.perf_counter() - t0

@@ -253,6 +253,8 @@ def _analyze(args) -> int:
             print(f"  {ev['target']:20} {msg}", file=sys.stderr)
         elif ev["stage"] == "capture" and ev["status"] == "running":
             print("  capturing (torch.export / ONNX)…", file=sys.stderr)
+        elif ev["stage"] == "onnx" and ev["status"] == "error":
+            print(f"  no ONNX — {ev['error']}; the targets that compile ONNX fail with it", file=sys.stderr)
         elif ev["stage"] == "capture" and ev.get("captured"):
             rel = os.path.relpath(ev["captured"])
             print(f"  captured {ev['nodes']} ops in {ev['seconds']:.1f} s "
@@ -280,13 +282,14 @@ def _record(args, report: dict, targets, options, shapes, limits) -> None:
     warning, not a failed analysis."""
     from dataclasses import asdict
 
-    from .store import RunStore, run_key, write_json_atomic
+    from .report.sidecar import write as write_report
+    from .store import RunStore, run_key
     try:
         key = run_key(source=report["source"]["sha256"], npz=_file_sha(args.inputs), targets=targets,
                       options=options, shapes=shapes, dims=args.dim, values=args.value, ranges=args.range,
                       limits=asdict(limits))
         report.setdefault("run", {})["key"] = key      # report.json names its run: `report ID`, `?run=ID`
-        write_json_atomic(os.path.join(args.out, "report.json"), report)
+        write_report(report, args.out)
         RunStore().put(key, report, args.out, origin="cli")
         if not args.quiet:
             print(f"recorded as run {key[:12]} (python -m xc_core report {key[:12]}; dashboard ?run={key[:12]})",

@@ -77,7 +77,8 @@ def prepare(src: Source, run_dir: str, *, shapes=None, dims=None, values=None, r
     save_captured(captured, os.path.join(run_dir, CAPTURE_DIR), save_program=not handed_on)
     reference_id = ("torch" if src.module is not None else "onnx-reference" if captured.onnx_path else None)
     return {"inputs_info": inputs_info, "reference_id": reference_id, "capture_seconds": capture_seconds,
-            "source_name": src.name, "output_names": list(captured.output_names), "_live": (captured, feeds)}
+            "source_name": src.name, "output_names": list(captured.output_names), "onnx_error": captured.onnx_error,
+            "_live": (captured, feeds)}
 
 
 def prepare_job(args: dict, workdir: str, stage) -> dict:
@@ -162,7 +163,7 @@ def _relative(path: str, run_dir: str) -> str:
 
 def report_job(args: dict, workdir: str, stage) -> dict:
     """Worker entry: read every target's result from its folder and write the Report to workdir/report.json."""
-    from .store import write_json_atomic
+    from .report.sidecar import write as write_report
     from .targets import TargetResult
     stage("report")
     captured = captured_summary(args["run_dir"])
@@ -178,7 +179,7 @@ def report_job(args: dict, workdir: str, stage) -> dict:
     if args.get("export"):
         stage("export")
         report["exports"] = export_files(report, args["run_dir"])
-    write_json_atomic(os.path.join(workdir, "report.json"), report)
+    write_report(report, workdir)
     return {"targets": len(loaded)}
 
 
@@ -233,6 +234,7 @@ def save_captured(captured: Captured, folder: str, save_program: bool = True) ->
         "output_names": list(captured.output_names),
         "timings": dict(captured.timings),
         "notes": list(captured.notes),
+        "onnx_error": captured.onnx_error,
         "exported_program": ep_file,
     }
     tmp = os.path.join(folder, "captured.json.tmp")
@@ -275,7 +277,7 @@ def _captured(src: Source, data: dict, run_dir: str) -> Captured:
     onnx_graph = Graph.from_dict(data["onnx_graph"]) if data["onnx_graph"] is not None else None
     before = Graph.from_dict(data["before"]) if data["before"] is not None else onnx_graph
     return Captured(src, data["onnx_path"], onnx_graph, before, data["output_names"],
-                    timings=data["timings"], notes=data["notes"])
+                    timings=data["timings"], notes=data["notes"], onnx_error=data.get("onnx_error"))
 
 
 def _specs(items: list[dict]) -> list[InputSpec]:

@@ -80,10 +80,13 @@ def _alive(pid: int) -> bool:
 
 
 def write_json_atomic(path: str, data) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
     # One compact json.dumps: json.dump streams through the pure-Python encoder, several times slower on the
     # megabytes of a big model's report, and indenting adds a third to the size.
-    text = json.dumps(data, separators=(",", ":"))
+    write_text_atomic(path, json.dumps(data, separators=(",", ":")))
+
+
+def write_text_atomic(path: str, text: str) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}"
     with open(tmp, "w") as f:
         f.write(text)
     os.replace(tmp, path)
@@ -128,14 +131,22 @@ class RunStore:
 
     # -- reading ----------------------------------------------------------------------------------------------
     def get(self, key: str) -> dict | None:
-        """The run's report, or None. Marks the run as used (eviction is least-recently-used)."""
+        """The run's report (its sidecar's lists attached), or None. Marks the run as used (eviction is
+        least-recently-used)."""
+        from .report.sidecar import SIDECAR_FILE, attach
         manifest = self._manifest(key)
         if manifest is None or REPORT_FILE not in manifest:
             return None
+
+        def read_sidecar():
+            if SIDECAR_FILE not in manifest:
+                return None
+            with open(self._object(manifest[SIDECAR_FILE])) as f:
+                return f.read()
         try:
             with open(self._object(manifest[REPORT_FILE])) as f:
-                report = json.load(f)
-        except (OSError, ValueError):
+                report = attach(json.load(f), read_sidecar)
+        except (OSError, ValueError):        # a missing sidecar is a ValueError too: the run is unreadable
             return None
         with self._lock:
             self._db.execute("UPDATE runs SET last_used=? WHERE key=?", (time.time(), key))
@@ -190,10 +201,15 @@ class RunStore:
                     rel = os.path.relpath(path, run_dir)
                     manifest[rel], n = self._add_file(path)
                     size += n
-        data = json.dumps(report).encode()
-        manifest.pop(REPORT_FILE, None)      # the report given wins over a report.json in run_dir
-        manifest[REPORT_FILE], n = self._add_bytes(data)
+        from .report.sidecar import SIDECAR_FILE, dumps
+        text, side = dumps(report)
+        for name in (REPORT_FILE, SIDECAR_FILE):
+            manifest.pop(name, None)      # the report given wins over a report.json in run_dir
+        manifest[REPORT_FILE], n = self._add_bytes(text.encode())
         size += n
+        if side is not None:
+            manifest[SIDECAR_FILE], n = self._add_bytes(side.encode())
+            size += n
         src = report.get("source") or {}
         status = ",".join(sorted({t["status"] for t in (report.get("targets") or {}).values()}))
         now = time.time()

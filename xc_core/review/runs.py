@@ -57,10 +57,15 @@ def resolve_key(ref: str, store: RunStore) -> str:
 
 
 def _from_file(path: str) -> Run:
+    from ..report.sidecar import SIDECAR_FILE
     with open(path, "rb") as f:
         data = f.read()
-    report = parse_report(data, os.path.basename(path))
     folder = os.path.dirname(os.path.abspath(path))
+    sidecar = None
+    if os.path.isfile(os.path.join(folder, SIDECAR_FILE)):
+        with open(os.path.join(folder, SIDECAR_FILE), "rb") as f:
+            sidecar = f.read()
+    report = parse_report(data, os.path.basename(path), sidecar)
     files = {}
     for root, _dirs, names in os.walk(folder):
         for name in names:
@@ -78,8 +83,9 @@ def _belongs(report: dict, files: dict) -> bool:
     return not wanted or any(p in files or any(f.startswith(p + "/") for f in files) for p in wanted)
 
 
-def parse_report(data: bytes, name: str = REPORT_FILE) -> dict:
-    """A report.json's bytes, checked: JSON, an xc report, and valid against the report's schema."""
+def parse_report(data: bytes, name: str = REPORT_FILE, sidecar: bytes | None = None) -> dict:
+    """A report.json's bytes (and its report.nodes.json's, when it has one), checked: JSON, an xc report, and
+    valid against the report's schema once the sidecar's lists are back in it."""
     from ..limits import MIB, Limits
     limit = Limits.from_env().max_file_mb
     if len(data) > limit * MIB:
@@ -92,6 +98,16 @@ def parse_report(data: bytes, name: str = REPORT_FILE) -> dict:
     if not isinstance(report, dict) or "targets" not in report or "source" not in report:
         raise XcInputError(f"{name}: JSON but not an xc report (no source/targets); accepted: the report.json "
                            "written by python -m xc_core analyze")
+    from ..report.sidecar import MissingSidecar, attach
+    if sidecar is not None and len(sidecar) > limit * MIB:
+        raise XcInputError(f"{name}: its sidecar is {len(sidecar) / MIB:.0f} MiB, over the {limit:g} MiB limit for a "
+                           "file (XC_MAX_FILE_MB)")
+    try:
+        attach(report, lambda: sidecar.decode() if sidecar is not None else None)
+    except MissingSidecar as e:
+        raise XcInputError(f"{name}: {e}") from None
+    except (UnicodeDecodeError, ValueError) as e:
+        raise XcInputError(f"{name}: its sidecar is not JSON ({_first_line(e)})") from None
     from ..report.build import SCHEMA_VERSION
     if report.get("schema_version") != SCHEMA_VERSION:
         raise XcInputError(f"{name}: report schema {report.get('schema_version')!r}, this xc reads "

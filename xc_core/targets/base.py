@@ -260,6 +260,12 @@ def execute_target(target: Target, captured, inputs: dict, workdir: str,
     if not ok:
         result.status, result.error = UNAVAILABLE, why
         return result
+    if target.needs_onnx and captured.onnx_error:
+        # The target was asked for and could have run: the export that feeds it failed. An error, not "cannot
+        # take this kind of source".
+        result.status, result.error_stage = ERROR, "capture"
+        result.error = f"no ONNX to compile: {captured.onnx_error}"
+        return result
     ok, why = target.accepts(captured)
     if not ok:
         result.status, result.error = UNAVAILABLE, why

@@ -12,11 +12,19 @@ from ..ir import CAST, COMPUTE, CONSTANT, Graph, Node, TensorInfo, precision_of_
 _NAME_TAIL = re.compile(r"_(?:cast_fp16|cast_fp32|cast_int32|cast_int16|to_fp16|to_fp32|\d+|[a-z]+)$")
 
 
+_DTYPE_NAMES: dict = {}     # MIL builtin type -> its name ("fp16"), looked up once per type
+
+
 def var_dtype(var) -> str | None:
     from coremltools.converters.mil.mil import types
     try:
         dt = var.dtype
-        return types.builtin_to_string(dt) if dt is not None else None
+        if dt is None:
+            return None
+        name = _DTYPE_NAMES.get(dt)
+        if name is None:
+            name = _DTYPE_NAMES[dt] = types.builtin_to_string(dt)
+        return name
     except Exception:  # noqa: BLE001 — list/tuple/state vars have no scalar dtype
         return None
 
@@ -37,14 +45,23 @@ def mil_ir_graph(prog, stage: str) -> Graph:
     from coremltools.converters.mil.mil.scope import ScopeSource
     fn = prog.functions["main"]
     g = Graph(name="main", stage=stage)
-    g.inputs = [TensorInfo(n, var_shape(v), _numpy_dtype(var_dtype(v))) for n, v in fn.inputs.items()]
-    g.outputs = [TensorInfo(v.name, var_shape(v), _numpy_dtype(var_dtype(v))) for v in fn.outputs]
+    # A var is read once, however many ops take it (shape and dtype cost more than the op itself); each use still
+    # gets a TensorInfo of its own, since later steps rename tensors in place.
+    seen: dict[int, tuple] = {}
+
+    def tensor(var, name=None) -> TensorInfo:
+        hit = seen.get(id(var))
+        if hit is None:
+            hit = seen[id(var)] = (var_shape(var), _numpy_dtype(var_dtype(var)))
+        return TensorInfo(var.name if name is None else name, None if hit[0] is None else list(hit[0]), hit[1])
+    g.inputs = [tensor(v, n) for n, v in fn.inputs.items()]
+    g.outputs = [tensor(v) for v in fn.outputs]
     for op in fn.operations:
         inputs = []
         for v in op.inputs.values():
             for x in (v if isinstance(v, (list, tuple)) else [v]):
-                inputs.append(TensorInfo(x.name, var_shape(x), _numpy_dtype(var_dtype(x))))
-        outputs = [TensorInfo(o.name, var_shape(o), _numpy_dtype(var_dtype(o))) for o in op.outputs]
+                inputs.append(tensor(x))
+        outputs = [tensor(o) for o in op.outputs]
         scopes = {k: v for k, v in op.scopes.items()} if getattr(op, "scopes", None) else {}
         passes = list(scopes.get(ScopeSource.COREMLTOOLS_GRAPH_PASS, []) or [])
         stack = (scopes.get(ScopeSource.EXIR_STACK_TRACE) or [None])[0]
@@ -57,9 +74,8 @@ def mil_ir_graph(prog, stage: str) -> Graph:
                 attrs[key] = v.tolist() if hasattr(v, "tolist") else (v if isinstance(v, (int, float, str, bool))
                                                                        else str(v))
         kind = CONSTANT if op.op_type == "const" else CAST if op.op_type == "cast" else COMPUTE
-        out_dtype = var_dtype(op.outputs[0]) if op.outputs else None
         node = Node(id=op.name, op_type=op.op_type, domain="mil", kind=kind, inputs=inputs, outputs=outputs,
-                    attributes=attrs, precision=precision_of_dtype(_numpy_dtype(out_dtype)))
+                    attributes=attrs, precision=precision_of_dtype(outputs[0].dtype if outputs else None))
         if stack:
             node.source_location = _user_frame(stack)
         if ts_names:

@@ -1,0 +1,142 @@
+"""report.json stays small: per-node lists too big for it are written beside it, in report.nodes.json.
+
+A model of tens of thousands of compiled ops (an LSTM that Core ML unrolls into 60,000 MIL ops, a flat ONNX of
+20,000 nodes) makes lists of every node: the compiled graphs, the nodes that carry each source op, a divergence
+signature per node. Written inline, they made report.json 90 MB — too big to attach to a pull request, slow to
+parse for a page that shows counts. So when a report is written, every list or mapping whose JSON exceeds
+DETACH_BYTES moves to the sidecar and leaves a marker in its place, `{"$detached": "<JSON pointer>"}`; the report
+names the sidecar and the pointers under "detached". Reading puts each one back, so the Report in memory is whole
+and every view reads it as before. The bundled samples' reports have nothing that big: their report.json is
+self-contained.
+
+A report.json read without its sidecar is refused in one line that names the missing file, rather than shown with
+lists silently empty.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+SIDECAR_FILE = "report.nodes.json"
+DETACH_BYTES = 1 << 20        # a list whose JSON is larger than this (1 MiB) goes to the sidecar
+_MEASURE_FROM = 256           # shorter lists are not measured as a whole: their items are looked into instead
+MARKER = "$detached"
+FORMAT = 1
+
+
+def dumps(report: dict) -> tuple[str, str | None]:
+    """(report.json text, sidecar text or None): compact JSON, the big lists moved out of the report."""
+    detached: dict[str, str] = {}
+    small = _detach(report, "", detached)
+    if not detached:
+        return json.dumps(report, separators=(",", ":")), None
+    small["detached"] = {"file": SIDECAR_FILE, "pointers": list(detached),
+                         "bytes": sum(len(text) for text in detached.values())}
+    body = ",".join(f"{json.dumps(pointer)}:{text}" for pointer, text in detached.items())
+    return json.dumps(small, separators=(",", ":")), f'{{"format":{FORMAT},"values":{{{body}}}}}'
+
+
+def _detach(value, pointer: str, out: dict):
+    """A copy of `value` in which every list or mapping bigger than DETACH_BYTES is a marker (its text kept in
+    `out`); parts that keep nothing detached are shared, not copied. Containers of fewer than _MEASURE_FROM items
+    are not measured whole (their items are): what stays inline is bounded by that many items."""
+    if isinstance(value, (dict, list)) and len(value) >= _MEASURE_FROM and pointer:
+        text = json.dumps(value, separators=(",", ":"))
+        if len(text) > DETACH_BYTES:
+            out[pointer] = text
+            return {MARKER: pointer}
+        return value            # all of it is small, and so is everything inside it
+    if isinstance(value, dict):
+        changed = {}
+        for k, v in value.items():
+            if isinstance(v, (dict, list)):
+                new = _detach(v, f"{pointer}/{_escape(str(k))}", out)
+                if new is not v:
+                    changed[k] = new
+        return {**value, **changed} if changed else value
+    if isinstance(value, list):
+        changed = {}
+        for i, v in enumerate(value):
+            if isinstance(v, (dict, list)):
+                new = _detach(v, f"{pointer}/{i}", out)
+                if new is not v:
+                    changed[i] = new
+        if not changed:
+            return value
+        return [changed.get(i, v) for i, v in enumerate(value)]
+    return value
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def write(report: dict, folder: str, name: str = "report.json") -> list[str]:
+    """Write report.json (and its sidecar when it has one) into `folder`, each atomically; the paths written."""
+    from ..store import write_text_atomic
+    text, side = dumps(report)
+    written = []
+    sidecar_path = os.path.join(folder, SIDECAR_FILE)
+    if side is not None:
+        write_text_atomic(sidecar_path, side)
+        written.append(sidecar_path)
+    elif os.path.exists(sidecar_path):
+        os.remove(sidecar_path)        # a report written again without big lists: no stale sidecar beside it
+    write_text_atomic(os.path.join(folder, name), text)
+    written.append(os.path.join(folder, name))
+    return written
+
+
+class MissingSidecar(ValueError):
+    pass
+
+
+def attach(report: dict, read_sidecar) -> dict:
+    """Put the detached lists back (in place). `read_sidecar()` returns the sidecar's text, or None when it is not
+    there; then MissingSidecar names it."""
+    info = report.get("detached")
+    if not info:
+        return report
+    text = read_sidecar()
+    if text is None:
+        raise MissingSidecar(f"its per-node lists are in {info.get('file', SIDECAR_FILE)}, which is not beside it "
+                             f"(keep the two files together)")
+    data = json.loads(text)
+    values = data.get("values") if isinstance(data, dict) else None
+    if not isinstance(values, dict):
+        raise MissingSidecar(f"{info.get('file', SIDECAR_FILE)} is not an xc sidecar (no values)")
+    for pointer in info.get("pointers") or []:
+        if pointer not in values:
+            raise MissingSidecar(f"{info.get('file', SIDECAR_FILE)} does not hold {pointer} (a sidecar of another "
+                                 "run?)")
+        parent, key = _locate(report, pointer)
+        if not (isinstance(parent[key], dict) and parent[key].get(MARKER) == pointer):
+            raise MissingSidecar(f"report.json has no marker at {pointer} for {info.get('file', SIDECAR_FILE)}")
+        parent[key] = values[pointer]
+    del report["detached"]
+    return report
+
+
+def _locate(report: dict, pointer: str):
+    """The container holding `pointer`'s value, and its key there."""
+    tokens = [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]
+    node = report
+    for t in tokens[:-1]:
+        node = node[int(t)] if isinstance(node, list) else node[t]
+    last = tokens[-1]
+    return node, int(last) if isinstance(node, list) else last
+
+
+def read_file(path: str) -> dict:
+    """A report.json from disk, with its sidecar (beside it) attached."""
+    with open(path) as f:
+        report = json.load(f)
+    return attach(report, lambda: _read_beside(path))
+
+
+def _read_beside(path: str) -> str | None:
+    try:
+        with open(os.path.join(os.path.dirname(os.path.abspath(path)), SIDECAR_FILE)) as f:
+            return f.read()
+    except OSError:
+        return None

@@ -72,54 +72,57 @@ for tid, t in report["targets"].items():
                    "only its numbers are missing (xc's emulation failed, not the model).")
 
 st.subheader("Per target")
-for tid, t in report["targets"].items():
-    with st.expander(f"{tid} — {t['label']} ({t['status']})", expanded=False):
-        if t["status"] != "ok" and not t.get("graph"):
-            st.write(_ui.plain(t["error"] or ""))
-            continue
-        left, right = st.columns(2)
-        with left:
-            fus = t.get("fusions") or {}
-            st.markdown(f"**Fusion patterns** {_ui.evidence_badge(fus.get('evidence'))}")
-            if fus.get("patterns"):
-                st.dataframe(pd.DataFrame(fus["patterns"]), hide_index=True, width="stretch")
+# One target at a time: seven collapsed sections cost the browser as much to draw as open ones.
+if st.session_state.get("overview_target") not in report["targets"]:   # another report: its first target
+    st.session_state.pop("overview_target", None)
+tid = st.selectbox("Target", list(report["targets"]), key="overview_target", format_func=lambda k: f"{k} — {report['targets'][k]['label']} ({report['targets'][k]['status']})")
+t = report["targets"][tid]
+if t["status"] != "ok" and not t.get("graph"):
+    st.write(_ui.plain(t["error"] or ""))
+else:
+    left, right = st.columns(2)
+    with left:
+        fus = t.get("fusions") or {}
+        st.markdown(f"**Fusion patterns** {_ui.evidence_badge(fus.get('evidence'))}")
+        if fus.get("patterns"):
+            st.dataframe(pd.DataFrame(fus["patterns"]), hide_index=True, width="stretch")
+        else:
+            st.write("No fusions.")
+    with right:
+        drift = t.get("drift") or {}
+        st.markdown(f"**Drift vs {drift.get('reference', 'reference')}** "
+                    f"{_ui.evidence_badge(drift.get('evidence'))}")
+        if drift.get("assumption"):
+            st.caption(f"Assumption: {drift['assumption']}")
+        conv = (t.get("info") or {}).get("onnx_conversion")
+        if conv and conv.get("conversion_drift"):
+            worst_conv = max((m.get("rel_l2") or 0 for m in conv["conversion_drift"].values()
+                              if "error" not in m), default=None)
+            st.caption(f"Includes the ONNX → PyTorch conversion (onnx2torch), whose own error is rel L2 "
+                       f"{fmt_sci(worst_conv)} — measured apart, see the Core ML page.")
+        out_rows = []
+        for name, m in (drift.get("outputs") or {}).items():
+            if "error" in m:
+                out_rows.append({"output": name, "error": m["error"]})
             else:
-                st.write("No fusions.")
-        with right:
-            drift = t.get("drift") or {}
-            st.markdown(f"**Drift vs {drift.get('reference', 'reference')}** "
-                        f"{_ui.evidence_badge(drift.get('evidence'))}")
-            if drift.get("assumption"):
-                st.caption(f"Assumption: {drift['assumption']}")
-            conv = (t.get("info") or {}).get("onnx_conversion")
-            if conv and conv.get("conversion_drift"):
-                worst_conv = max((m.get("rel_l2") or 0 for m in conv["conversion_drift"].values()
-                                  if "error" not in m), default=None)
-                st.caption(f"Includes the ONNX → PyTorch conversion (onnx2torch), whose own error is rel L2 "
-                           f"{fmt_sci(worst_conv)} — measured apart, see the Core ML page.")
-            out_rows = []
-            for name, m in (drift.get("outputs") or {}).items():
-                if "error" in m:
-                    out_rows.append({"output": name, "error": m["error"]})
-                else:
-                    out_rows.append({"output": name, "max abs": fmt_sci(m["max_abs"]),
-                                     "mean abs": fmt_sci(m["mean_abs"]), "rel L2": fmt_sci(m["rel_l2"]),
-                                     "cosine": f"{m['cosine']:.6f}" if m["cosine"] is not None else "—",
-                                     "SNR dB": f"{m['snr_db']:.1f}" if m["snr_db"] is not None else "∞",
-                                     "min atol": fmt_sci(m["min_atol"]), "min rtol": fmt_sci(m["min_rtol"])})
-            if out_rows:
-                st.dataframe(pd.DataFrame(out_rows), hide_index=True, width="stretch")
-            else:
-                st.write("No drift figures (the target did not run).")
-        prec = t.get("precision") or {}
-        st.markdown(f"**Precision mix** {_ui.evidence_badge(prec.get('evidence'))}: "
-                    + ", ".join(f"{k} × {v}" for k, v in (prec.get("mix") or {}).items()))
-        for note in t.get("notes") or []:
-            st.caption(f"Note: {note}")
-        info = {k: v for k, v in (t.get("info") or {}).items() if not isinstance(v, (list, dict))}
-        if info:      # the compiler's settings as report.json names them: one hover away, not in the way
-            st.caption(f"{len(info)} compiler setting(s) and read-back detail(s)",
-                       help=" · ".join(f"{k}: {v}" for k, v in info.items()))
+                out_rows.append({"output": name, "max abs": fmt_sci(m["max_abs"]),
+                                 "mean abs": fmt_sci(m["mean_abs"]), "rel L2": fmt_sci(m["rel_l2"]),
+                                 "cosine": f"{m['cosine']:.6f}" if m["cosine"] is not None else "—",
+                                 "SNR dB": f"{m['snr_db']:.1f}" if m["snr_db"] is not None else "∞",
+                                 "min atol": fmt_sci(m["min_atol"]), "min rtol": fmt_sci(m["min_rtol"])})
+        if out_rows:
+            st.dataframe(pd.DataFrame(out_rows), hide_index=True, width="stretch")
+        else:
+            st.write("No drift figures (the target did not run).")
+    prec = t.get("precision") or {}
+    st.markdown(f"**Precision mix** {_ui.evidence_badge(prec.get('evidence'))}: "
+                + ", ".join(f"{k} × {v}" for k, v in (prec.get("mix") or {}).items()))
+    for note in t.get("notes") or []:
+        st.caption(f"Note: {note}")
+    info = {k: v for k, v in (t.get("info") or {}).items() if not isinstance(v, (list, dict))}
+    if info:      # the compiler's settings as report.json names them: one hover away, not in the way
+        st.caption(f"{len(info)} compiler setting(s) and read-back detail(s)",
+                   help=" · ".join(f"{k}: {v}" for k, v in info.items()))
 
 st.subheader("Inputs")
 st.dataframe(pd.DataFrame(input_rows(report)), hide_index=True, width="stretch")

@@ -107,3 +107,39 @@ def test_macos_uses_compute_plan_and_predict(sample_report):
     report, _ = sample_report("vision-mini")
     t = report["targets"]["coreml-ane"]
     assert t["graph"]["evidence"] == "reported" and t["drift"]["evidence"] == "measured"
+
+
+def test_fp32_takes_the_frontend_program_as_before_without_copying_it(tmp_path, monkeypatch):
+    """fp32 adds no casts, so the program before the passes is the one the frontend produced: the recorder
+    copies the MIL program (seconds on a long one) only for fp16, where the casts make `before` differ."""
+    import torch
+
+    from xc_core.api import analyze
+    from xc_core.targets import coreml
+
+    class TwoOutputs(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv, self.bn = torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4)
+
+        def forward(self, x):
+            y = torch.relu(self.bn(self.conv(x)))
+            return y, y.mean(dim=(2, 3))
+
+    path = tmp_path / "two.pt2"
+    torch.export.save(torch.export.export(TwoOutputs().eval(), (torch.randn(1, 3, 16, 16),)), str(path))
+    copies = []
+    real_copy = coreml._copy_program
+    monkeypatch.setattr(coreml, "_copy_program", lambda prog: copies.append(prog) or real_copy(prog))
+    report = analyze(str(path), ["coreml-cpu", "coreml-ane"], isolate=False)   # the patch lives here
+    assert len(copies) == 1                                  # coreml-ane's; coreml-cpu copied nothing
+    befores = {}
+    for tid in ("coreml-cpu", "coreml-ane"):
+        t = report["targets"][tid]
+        assert t["status"] == "ok", t["error"]
+        frontend = t["stages"]["steps"][0]
+        assert frontend["stage"] == "import"
+        befores[tid] = t["info"]["mil_ops_before"] - (frontend["op_count"] + frontend["counts"]["casts"])
+        assert t["info"]["mil_ops_before"] > t["info"]["mil_ops_after"]      # conv + batch_norm fused
+    assert befores["coreml-cpu"] == 0                       # before is the frontend program itself
+    assert befores["coreml-ane"] > 0                        # the fp16 casts, added to the copy

@@ -124,6 +124,9 @@ class RunStore:
         self._db = sqlite3.connect(os.path.join(self.root, "runs.sqlite"), timeout=30, check_same_thread=False,
                                    isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
+        # In WAL mode NORMAL syncs at checkpoints, not at every commit: a page opening a run (which marks it used)
+        # must not wait for a disk flush (0.1–0.3 s here). A crash may lose the last "used" marks, not runs.
+        self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA)
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(runs)")}
         if "summary" not in columns:     # a store written before run summaries existed

@@ -189,13 +189,16 @@ class CoreMLTarget(Target):
     def _inspect(self, compiled, captured, result) -> Graph:
         after = mil_ir_graph(compiled["after"], "mil-default-pipeline")
         if compiled["before"] is not None:
-            before = mil_ir_graph(compiled["before"], "mil-frontend")
-            _sanitize_like_coremltools(before)
-            self._attach_provenance(before, compiled, captured)
-            _trace_to_before(after, before)
             frontend = compiled["frontend_graph"]
             _sanitize_like_coremltools(frontend)
             self._attach_provenance(frontend, compiled, captured)
+            if compiled["before"] is BEFORE_IS_FRONTEND:
+                before = Graph.from_dict(frontend.to_dict())
+            else:
+                before = mil_ir_graph(compiled["before"], "mil-frontend")
+                _sanitize_like_coremltools(before)
+                self._attach_provenance(before, compiled, captured)
+            _trace_to_before(after, before)
             result.stages.append(graph_step(IMPORT, "the MIL program after the frontend", frontend))
             for step in compiled["pass_steps"]:
                 if step.graph is not None:
@@ -380,6 +383,10 @@ def pass_stage(name: str) -> str:
     return GRAPH_OPT
 
 
+# The recorder's `before` for fp32: no program copy, the frontend graph it read stands for it.
+BEFORE_IS_FRONTEND = "the frontend program"
+
+
 def _copy_program(prog):
     """A deep copy of a MIL program, or None when it is too deep to copy. copy.deepcopy recurses along the
     op → var → op chain, so a long program needs a deep stack: the copy runs in a thread with a large one."""
@@ -418,8 +425,8 @@ class _PipelineRecorder:
     the frontend and backend pipelines run untouched; the default pipeline (`self.pipeline`, handed to ct.convert as
     its pass_pipeline, which ct.convert trims for fp32) runs pass by pass the way apply_pipeline's own loop runs it
     (options set, the pass, one validate), and each pass's effect is recorded. Before its first pass the frontend
-    program is read (`frontend_graph`) and copied with the fp16 casts added (`before`; None when too deep to
-    copy). So the program is converted and optimised once, as ct.convert alone would."""
+    program is read (`frontend_graph`); for fp16 it is also copied with the fp16 casts added (`before`; None
+    when too deep to copy), for fp32 `before` is BEFORE_IS_FRONTEND. So the program is converted and optimised once, as ct.convert alone would."""
 
     def __init__(self, fp16: bool):
         import coremltools as ct
@@ -449,9 +456,12 @@ class _PipelineRecorder:
         pipeline.validate()
         prog.validate()
         self.frontend_graph = mil_ir_graph(prog, "mil-frontend")
-        self.before = _copy_program(prog)
-        if self.before is not None and self.fp16:
-            _apply_pass(self.before, "common::add_fp16_cast")
+        if self.fp16:
+            self.before = _copy_program(prog)
+            if self.before is not None:
+                _apply_pass(self.before, "common::add_fp16_cast")
+        else:   # fp32 adds no casts: the program before the passes is the frontend's, already read (no copy)
+            self.before = BEFORE_IS_FRONTEND
 
         def run(name):
             graph_pass = PASS_REGISTRY[name]

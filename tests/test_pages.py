@@ -61,6 +61,20 @@ def test_overview_leads_with_pair_sentences_and_keeps_eight_columns():
     sentences = [m.value.replace("\\", "") for m in at.markdown if m.value.startswith("- ") and " vs " in m.value]
     assert sentences and sentences[0].startswith("- ort-nnapi vs coreml-ane:")
     assert "fall back to the CPU on ort-nnapi and not on coreml-ane" in sentences[0] and "Drift:" in sentences[0]
+    # One target in detail, the one picked: its drift per output follows the pick.
+    pick = at.selectbox(key="overview_target")
+    assert pick.options[0].startswith("ort-cpu — ") and pick.value == "ort-cpu"
+
+    def detail_drift(at):
+        heads = [m.value for m in at.markdown if m.value.startswith("**Drift vs")]
+        assert len(heads) == 1, heads                       # one target's section, not one per target
+        return next(d.value for d in at.dataframe if "rel L2" in d.value.columns)
+    cpu_drift = detail_drift(at)
+    pick.set_value("coreml-ane").run()
+    assert not at.exception, at.exception
+    ane_drift = detail_drift(at)
+    assert ane_drift["rel L2"].tolist() != cpu_drift["rel L2"].tolist()      # fp16 emulated vs fp32 measured
+    assert any(m.value.startswith("**Precision mix**") and "fp16" in m.value for m in at.markdown)
 
 
 COMPARE_PAGES = {"heatmap": "Backend heat map", "fusion": "Fusion", "drift": "Numerical drift",

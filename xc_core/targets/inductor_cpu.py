@@ -104,16 +104,16 @@ class InductorCpu(Target):
             order = list(dict.fromkeys(_HANDLE.findall(f.read())))
         kernel_to_post = mapping.get("cppCodeToPost") or {}
         post_to_pre = mapping.get("postToPre") or {}
-        order += [h for h in kernel_to_post if h not in order]
+        listed = set(order)
+        order += [h for h in kernel_to_post if h not in listed]
         before = captured.before
         by_id = before.by_id()
+        position = {n.id: i for i, n in enumerate(before.nodes)}     # indexes built once: linear in the graph
         result.input_graph = before
         kernels = []
         for handle in order:
-            pre = []
-            for post in kernel_to_post.get(handle, []):
-                pre += [p for p in post_to_pre.get(post, []) if p in by_id]
-            ordered = [n.id for n in before.nodes if n.id in set(pre)]      # in the order the program runs them
+            pre = {p for post in kernel_to_post.get(handle, []) for p in post_to_pre.get(post, []) if p in by_id}
+            ordered = sorted(pre, key=position.__getitem__)     # in the order the program runs them
             kernels.append((handle, ordered, set(kernel_to_post.get(handle, []))))
         extern_posts = set().union(*(posts for h, _, posts in kernels if not h.startswith("cpp_fused")), set())
         g = Graph(name=captured.source.name, stage="inductor")

@@ -7,6 +7,7 @@ import threading
 from dataclasses import asdict
 from typing import Callable
 
+from . import gc_policy
 from . import inputs as inputs_mod
 from .errors import XcInputError
 from .limits import Limits
@@ -72,35 +73,37 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
                                       run.prepared["reference_id"] is not None, run_info, artifacts_dir,
                                       worker_limits, run.early_output_names)
         else:
-            emit({"stage": "load", "status": "running"})
-            if isinstance(source, str):
-                from .sources import load_source
-                source = owned = load_source(source, loader_shapes, limits)
-            emit({"stage": "inputs", "status": "running"})
-            prepared = prepare(source, run_dir, shapes=shapes, dims=dims, values=values, ranges=ranges,
-                               user_arrays=user_arrays, loader_shapes=loader_shapes, inputs_npz=inputs_npz,
-                               limits=limits, stage=lambda s: emit({"stage": s, "status": "running"}))
-            captured, feeds = prepared.pop("_live")
-            _emit_captured(emit, prepared, run_dir, captured)
-            probes = _probes(captured)
-            reference_id = prepared["reference_id"]
-            made = _plan(reference_id, targets, target_options, limits)
-            by_id = {}
-            for i, target in enumerate(made):
-                emit({"stage": "target", "target": target.identity, "status": "running", "index": i,
-                      "total": len(made)})
-                by_id[target.identity] = run_target(target, captured, feeds, run_dir, probes)
-                r = by_id[target.identity]
-                emit({"stage": "target", "target": r.target, "status": r.status, "error": r.error,
-                      "index": i + 1, "total": len(made)})
-            reference = by_id.pop(made[0].identity) if reference_id else None
-            results = [by_id[t.identity] for t in made if t.identity in by_id]
-            report = assemble_report(captured, prepared["inputs_info"], reference, results, run_info,
-                                     artifacts_dir, run_dir)
+            with gc_policy.fewer_collections():      # one big heap in this process: see gc_policy
+                emit({"stage": "load", "status": "running"})
+                if isinstance(source, str):
+                    from .sources import load_source
+                    source = owned = load_source(source, loader_shapes, limits)
+                emit({"stage": "inputs", "status": "running"})
+                prepared = prepare(source, run_dir, shapes=shapes, dims=dims, values=values, ranges=ranges,
+                                   user_arrays=user_arrays, loader_shapes=loader_shapes, inputs_npz=inputs_npz,
+                                   limits=limits, stage=lambda s: emit({"stage": s, "status": "running"}))
+                captured, feeds = prepared.pop("_live")
+                _emit_captured(emit, prepared, run_dir, captured)
+                probes = _probes(captured)
+                reference_id = prepared["reference_id"]
+                made = _plan(reference_id, targets, target_options, limits)
+                by_id = {}
+                for i, target in enumerate(made):
+                    emit({"stage": "target", "target": target.identity, "status": "running", "index": i,
+                          "total": len(made)})
+                    by_id[target.identity] = run_target(target, captured, feeds, run_dir, probes)
+                    r = by_id[target.identity]
+                    emit({"stage": "target", "target": r.target, "status": r.status, "error": r.error,
+                          "index": i + 1, "total": len(made)})
+                reference = by_id.pop(made[0].identity) if reference_id else None
+                results = [by_id[t.identity] for t in made if t.identity in by_id]
+                report = assemble_report(captured, prepared["inputs_info"], reference, results, run_info,
+                                         artifacts_dir, run_dir)
         if out_dir:
-            if "exports" not in report:     # built in this process: export here (the worker did it otherwise)
-                report["exports"] = export_files(report, run_dir)
-            write_report(report, run_dir)
+            with gc_policy.fewer_collections():
+                if "exports" not in report:     # built in this process: export here (the worker did it otherwise)
+                    report["exports"] = export_files(report, run_dir)
+                write_report(report, run_dir)
         emit({"stage": "report", "status": "done"})
         return report
     finally:

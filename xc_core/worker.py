@@ -331,6 +331,8 @@ def _child_main(job: Job, conn, stderr_path: str) -> None:
     os.close(fd)
     import faulthandler
     faulthandler.enable()   # a native crash leaves the Python stack in stderr.log
+    from . import gc_policy
+    gc_policy.apply()
 
     def stage(name: str, data=None) -> None:
         conn.send_bytes(json.dumps({"stage": name} if data is None else {"stage": name, "data": data},

@@ -75,7 +75,8 @@ st.subheader("Per target")
 # One target at a time: seven collapsed sections cost the browser as much to draw as open ones.
 if st.session_state.get("overview_target") not in report["targets"]:   # another report: its first target
     st.session_state.pop("overview_target", None)
-tid = st.selectbox("Target", list(report["targets"]), key="overview_target", format_func=lambda k: f"{k} — {report['targets'][k]['label']} ({report['targets'][k]['status']})")
+tid = st.selectbox("Target", list(report["targets"]), key="overview_target",
+                   format_func=lambda k: f"{k} — {report['targets'][k]['label']} ({report['targets'][k]['status']})")
 t = report["targets"][tid]
 if t["status"] != "ok" and not t.get("graph"):
     st.write(_ui.plain(t["error"] or ""))

@@ -426,7 +426,8 @@ class _PipelineRecorder:
     its pass_pipeline, which ct.convert trims for fp32) runs pass by pass the way apply_pipeline's own loop runs it
     (options set, the pass, one validate), and each pass's effect is recorded. Before its first pass the frontend
     program is read (`frontend_graph`); for fp16 it is also copied with the fp16 casts added (`before`; None
-    when too deep to copy), for fp32 `before` is BEFORE_IS_FRONTEND. So the program is converted and optimised once, as ct.convert alone would."""
+    when too deep to copy), for fp32 `before` is BEFORE_IS_FRONTEND. So the program is converted and optimised
+    once, as ct.convert alone would."""
 
     def __init__(self, fp16: bool):
         import coremltools as ct

@@ -1,16 +1,37 @@
 """xc dashboard — router only: page config, the sidebar (source and targets), navigation.
 
 The sidebar produces one Report (cached by content hash) and puts it in session state; every page only renders it.
+
+This file is also the server's start-up hook: `streamlit run app.py` finds the `app = st.App(...)` below, imports
+this file once as a module to serve it, and runs `_server_start` before the first session — the scratch folders a
+crashed or killed server left are swept then, and the run store is opened (a damaged index is repaired in the
+server's log, not in a visitor's page). Every session runs this same file as `__main__`: the page script.
 """
 import os
 
 import streamlit as st
 
-from pages import _ui
+HERE = os.path.dirname(os.path.abspath(__file__))
 
-_ui.leave_legacy_pages_mode()  # before any widget: the first run of a fresh server must not build the sidebar
-st.set_page_config(page_title="xc — what each compiler did", page_icon=":material/compare_arrows:", layout="wide")
-st.logo(os.path.join(os.path.dirname(os.path.abspath(__file__)), "assets", "logo.svg"), size="large")  # name above pages
+if __name__ != "__main__":      # imported by `streamlit run` to serve the app: once per server process
+    import contextlib
 
-_ui.sidebar_and_analyze()
-st.navigation(_ui.pages()).run()
+    @contextlib.asynccontextmanager
+    async def _server_start(_app):
+        from xc_core.service import on_server_start
+        on_server_start()
+        yield
+
+    app = st.App(os.path.join(HERE, "app.py"), lifespan=_server_start)
+else:
+    from pages import _ui
+
+    # The favicon first, from a local file: a Material icon as favicon (this page's or a navigation entry's) is
+    # fetched from Google's font CDN, and the dashboard makes no request to outside hosts.
+    st.set_page_config(page_title="xc — what each compiler did", layout="wide",
+                       page_icon=os.path.join(HERE, "assets", "favicon.svg"))
+    _ui.leave_legacy_pages_mode()  # before any widget: the first run of a fresh server must not build the sidebar
+    st.logo(os.path.join(HERE, "assets", "logo.svg"), size="large")  # the app's name above the pages
+
+    _ui.sidebar_and_analyze()
+    st.navigation(_ui.pages()).run()

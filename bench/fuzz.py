@@ -8,7 +8,11 @@ Families: random bytes under every accepted extension; truncated and bit-flipped
 and symbolic-only dims; cyclic graphs; missing initializers; unknown ops and domains; external data outside the
 model's folder; zips with traversal entries, absolute paths, symlinks and high compression ratios; pickle payloads
 in .pt (data.pkl) and every .pt2 container; pickled modules; wrong state_dicts; .npz inputs with object arrays,
-wrong dtypes, wrong shapes, NaN/Inf; edited .pt2 program JSON; models that crash, hang or exhaust a runtime.
+wrong dtypes, wrong shapes, NaN/Inf; edited .pt2 program JSON; models that crash, hang or exhaust a runtime;
+hostile names (tests/hostile_names.py) in random roles of ONNX and .pt2 models, through the ONNX → PyTorch route
+too; crafted report.json imports, through `report` and `diff` as History and a CI job read them. The workers'
+Landlock sandbox is turned off while fuzzing: it would stop a payload that ran from creating the canary, and so
+hide it.
 
 Columns: refused (one line), analysed, contained (the analysis finished but a target was killed: a crash, a
 hang or memory past the worker's limit, named in the report), crash (anything else raised: an xc bug), hang
@@ -310,6 +314,110 @@ def family_runtime_killers(ctx, n):
         yield "killer.onnx", m.SerializeToString(), {}
 
 
+def family_hostile_onnx_names(ctx, n):
+    """Payload names (tests/hostile_names.py) in random roles of a small graph — node, input, output, initializer and
+    intermediate names, a symbolic dim, torch.onnx's scope metadata — through the ONNX → PyTorch route too."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+    from hostile_names import payloads
+    names = payloads(ctx.canary)
+
+    def pick():
+        a, b = ctx.rng.choice(names), ctx.rng.choice(names)
+        return ctx.rng.choice([a, a + b, a[: ctx.rng.randint(1, len(a))], b + str(ctx.rng.randint(0, 9))])
+    for i in range(n):
+        # four distinct names (a suffix per role keeps them apart)
+        x, w, h, y = (pick() + suffix for suffix in ("", "\u2060w", "\u2060h", "\u2060y"))
+        dim = pick() if i % 3 == 0 else 2
+        node_a = helper.make_node("Add", [x, w], [h], name=pick())
+        node_a.metadata_props.add(key="pkg.torch.onnx.name_scopes", value=ctx.rng.choice(
+            [repr(["", pick(), "add"]), pick(), "[" * 300, "1", "['a', 2]"]))
+        nodes = [node_a, helper.make_node(ctx.rng.choice(["Relu", "Sigmoid", "Neg"]), [h], [y], name=pick())]
+        m = _onnx(nodes, [_vi(x, [dim, 8])], [_vi(y, [dim, 8])],
+                  [numpy_helper.from_array(np.ones(8, np.float32), w)])
+        m.graph.name = pick()
+        yield "names.onnx", m.SerializeToString(), {"targets": ["ort-cpu", "coreml-cpu", "openvino-cpu"]}
+
+
+def family_hostile_pt2_names(ctx, n):
+    """nn.Module submodule and parameter names from the payloads, saved by torch.export: refused by the reader, or
+    compiled by every PyTorch-side target without running anything."""
+    import torch
+    from hostile_names import hostile_module_names, hostile_torch_module
+    every, plain = hostile_module_names(ctx.canary), hostile_module_names(ctx.canary, quotes=False)
+    for i in range(n):
+        pool = every if i % 2 else plain
+        names = ctx.rng.sample(pool, ctx.rng.randint(1, min(4, len(pool))))
+        model, args = hostile_torch_module(names)
+        path = os.path.join(ctx.tmp, f"names{i}.pt2")
+        try:
+            torch.export.save(torch.export.export(model, args), path)
+        except Exception:  # noqa: BLE001 — torch itself refused the names: nothing to upload
+            continue
+        yield "names.pt2", open(path, "rb").read(), {"targets": ["ort-cpu", "coreml-cpu"]}
+
+
+def _seed_report(ctx) -> dict:
+    """A real report.json of a tiny model (every default target), made once per fuzz run."""
+    if getattr(ctx, "report_seed", None) is None:
+        from xc_core.api import analyze
+        path = _relu(os.path.join(ctx.tmp, "report-seed.onnx"))
+        ctx.report_seed = analyze(path, ["ort-cpu", "ort-nnapi"], out_dir=os.path.join(ctx.tmp, "report-seed"))
+    return ctx.report_seed
+
+
+def family_report_imports(ctx, n):
+    """Crafted report.json files, as History imports them and `report` / `diff` read them: values of the wrong type
+    anywhere, keys removed, hostile names, nesting 200,000 deep, sidecar pointers to missing keys and indexes."""
+    import copy
+    from hostile_names import payloads
+    from xc_core.report.sidecar import MARKER, SIDECAR_FILE
+    seed = _seed_report(ctx)
+    names = payloads(ctx.canary)
+    odd = [None, -1, 10 ** 30, 1e308, "", [], {}, [[[]]], True, "x" * 10_000, {"a": [None]}]
+
+    def paths(value, prefix=()):
+        out = [prefix]
+        if isinstance(value, dict):
+            for k, v in value.items():
+                out += paths(v, prefix + (k,))
+        elif isinstance(value, list):
+            for i, v in enumerate(value[:3]):
+                out += paths(v, prefix + (i,))
+        return out
+    every = [p for p in paths(seed) if p]
+    for i in range(n):
+        kind = i % 5
+        sidecar = None
+        if kind == 0:        # nesting far beyond any report
+            data = ('{"source":{},"targets":' + "[" * 200_000 + "]" * 200_000 + "}").encode()
+        else:
+            r = copy.deepcopy(seed)
+            for _ in range(ctx.rng.randint(1, 6)):
+                path = ctx.rng.choice(every)
+                parent = r
+                try:
+                    for k in path[:-1]:
+                        parent = parent[k]
+                    if kind == 1:
+                        parent[path[-1]] = ctx.rng.choice(odd)
+                    elif kind == 2 and isinstance(parent, dict):
+                        del parent[path[-1]]
+                    else:
+                        parent[path[-1]] = ctx.rng.choice(names) if not isinstance(parent[path[-1]], dict) \
+                            else {ctx.rng.choice(names): parent[path[-1]]}
+                except (KeyError, IndexError, TypeError):
+                    continue
+            if kind == 4:    # a sidecar whose pointers lead nowhere
+                pointer = ctx.rng.choice(["/targets/nope/graph", "/targets/ort-cpu/graph/nodes/99", "",
+                                          "/x/../../etc", 7])
+                r["targets"]["ort-cpu"]["graph"] = {MARKER: pointer}
+                r["detached"] = {"file": SIDECAR_FILE, "pointers": [pointer], "bytes": 10}
+                sidecar = json.dumps({"format": 1, "values": {"/elsewhere": []}}).encode()
+            data = json.dumps(r).encode()
+        yield "report.json", data, {"report_sidecar": sidecar}
+
+
 FAMILIES = {
     "random bytes": family_random_bytes, "onnx truncated": family_onnx_truncated,
     "onnx bit-flipped": family_onnx_bitflip, "dims": family_dims, "cyclic graph": family_cyclic,
@@ -317,9 +425,11 @@ FAMILIES = {
     "external data": family_external_data, "zip tricks": family_zips, "pickle payloads": family_pickle_payloads,
     "pickled modules": family_pickled_modules, "wrong state_dict": family_wrong_state_dicts,
     "npz inputs": family_npz_inputs, "pt2 json edits": family_pt2_json, "runtime killers": family_runtime_killers,
+    "hostile onnx names": family_hostile_onnx_names, "hostile pt2 names": family_hostile_pt2_names,
+    "report imports": family_report_imports,
 }
 # Families whose every input is slow (a whole analysis, or a limit to wait out) get fewer inputs.
-SCALE = {"runtime killers": 0.15, "npz inputs": 0.5, "dims": 0.75, "wrong state_dict": 0.5}
+SCALE = {"runtime killers": 0.15, "npz inputs": 0.5, "dims": 0.75, "wrong state_dict": 0.5, "hostile pt2 names": 0.5}
 
 
 class _Ctx:
@@ -335,6 +445,10 @@ def run(per_family: int = DEFAULT_PER_FAMILY, seed: int = 0, targets=("ort-cpu",
     from xc_core.api import analyze
     from xc_core.errors import XcInputError
     from xc_core.worker import WorkerLimits
+    # Landlock in the workers would stop a payload that ran from creating the canary outside the run folder, and so
+    # hide it: the fuzzer measures the guards that keep file content from running, with the sandbox off.
+    sandbox = os.environ.get("XC_LANDLOCK")
+    os.environ["XC_LANDLOCK"] = "0"
     tmp = tempfile.mkdtemp(prefix="fuzz-")
     ctx = _Ctx(tmp, seed)
     limits = WorkerLimits(timeout_s, memory_gib)
@@ -352,8 +466,13 @@ def run(per_family: int = DEFAULT_PER_FAMILY, seed: int = 0, targets=("ort-cpu",
                 outcome = {}
 
                 def go():
+                    if "report_sidecar" in extra:
+                        outcome.update(_import_report(path, extra["report_sidecar"], ctx))
+                        return
                     try:
-                        outcome["report"] = analyze(path, list(targets), worker_limits=limits, jobs=2, **extra)
+                        kwargs = dict(extra)
+                        chosen = kwargs.pop("targets", targets)
+                        outcome["report"] = analyze(path, list(chosen), worker_limits=limits, jobs=2, **kwargs)
                     except XcInputError as e:
                         outcome["refused"] = str(e)
                     except Exception as e:  # noqa: BLE001 — exactly what this hunts
@@ -390,9 +509,38 @@ def run(per_family: int = DEFAULT_PER_FAMILY, seed: int = 0, targets=("ort-cpu",
                     log(f"  {family}/{name}: {time.monotonic() - t0:.1f} s")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        if sandbox is None:
+            os.environ.pop("XC_LANDLOCK", None)
+        else:
+            os.environ["XC_LANDLOCK"] = sandbox
     out = {k: dict(v) for k, v in table.items()}
     out["_examples"] = dict(examples)
     return out
+
+
+def _import_report(path: str, sidecar: bytes | None, ctx) -> dict:
+    """A report.json through the CLI's `report` (Markdown and HTML) and `diff` against a real one, as History and a
+    CI job read them: exit 2 with one line is a refusal, 0 an analysis, anything else a crash."""
+    import contextlib
+    from xc_core.cli import main
+    from xc_core.report.sidecar import SIDECAR_FILE
+    if sidecar is not None:
+        with open(os.path.join(os.path.dirname(path), SIDECAR_FILE), "wb") as f:
+            f.write(sidecar)
+    seed = os.path.join(ctx.tmp, "report-seed", "report.json")
+    for argv in (["report", path, "--format", "md"], ["report", path, "--format", "html"], ["diff", seed, path]):
+        err = io.StringIO()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            try:
+                rc = main(argv)
+            except BaseException as e:  # noqa: BLE001 — exactly what this hunts
+                return {"crash": f"{argv[0]}: {type(e).__name__}: {e}"[:200]}
+        text = err.getvalue().strip()
+        if rc == 2:
+            return {"refused": text}
+        if rc not in (0, 1) or (rc == 1 and argv[0] != "diff") or "internal error" in text:
+            return {"crash": f"{argv[0]} exit {rc}: {text[:160]}"}
+    return {"report": {"targets": {}}}
 
 
 COLUMNS = ["inputs", "refused", "analysed", "contained", "crash", "hang", "code executed", "long message"]

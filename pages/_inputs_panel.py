@@ -8,6 +8,17 @@ import streamlit as st
 from xc_core.inputs import INPUT_DTYPES
 
 
+def _t(text) -> str:
+    """A model's input or dim name as text in a label (labels render Markdown). _ui imports this module."""
+    from pages._ui import plain
+    return plain(text)
+
+
+def _code(text) -> str:
+    from pages._ui import code
+    return code(text)
+
+
 def _k(source_key: str, *parts) -> str:
     return "in|" + source_key + "|" + "|".join(str(p) for p in parts)
 
@@ -84,11 +95,11 @@ def render(sb, source_key: str, report: dict | None, needs_shapes: list[str]) ->
             return
         st.caption("What xc picked for each input. Change a field and the model is analysed again.")
         for i in report["source"]["inputs"]:
-            st.markdown(f"**{i['name']}** · {i['dtype']} · `{_shape_text(i)}`")
+            st.markdown(f"**{_t(i['name'])}** · {_t(i['dtype'])} · {_code(_shape_text(i))}")
             if i.get("note"):
-                st.caption(i["note"])
+                st.caption(_t(i["note"]))
         for name, v in auto["dims"].items():
-            st.number_input(f"dim '{name}'", min_value=1, max_value=1 << 20, value=v, step=1,
+            st.number_input(f"dim '{_t(name)}'", min_value=1, max_value=1 << 20, value=v, step=1,
                             key=_k(source_key, "dim", name), help="every dim of this name, in every input")
         for inp, shape in auto["axes"].items():
             names = next(i.get("dim_names") or [] for i in report["source"]["inputs"] if i["name"] == inp)
@@ -96,18 +107,18 @@ def render(sb, source_key: str, report: dict | None, needs_shapes: list[str]) ->
             c = 0
             for axis, label in enumerate(names):
                 if label == "?":
-                    cols[c].number_input(f"{inp} axis {axis}", min_value=1, max_value=1 << 20,
+                    cols[c].number_input(f"{_t(inp)} axis {axis}", min_value=1, max_value=1 << 20,
                                          value=int(shape[axis]), step=1, key=_k(source_key, "axis", inp, axis))
                     c += 1
         for inp, (lo, hi) in auto["ranges"].items():
             a, b = st.columns(2)
-            a.number_input(f"{inp} from", value=lo, step=1, key=_k(source_key, "lo", inp))
-            b.number_input(f"{inp} below", value=hi, step=1, key=_k(source_key, "hi", inp),
+            a.number_input(f"{_t(inp)} from", value=lo, step=1, key=_k(source_key, "lo", inp))
+            b.number_input(f"{_t(inp)} below", value=hi, step=1, key=_k(source_key, "hi", inp),
                            help="integer values are drawn from [from, below)")
         for inp in auto["scalars"]:
-            if st.checkbox(f"fix {inp} to a value", key=_k(source_key, "valon", inp),
+            if st.checkbox(f"fix {_t(inp)} to a value", key=_k(source_key, "valon", inp),
                            help="a scalar whose value matters (a sample rate, a flag) instead of a random draw"):
-                st.number_input(f"{inp} value", value=0.0, key=_k(source_key, "val", inp))
+                st.number_input(f"{_t(inp)} value", value=0.0, key=_k(source_key, "val", inp))
         if st.button("Reset to xc's picks", key=_k(source_key, "reset")):
             for key in [k for k in st.session_state if str(k).startswith(_k(source_key, ""))
                         and not str(k).endswith(("|auto", "|needs"))]:

@@ -441,8 +441,15 @@ def full_message(detail: str | None) -> None:
 
 
 def plain(text: str) -> str:
-    """Text from a file or a compiler, shown as is: Markdown would turn `__import__` into bold "import"."""
-    return re.sub(r"([\\`*_{}\[\]()#+\-!|~<>$])", r"\\\1", text)
+    """Text from a file or a compiler, shown as is: Markdown would turn `__import__` into bold "import", and
+    "https://…" or "www.…" into a link (a word joiner after "://", "www" and "@" keeps them text)."""
+    from xc_core.review.markdown import inert
+    return inert(re.sub(r"([\\`*_{}\[\]()#+\-!|~<>$])", r"\\\1", str(text)))
+
+
+def code(text) -> str:
+    """Untrusted text as a Markdown code span: shown literally; a backtick would end the span, a newline the line."""
+    return "`" + " ".join(str(text).split()).replace("`", "'") + "`"
 
 
 def evidence_badge(kind: str | None) -> str:
@@ -456,8 +463,11 @@ def evidence_badge(kind: str | None) -> str:
 def header(report: dict, title: str) -> None:
     src = report["source"]
     st.title(title)
-    st.caption(f"**{src['name']}** · {src['kind']} · sha256 `{src['sha256'][:12]}` · reference "
-               f"`{(report.get('reference') or {}).get('id', '—')}`")
+    # An imported report is anyone's text: the name escaped (never a link or markup), the code spans kept to the
+    # characters a sha256 and a target id have (a backtick would end the span).
+    sha = re.sub(r"[^0-9a-f]", "", str(src["sha256"]))[:12]
+    ref = re.sub(r"[^\w.\-\[\]=,]", "", str((report.get("reference") or {}).get("id", "—")))
+    st.caption(f"**{plain(src['name'])}** · {plain(src['kind'])} · sha256 `{sha}` · reference `{ref or '—'}`")
 
 
 def file_reader(path: str):

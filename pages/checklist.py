@@ -23,13 +23,13 @@ for tid in targets:      # a row per target, a column per question: fits the pag
         row[f"({qid}) {SHORT_QUESTION[qid]}"] = ICON[check["targets"][tid][qid - 1]["verdict"]]
     grid.append(row)
 st.dataframe(pd.DataFrame(grid), hide_index=True, width="stretch")
-st.caption(" · ".join(f"({qid}) {question}" for qid, question, _ in questions))
+st.caption(" · ".join(f"({_ui.plain(qid)}) {_ui.plain(question)}" for qid, question, _ in questions))
 th = check["thresholds"]
 st.caption(f"Outputs match when rel L2 ≤ {th['match_rel_l2']:g} and cosine ≥ {th['match_cosine']}; warn up to rel "
            f"L2 {th['warn_rel_l2']:g}. Every verdict names the evidence it rests on.")
 
 for qid, question, page in questions:
-    st.subheader(f"{qid}. {question}")
+    st.subheader(f"{_ui.plain(qid)}. {_ui.plain(question)}")
     st.page_link(PAGE[page], label=f"Open {page}", icon=":material/arrow_forward:")
     for tid in targets:
         item = check["targets"][tid][qid - 1]

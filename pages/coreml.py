@@ -24,8 +24,8 @@ for col, tid in zip(cols, targets):
     info = t["info"]
     units = info["compute_units_predicted"]
     with col:
-        st.subheader(tid)
-        st.markdown(f"{_ui.evidence_badge(units['evidence'])} {t['label']}")
+        st.subheader(_ui.plain(tid))
+        st.markdown(f"{_ui.evidence_badge(units['evidence'])} {_ui.plain(t['label'])}")
         a, b, c = st.columns(3)
         a.metric("MIL ops before → after", f"{info.get('mil_ops_before', '—')} → {info.get('mil_ops_after', '—')}",
                  help="non-const MIL ops after the frontend (+ fp16 casts) vs after the default pass pipeline")
@@ -34,7 +34,8 @@ for col, tid in zip(cols, targets):
         c.metric("Fused ops", (t.get("fusions") or {}).get("count", 0))
         st.caption("Predicted units: " + ", ".join(f"{k.upper()} {100 * v:.0f}%" for k, v in units["share"].items())
                    + (f" · no rule for: {', '.join(units['unknown_ops'])}" if units["unknown_ops"] else ""))
-        st.caption(f"Conversion: {info.get('conversion', '—')} · coremltools {info.get('coremltools_version', '')}")
+        st.caption(f"Conversion: {_ui.plain(info.get('conversion', '—'))} · coremltools "
+                   f"{_ui.plain(info.get('coremltools_version', ''))}")
         conv = info.get("onnx_conversion")
         if conv:
             drift = conv.get("conversion_drift") or {}

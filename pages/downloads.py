@@ -14,7 +14,8 @@ report = _ui.require_report()
 _ui.header(report, "Downloads")
 files = _ui.run_files(report)
 key = (report.get("run") or {}).get("key")
-name = os.path.splitext(report["source"]["name"])[0] or "model"
+# Download names and the zip's folder come from the model's name: a file name, never a path ("../../x").
+name = _ui._safe_filename(os.path.splitext(str(report["source"]["name"]))[0]) or "model"
 
 st.subheader("Reports")
 c1, c2, c3, c4 = st.columns(4)
@@ -86,7 +87,7 @@ for g in order:
         cols[i % 3].download_button(rel.split("/", 1)[1] if rel.startswith("artifacts/") else rel,
                                     _ui.file_reader(files[rel]), file_name=os.path.basename(rel),
                                     key=f"dl_{g}_{i}", on_click="ignore", icon=":material/download:",
-                                    help=f"{rel} · {os.path.getsize(files[rel]) / 1024:,.1f} KiB")
+                                    help=f"{_ui.plain(rel)} · {os.path.getsize(files[rel]) / 1024:,.1f} KiB")
 export_error = ((report.get("exports") or {}).get("model_explorer") or {}).get("error")
 if export_error:
     st.warning(f"The Model Explorer export failed (the analysis did not): {_ui.plain(export_error)}")

@@ -31,14 +31,14 @@ for col, tid in zip(cols, targets):
     part, bounds = t["info"]["partitioning"], t["info"]["boundaries"]
     est = latency_cliff(bounds["total_bytes"], bounds["count"], bandwidth, overhead)
     with col:
-        st.subheader(tid)
+        st.subheader(_ui.plain(tid))
         st.markdown(_ui.evidence_badge(part["evidence"]) + f" ORT verdict: **{part['suitability']}**")
         a, b, c = st.columns(3)
         a.metric("Latency cliff (est.)", f"{est['estimate_ms']:.2f} ms",
                  help=f"{est['transfer_ms']:.3f} ms transfer + {est['overhead_ms']:.2f} ms overhead")
         b.metric("Partitions", part["num_partitions"], help="sizes: " + str(part["partition_sizes"]))
         c.metric("Boundaries", bounds["count"], help=f"{bounds['total_bytes']:,} bytes cross")
-        st.caption(f"{part['num_supported_nodes']}/{part['num_nodes']} nodes on {part['ep']}; "
+        st.caption(f"{part['num_supported_nodes']}/{part['num_nodes']} nodes on {_ui.plain(part['ep'])}; "
                    f"assumes {bandwidth:g} GB/s and {overhead:g} ms per transition"
                    + (f"; {bounds['symbolic_count']} boundary(ies) no shape or run could size (bytes not counted)"
                       if bounds["symbolic_count"] else ""))
@@ -87,4 +87,4 @@ if any(caveats.values()):
     with st.expander("Caveats ORT's checker lists but does not check"):
         for tid, items in caveats.items():
             for c in items:
-                st.markdown(f"- `{tid}` {c}")
+                st.markdown(f"- {_ui.code(tid)} {_ui.plain(c)}")

@@ -35,13 +35,18 @@ with st.expander("Open a report.json (e.g. a CI artifact)"):
             st.error(_ui.plain(e.for_dashboard()))
         else:
             key = run_key(imported=hashlib.sha256(data).hexdigest())
-            if not store.has(key):
-                imported.setdefault("run", {})["key"] = key
-                store.put(key, imported, None, origin="imported")
-            st.success(f"Imported as run `{key[:12]}` — {_ui.plain(imported['source']['name'])}, "
-                       f"{len(imported['targets'])} target(s). Its artifacts stay in CI; the report opens here.")
-            if st.button("Open it", key="history_open_import", on_click=_open, args=(key,)):
-                st.switch_page("pages/overview.py")
+            try:
+                if not store.has(key):
+                    imported.setdefault("run", {})["key"] = key
+                    store.put(key, imported, None, origin="imported")
+            except OSError as e:        # the server's disk, not the file: one line, no path
+                st.error(f"The report could not be kept in the run store ({_ui.plain(e.strerror or type(e).__name__)}"
+                         "); free space where the dashboard server keeps its runs (XC_HOME).")
+            else:
+                st.success(f"Imported as run `{key[:12]}` — {_ui.plain(imported['source']['name'])}, "
+                           f"{len(imported['targets'])} target(s). Its artifacts stay in CI; the report opens here.")
+                if st.button("Open it", key="history_open_import", on_click=_open, args=(key,)):
+                    st.switch_page("pages/overview.py")
 
 runs = store.runs()
 if not runs:
@@ -90,8 +95,13 @@ base, new = store.get(base_key), store.get(new_key)
 if base is None or new is None:
     st.error("One of the runs is gone from the store.")
     st.stop()
-d = diff_reports(base, new)
-regs = regressions(d, GateRules())       # the defaults; a CI job passes its repository's .xc-gate.toml
+try:
+    d = diff_reports(base, new)
+    regs = regressions(d, GateRules())       # the defaults; a CI job passes its repository's .xc-gate.toml
+except Exception as e:  # noqa: BLE001 — xc's bug, but the page still lists and opens runs
+    st.error(_ui.plain(f"These two runs cannot be compared (an error in xc: {type(e).__name__}); open each on its "
+                       "own, or compare them from the CLI with XC_DEBUG=1 for the details."))
+    st.stop()
 
 if regs:
     st.error(f"**{len(regs)} regression(s)** under the default gate rules (`diff --gate`):")
@@ -105,7 +115,7 @@ if lines:
 else:
     st.info("No change in any compiler decision between these runs.")
 if d["targets_added"] or d["targets_removed"]:
-    st.caption("Targets only in one run: " + ", ".join(d["targets_added"] + d["targets_removed"]))
+    st.caption("Targets only in one run: " + _ui.plain(", ".join(d["targets_added"] + d["targets_removed"])))
 c1, c2 = st.columns(2)
 # Rendered only when clicked: most reruns of this page never download the diff.
 c1.download_button("Diff as Markdown (PR comment)", lambda: diff_markdown(d, regs), file_name="xc-diff.md",

@@ -59,8 +59,8 @@ with st.expander("All columns"):
 
 ref = report.get("reference") or {}
 if ref.get("status") == "error":
-    st.error(f"**The reference ({ref['id']}) failed** with the inputs xc picked, so no target can be compared: "
-             f"{_ui.plain(ref.get('error') or '')}. Set the input shapes or values in the Inputs panel.")
+    st.error(f"**The reference ({_ui.plain(ref['id'])}) failed** with the inputs xc picked, so no target can be "
+             f"compared: {_ui.plain(ref.get('error') or '')}. Set the input shapes or values in the Inputs panel.")
     _ui.full_message(ref.get("error_detail"))
 for tid, t in report["targets"].items():
     if t["status"] != "ok":
@@ -94,7 +94,7 @@ else:
         st.markdown(f"**Drift vs {drift.get('reference', 'reference')}** "
                     f"{_ui.evidence_badge(drift.get('evidence'))}")
         if drift.get("assumption"):
-            st.caption(f"Assumption: {drift['assumption']}")
+            st.caption(f"Assumption: {_ui.plain(drift['assumption'])}")
         conv = (t.get("info") or {}).get("onnx_conversion")
         if conv and conv.get("conversion_drift"):
             worst_conv = max((m.get("rel_l2") or 0 for m in conv["conversion_drift"].values()
@@ -119,7 +119,7 @@ else:
     st.markdown(f"**Precision mix** {_ui.evidence_badge(prec.get('evidence'))}: "
                 + ", ".join(f"{k} × {v}" for k, v in (prec.get("mix") or {}).items()))
     for note in t.get("notes") or []:
-        st.caption(f"Note: {note}")
+        st.caption(f"Note: {_ui.plain(note)}")
     info = {k: v for k, v in (t.get("info") or {}).items() if not isinstance(v, (list, dict))}
     if info:      # the compiler's settings as report.json names them: one hover away, not in the way
         st.caption(f"{len(info)} compiler setting(s) and read-back detail(s)",
@@ -127,7 +127,7 @@ else:
 
 st.subheader("Inputs")
 st.dataframe(pd.DataFrame(input_rows(report)), hide_index=True, width="stretch")
-st.caption(f"Input values: {report['inputs']['origin']}"
+st.caption(f"Input values: {_ui.plain(report['inputs']['origin'])}"
            + (f" (seed {report['inputs'].get('seed')})" if report["inputs"].get("origin") == "seeded-random" else "")
            + ". Change shapes, ranges and values in the Inputs panel in the sidebar.")
 probes = probe_rows(report)
@@ -135,7 +135,7 @@ if probes:
     with st.expander(f"How the input sizes were picked ({len(probes)} tried on the reference)"):
         st.dataframe(pd.DataFrame(probes), hide_index=True, width="stretch")
 for note in src.get("notes") or []:
-    st.caption(note)
+    st.caption(_ui.plain(note))
 
 # Serialised when clicked, not on every run: a big model's whole report is tens of MB of JSON.
 st.download_button("Download report.json", lambda: json.dumps(report, indent=1), file_name="report.json",

@@ -18,7 +18,7 @@ st.dataframe(pd.DataFrame(summary).fillna(0), hide_index=True, width="stretch")
 notes = [f"`{tid}`: {n}" for tid, t in report["targets"].items() for n in t.get("notes") or []
          if "bf16" in n or "precision" in n]
 for n in notes:
-    st.caption(n)
+    st.caption(_ui.plain(n))
 
 st.subheader("Per source op")
 only = st.checkbox("Only source ops whose precision differs between targets", value=True, key="prec_diff")

@@ -244,7 +244,7 @@ for col, tid in zip(panes, picked):
     n_fused = sum(1 for i in range(len(tr.prep.ids)) if tr.prep.is_fused(i))
     with col:
         ev = (t.get("graph") or {}).get("evidence")
-        st.markdown(f"**{tid}** " + _ui.evidence_badge(ev)
+        st.markdown(f"**{_ui.plain(tid)}** " + _ui.evidence_badge(ev)
                     + ("" if t["status"] == "ok" else f" · status **{t['status']}**"),
                     help=f"Backend assignment evidence: {ev or 'unknown'} — {_ui.EVIDENCE_HELP.get(ev, '')}")
         graph_pane(
@@ -267,11 +267,11 @@ if not sel:
     st.write("Click a node in a pane, or pick a source op above.")
     st.stop()
 if not sel_ops:
-    st.info(f"`{sel['label']}` on `{sel['origin']}` carries no source op: the compiler inserted it, so no other "
-            "target has a counterpart.")
+    st.info(f"{_ui.code(sel['label'])} on {_ui.code(sel['origin'])} carries no source op: the compiler inserted it, "
+            "so no other target has a counterpart.")
     st.stop()
 if sel.get("origin"):
-    st.caption(f"From `{sel['label']}` on `{sel['origin']}`: {len(sel_ops)} source op(s)"
+    st.caption(f"From {_ui.code(sel['label'])} on {_ui.code(sel['origin'])}: {len(sel_ops)} source op(s)"
                + (f"; the first {MAX_TABLE_OPS} are listed" if len(sel_ops) > MAX_TABLE_OPS else ""))
 table = []
 for op in sel_ops[:MAX_TABLE_OPS]:

@@ -43,3 +43,28 @@ def test_an_opened_run_renders_pages_without_analysing(sample_report):
     store.delete(twin)
     at = _app(key[:12])
     assert any("no such run" in e.value for e in at.error)
+
+
+def test_an_imported_reports_name_is_text_in_the_header(sample_report):
+    """A report.json is anyone's file: its source name shows as written, never as a link, markup or an image."""
+    import json
+    import re
+    from xc_core.store import RunStore
+    payload = "[click](https://evil.example) @octocat <img src=x onerror=alert(1)> | pipe **bold**"
+    report, _ = sample_report("vision-mini")
+    hostile = json.loads(json.dumps(report))
+    hostile["source"]["name"] = payload
+    key = "badc0ffe" * 4
+    hostile["run"] = {**hostile.get("run", {}), "key": key}
+    store = RunStore()
+    store.put(key, hostile, None, origin="imported")
+    try:
+        for page in ("overview", "downloads"):
+            at = _app(key[:12], page)
+            assert not at.exception, (page, at.exception)
+            header = next(c.value for c in at.caption if "sha256" in c.value)
+            # Every Markdown character of the name is escaped, and "://" no longer starts a URL autolink.
+            assert re.search(r"(?<!\\)[\[\]()<>*|]", header.split("**")[1]) is None, header
+            assert "https://" not in header and "\\[click\\]\\(https:\u2060//evil.example\\)" in header, header
+    finally:
+        store.delete(key)

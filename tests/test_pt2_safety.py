@@ -19,7 +19,7 @@ REFUSAL = {
     "opaque-const": "stored as an opaque Python object",
     "custom-obj": "stored as a TorchScript custom object",
     "guards-code": "input guard is not plain shape arithmetic",
-    "op-target": "calls 'torch.os.system', which is not a registered operator",
+    "op-target": "calls 'torch.os.system', which is not a torch.ops operator name",
     "fqn-injection": "parameter name is .* not a plain dotted name",
     "legacy-format": "legacy format",
 }
@@ -99,7 +99,18 @@ class _OddModuleNames(torch.nn.Module):
         return self.blocks["0 act"](self.blocks["conv-1"](x))
 
 
+class _CausalMask(torch.nn.Module):
+    """transformers' causal mask: `&` and `|` on bool tensors export as the dunder operators aten.__and__/__or__."""
+
+    def forward(self, x):
+        n = x.shape[-1]
+        i = torch.arange(n)
+        mask = (i[:, None] >= i[None, :]) & (x[0] > -10) | (i[:, None] == i[None, :])
+        return x.masked_fill(~mask, float("-inf")).softmax(-1)
+
+
 ORDINARY = {
+    "causal-mask-dunder-ops": lambda tmp: _save(_CausalMask(), (torch.randn(1, 6, 6),), tmp),
     "odd-module-names": lambda tmp: _save(_OddModuleNames(), (torch.randn(1, 3, 4, 4),), tmp),
     "dynamic-batch": lambda tmp: good_archive(tmp),
     "cond": lambda tmp: _save(_Cond(), (torch.randn(3, 4),), tmp),
@@ -138,3 +149,26 @@ def test_aoti_code_in_an_archive_is_never_loaded(tmp_path):
         z.writestr(f"{root}/data/aotinductor/model/model.so", b"\x7fELF not a library")
     src = load_source(path)
     assert any("never loads it" in n and "aotinductor" in n for n in src.notes)
+
+
+@pytest.mark.parametrize("target,why", [
+    ("torch.ops.aten.__class__", "names something in torch.ops that is not an operator, so it is not allowed"),
+    ("torch.ops.aten.add.__init__", "not allowed"),
+    ("torch.ops.aten.no_such_op.default", "not a registered operator in this torch"),
+    ("torch.ops.__builtins__.open.default", "not a torch.ops operator name"),
+    ("torch.ops.aten.add.Tensor.extra.parts", "not a torch.ops operator name"),
+])
+def test_call_targets_are_resolved_in_torch_ops_not_guessed_by_pattern(tmp_path, target, why):
+    import json
+    import pt2_payloads as P
+    good = P.good_archive(str(tmp_path / "g.pt2"))
+    m = P._read(good)
+    root = P._root(m)
+    model_json = json.loads(m[root + "models/model.json"])
+    node = next(n for n in model_json["graph_module"]["graph"]["nodes"] if "relu" in n["target"])
+    node["target"] = target
+    m[root + "models/model.json"] = json.dumps(model_json).encode()
+    P._write(str(tmp_path / "edited.pt2"), m)
+    with pytest.raises(XcInputError, match=why) as e:
+        load_source(str(tmp_path / "edited.pt2"))
+    assert "\n" not in str(e.value)

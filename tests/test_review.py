@@ -1,7 +1,9 @@
 """The review workflow from the CLI: a model change in a pull request, diffed and gated; Markdown a PR comment can
 hold; runs found by id, folder or report.json; bad reports and bad gate files refused in one line."""
+import html
 import json
 import os
+import re
 
 import pytest
 from markdown_it import MarkdownIt
@@ -163,3 +165,43 @@ def test_markdown_escapes_names_from_the_upload(sample_report):
     html = MarkdownIt("commonmark").enable("table").render(md)
     assert "<img" not in html and "<script" not in html
     assert all(len(set(rows)) == 1 for rows in _tables(md))
+
+
+PAYLOAD = "[click](https://evil.example) @octocat <img src=x onerror=alert(1)> | pipe www.evil.example #1"
+
+
+def _outside_code(md: str) -> str:
+    return re.sub(r"`[^`\n]*`", "", md)
+
+
+def test_model_text_in_reports_links_nothing_and_pings_no_one(sample_report):
+    """Names from an upload reach the Markdown comment and the HTML report as text: no link, image or HTML, no
+    live @mention (a PR comment would notify that user), no issue reference, no table split by a pipe."""
+    from xc_core.review.html import report_html
+    report, _ = sample_report("vision-mini")
+    hostile = json.loads(json.dumps(report))
+    hostile["source"]["name"] = PAYLOAD
+    nnapi = hostile["targets"]["ort-nnapi"]
+    fallback = next(n for n in nnapi["graph"]["nodes"] if n.get("fallback"))
+    fallback.update(op_type=PAYLOAD, module_path=PAYLOAD)
+    broken = hostile["targets"]["coreml-cpu"]
+    broken.update(status="error", error=f"{PAYLOAD} failed", error_detail=PAYLOAD)
+    for items in hostile["checklist"]["targets"].values():
+        for item in items:
+            item.update(detail=PAYLOAD, question=PAYLOAD)
+    md = report_markdown(hostile)
+    prose = _outside_code(md)
+    # GitHub's own patterns: a mention is "@" then a letter or digit after a non-word character; references,
+    # e-mail and URL autolinks likewise need "#", "@", "://" or "www." directly before a letter or digit.
+    assert not re.search(r"(?:^|\W)@[A-Za-z0-9]", prose, re.M), "a live @mention"
+    assert not re.search(r"#\d|https?://|www\.", prose), "a live reference or link"
+    rendered = MarkdownIt("commonmark").enable("table").render(md)
+    assert "<img" not in rendered and "<a " not in rendered and "<script" not in rendered
+    assert all(len(set(rows)) == 1 for rows in _tables(md))     # the pipe did not split a cell
+    # Still readable: the name shows as written, less the escapes and word joiners.
+    shown = MarkdownIt("commonmark").render(md.splitlines()[0]).replace("\u2060", "")
+    assert html.escape(PAYLOAD, quote=False) in shown
+
+    page = report_html(hostile)
+    assert "<img src=x" not in page and "<a href=\"https://evil" not in page
+    assert html.escape(PAYLOAD) in page                 # escaped wherever it is shown

@@ -19,7 +19,7 @@ from .report.sidecar import write as write_report
 from .store import scratch_dir
 from .targets import ERROR, TargetResult, make_targets, target_ids
 from .targets.base import MAX_ERROR_DETAIL
-from .worker import Job, Outcome, WorkerLimits, run_jobs
+from .worker import Job, Outcome, WorkerLimits, confinement, run_jobs
 
 Progress = Callable[[dict], None]
 
@@ -63,6 +63,8 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
     os.makedirs(run_dir, exist_ok=True)
     try:
         run_info = {"isolated": isolated, "jobs": jobs if isolated else 1, "limits": worker_limits.to_dict()}
+        if isolated:
+            run_info["confinement"] = confinement()
         artifacts_dir = "artifacts" if out_dir else None     # relative to report.json
         if isolated:
             spec = {"spec": source, "loader_shapes": loader_shapes, "shapes": shapes, "dims": dims,
@@ -71,7 +73,7 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
             run.run()
             report = _report_isolated(run_dir, run.prepared["inputs_info"], run.made, run.folders,
                                       run.prepared["reference_id"] is not None, run_info, artifacts_dir,
-                                      worker_limits, run.early_output_names)
+                                      worker_limits, run.early_output_names, run.statuses, emit)
         else:
             with gc_policy.fewer_collections():      # one big heap in this process: see gc_policy
                 emit({"stage": "load", "status": "running"})
@@ -182,6 +184,7 @@ class _IsolatedRun:
         self.queued: set[str] = set()
         self.by_job: dict[str, object] = {}
         self.folders: dict[str, tuple] = {}
+        self.statuses: dict[str, tuple] = {}      # identity -> (status, error) each target finished with
         self.early_output_names: list[str] | None = None
         self.finished = 0
         self.started: set[str] = set()
@@ -189,7 +192,7 @@ class _IsolatedRun:
 
     def run(self) -> None:
         self.queue.append(Job("prepare", "xc_core.pipeline:prepare_job", {**self.spec, "run_dir": self.run_dir},
-                              os.path.join(self.run_dir, "work", "prepare")))
+                              os.path.join(self.run_dir, "work", "prepare"), writable=(self.run_dir,)))
         run_jobs(self.queue, self.worker_limits, self.jobs, self._on_stage, self._on_done, self.cancel)
         out = self.prepare_outcome
         if out is None or not out.ok:
@@ -233,7 +236,7 @@ class _IsolatedRun:
             self.queue.append(Job(name, "xc_core.pipeline:target_job",
                                   {**job_args, "target_class": f"{cls.__module__}:{cls.__qualname__}",
                                    "options": dict(target.options)},
-                                  os.path.join(self.run_dir, "work", name)))
+                                  os.path.join(self.run_dir, "work", name), writable=_writable(self.run_dir, target)))
 
     def _on_done(self, out: Outcome) -> None:
         if out.name != "prepare":
@@ -287,26 +290,84 @@ class _IsolatedRun:
             r.save(folder)
             status, error = r.status, r.error
         self.folders[target.identity] = (folder, worker)
+        self.statuses[target.identity] = (status, error)
         self.finished += 1
         self.emit({"stage": "target", "target": target.identity, "status": status, "error": error,
                    "index": self.finished, "total": len(self.made)})
 
 
+REPORT_JOB = "xc_core.pipeline:report_job"
+
+
 def _report_isolated(run_dir: str, inputs_info: dict, made: list, folders: dict, has_reference: bool,
                      run_info: dict, artifacts_dir: str | None, limits: WorkerLimits,
-                     early_output_names: list[str] | None = None) -> dict:
+                     early_output_names: list[str] | None = None, statuses: dict | None = None,
+                     emit: Progress | None = None) -> dict:
     """Build the report in a worker too: drift, alignment and schema validation are seconds of pure Python
-    that would otherwise hold a dashboard server's interpreter while sessions wait for pages."""
+    that would otherwise hold a dashboard server's interpreter while sessions wait for pages.
+
+    Every target has finished by now, so a failure here (a memory limit on a big model, a crash, a bug in an
+    analysis) must not lose them: the report is built again without its optional parts (pipeline.report_job,
+    lean), and if even that fails, a report of the targets' statuses is made here; either way run.report_error
+    says what happened."""
+    emit = emit or (lambda event: None)
     items = [[t.identity, *folders[t.identity]] for t in made if t.identity in folders]
-    job = Job("report", "xc_core.pipeline:report_job",
-              {"run_dir": run_dir, "inputs_info": inputs_info, "results": items, "has_reference": has_reference,
-               "run": run_info, "artifacts_dir": artifacts_dir, "export": artifacts_dir is not None,
-               "early_output_names": early_output_names},
-              os.path.join(run_dir, "work", "report"))
+    args = {"run_dir": run_dir, "inputs_info": inputs_info, "results": items, "has_reference": has_reference,
+            "run": run_info, "artifacts_dir": artifacts_dir, "export": artifacts_dir is not None,
+            "early_output_names": early_output_names}
+    job = Job("report", REPORT_JOB, args, os.path.join(run_dir, "work", "report"), writable=(run_dir,))
     out = run_jobs([job], limits, 1)["report"]
-    if not out.ok:
-        raise RuntimeError(f"building the report: {out.error}")
-    return read_report(os.path.join(job.workdir, "report.json"))
+    if out.ok:
+        return read_report(os.path.join(job.workdir, "report.json"))
+    failed = {"error": _report_failure(out), "detail": (out.detail or "")[-MAX_ERROR_DETAIL:] or None}
+    # Its own stage name: a "report" event means the report is done to the dashboard's progress lines.
+    emit({"stage": "report-retry", "status": "running", "step": "again without its optional parts",
+          "error": failed["error"]})
+    lean = Job("report-lean", REPORT_JOB, {**args, "lean": failed}, os.path.join(run_dir, "work", "report-lean"),
+               writable=(run_dir,))
+    again = run_jobs([lean], limits, 1)["report-lean"]
+    if again.ok:
+        return read_report(os.path.join(lean.workdir, "report.json"))
+    return _statuses_report(run_dir, inputs_info, made[1:] if has_reference else made, statuses or {}, run_info,
+                            artifacts_dir, {**failed, "again": _report_failure(again)})
+
+
+def _report_failure(out: Outcome) -> str:
+    """A failed report job in words: 'exceeded the 4 GiB memory limit in report (resident 4.0 GiB)'."""
+    return out.error if out.cause != "exception" else f"failed: {out.error}"
+
+
+def _statuses_report(run_dir: str, inputs_info: dict, targets: list, statuses: dict, run_info: dict,
+                     artifacts_dir: str | None, failed: dict) -> dict:
+    """The last resort when no report could be built from the targets' results: each target with the status it
+    finished with, its result left out (its artifacts stay in the run folder), and why."""
+    captured = captured_summary(run_dir)
+    results = []
+    for t in targets:
+        status, error = statuses.get(t.identity, (ERROR, "did not finish"))
+        why = (f"finished {status}{' (' + error + ')' if error else ''}, but its result is not in this report: "
+               f"building the report {failed['error']}, and again without its optional parts {failed['again']}")
+        results.append(TargetResult(target=t.identity, status=ERROR, evidence=dict(t.evidence), error=why,
+                                    error_stage="report"))
+    report = assemble_report(captured, inputs_info, None, results, {**run_info}, artifacts_dir, run_dir, lean=True)
+    report["run"]["report_error"] = {**failed, "left_out": ["every target's result (their artifacts are kept)"]}
+    if artifacts_dir is not None:
+        report["exports"] = {"model_explorer": {"error": f"left out: building the report {failed['error']}"}}
+    return report
+
+
+# Targets that compile with TorchInductor, whose kernel cache is shared between analyses ($XC_HOME/cache/inductor;
+# a cold cache costs ≈20 s of C++ compiling): their workers may write there too.
+_INDUCTOR_CACHE_USERS = {"inductor-cpu"}
+
+
+def _writable(run_dir: str, target) -> tuple[str, ...]:
+    """Where a target's worker may write (where Landlock confines it): its analysis' run folder (its artifacts,
+    the probe models written beside the captured ONNX), and the Inductor cache for the targets that use it."""
+    if target.id in _INDUCTOR_CACHE_USERS:
+        from .store import home
+        return run_dir, os.path.join(home(), "cache", "inductor")
+    return (run_dir,)
 
 
 def _failure(target, out: Outcome) -> TargetResult:

@@ -232,12 +232,24 @@ def _module_path(stack) -> str | None:
 
 
 def _module_path_from_scopes(text: str) -> str | None:
+    """torch.onnx writes a node's module scopes as a Python list literal: read it as data, never evaluated, and
+    only if it is a short list of strings (the metadata is the model's own text)."""
+    if not isinstance(text, str) or len(text) > 10_000:
+        return None
     try:
         import ast
         scopes = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return None
-    return ".".join(s for s in scopes[:-1] if s)
+    if not isinstance(scopes, list) or not all(isinstance(s, str) for s in scopes):
+        return None
+    # torch 2.13's exporter writes each scope as the full path ('m', 'm.vit', 'm.vit.layers.0'); older ones wrote
+    # each module's own name ('m', 'vit', 'layers.0'). The last entry is the op itself.
+    path = ""
+    for scope in scopes[:-1]:
+        if scope:
+            path = scope if not path or scope.startswith(path + ".") else f"{path}.{scope}"
+    return path
 
 
 def _location(stack_trace: str | None) -> str | None:

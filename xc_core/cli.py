@@ -121,12 +121,43 @@ def main(argv: list[str] | None = None) -> int:
         print(f"xc: {e.for_cli()}", file=sys.stderr)
         return EXIT_USAGE
     except Exception as e:  # noqa: BLE001 — a bug in xc: one line, the traceback on request
+        environment = _environment_error(e)
+        if environment:      # a full disk, a read-only folder: the machine's to fix, not a bug in xc
+            print(f"xc: {environment}", file=sys.stderr)
+            return EXIT_USAGE
         if os.environ.get("XC_DEBUG"):
             raise
-        text = str(e).strip().splitlines()
+        from .errors import hide_paths
+        text = hide_paths(str(e)).strip().splitlines()
         print(f"xc: internal error: {type(e).__name__}: {text[0][:300] if text else ''} (set XC_DEBUG=1 for the "
               "traceback)", file=sys.stderr)
         return EXIT_DIFF_INTERNAL if args.command == "diff" else EXIT_INTERNAL
+
+
+# The machine's errors, not xc's: no space, a quota, a read-only or failing disk, no permission.
+_ENVIRONMENT_ERRNOS = {"ENOSPC", "EDQUOT", "EROFS", "EFBIG", "EIO", "EACCES", "EPERM"}
+_ENVIRONMENT_TEXT = ("No space left on device", "Disk quota exceeded", "Read-only file system")
+
+
+def _environment_error(e: Exception) -> str | None:
+    """One line for an error of the machine xc runs on (also when a worker met it: its error arrives as text), or
+    None for anything else."""
+    import errno
+    from .errors import hide_paths
+    from .store import home
+    elsewhere = "or write elsewhere (--out; XC_HOME for the run store and scratch), then run again"
+    if isinstance(e, OSError) and errno.errorcode.get(e.errno) in _ENVIRONMENT_ERRNOS:
+        where = e.filename if isinstance(e.filename, str) and e.filename else ""
+        # The user's own paths (--out, --md) are theirs to see; the scratch folders in xc's home are not.
+        if where and os.path.abspath(where).startswith(home() + os.sep):
+            where = f"{os.path.basename(where)} in xc's scratch folder"
+        full = errno.errorcode.get(e.errno) in ("ENOSPC", "EDQUOT", "EFBIG")
+        return (f"{e.strerror or errno.errorcode.get(e.errno)}{f' ({where})' if where else ''} — "
+                + ("free space " if full else "check the folder's permissions ") + elsewhere)
+    text = hide_paths(str(e)).strip()
+    if any(t in text for t in _ENVIRONMENT_TEXT):
+        return f"{text.splitlines()[0][:240]} — free space {elsewhere}"
+    return None
 
 
 def render(report: dict, fmt: str) -> str:
@@ -142,13 +173,19 @@ def render(report: dict, fmt: str) -> str:
 
 def _write(text: str, out: str | None) -> None:
     if not out:
-        sys.stdout.write(text)
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except BrokenPipeError:     # the reader went away (`| head`): nothing is wrong, and nothing more to say
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except OSError as e:
+            raise XcInputError(f"cannot write to standard output ({e.strerror})") from None
         return
     try:
         with open(out, "w", encoding="utf-8") as f:
             f.write(text)
     except OSError as e:
-        raise XcInputError(f"--out {out}: cannot write ({e.strerror})") from None
+        raise XcInputError(f"{out}: cannot write ({e.strerror})") from None
 
 
 def _report(args) -> int:
@@ -260,10 +297,30 @@ def _analyze(args) -> int:
             print(f"  captured {ev['nodes']} ops in {ev['seconds']:.1f} s "
                   f"({ev['captured'] if rel.startswith('..') else rel}); compiling…", file=sys.stderr)
 
-    report = analyze(args.source, targets, inputs_npz=args.inputs, shapes=shapes, dims=parse_dim_flags(args.dim),
-                     values=parse_value_flags(args.value), ranges=parse_range_flags(args.range), out_dir=args.out,
-                     target_options=options, progress=progress, limits=limits, worker_limits=worker_limits,
-                     jobs=args.jobs)
+    # SIGTERM (a cancelled CI job, `kill`) unwinds like Ctrl-C: the workers' process groups are killed and the
+    # scratch folders removed on the way out; then one line, and exit 143 (128 + SIGTERM, as a shell reports it).
+    import signal
+    import threading
+
+    class _Stopped(BaseException):
+        pass
+
+    def _stop(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)     # a second SIGTERM must not cut the cleanup short
+        raise _Stopped
+    on_main = threading.current_thread() is threading.main_thread()    # handlers only go there
+    previous = signal.signal(signal.SIGTERM, _stop) if on_main else None
+    try:
+        report = analyze(args.source, targets, inputs_npz=args.inputs, shapes=shapes, dims=parse_dim_flags(args.dim),
+                         values=parse_value_flags(args.value), ranges=parse_range_flags(args.range),
+                         out_dir=args.out, target_options=options, progress=progress, limits=limits,
+                         worker_limits=worker_limits, jobs=args.jobs)
+    except _Stopped:
+        print("xc: stopped by SIGTERM; workers stopped, scratch removed", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    finally:
+        if on_main:
+            signal.signal(signal.SIGTERM, previous)
     if not args.no_store:
         _record(args, report, targets, options, shapes, limits)
     for fmt, path in (("md", args.md), ("html", args.html)):

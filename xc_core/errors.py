@@ -60,13 +60,25 @@ _TORCH_ONNX_SUMMARY = _re.compile(r"^## Exception summary\s*$(.*)", _re.S | _re.
 _CLASS_PREFIX = _re.compile(r"^<class '(?:[\w.]+\.)?(\w+)'>:\s*")
 
 
+# An absolute path of two or more parts; group 1 is its last part. Not after a word, a dot, a colon or a slash, so
+# URLs ("https://host/a/b") and relative paths ("src/a/b.cpp") are left alone.
+_ABS_PATH = _re.compile(r"(?<![\w.:/~-])/(?:[^\s/'\"`()<>,;:|]+/)+([^\s/'\"`()<>,;:|]+)")
+
+
+def hide_paths(text: str) -> str:
+    """Absolute paths in a library's message cut to their base name: they name the server's scratch folders and
+    installation (nobody's business, and noise), while the base name is what the user recognises (model.xml)."""
+    return _ABS_PATH.sub(r"\1", text)
+
+
 def summarize_error(text: str, limit: int = 400) -> str:
     """The part of a runtime's error message that names the node and the cause, on one line.
 
     A bare source location ("Exception from src/inference/src/cpp/infer_request.cpp:224:") is never the summary;
-    ORT's "Status Message" is kept without its C++ location; long texts are cut at a word, never mid-word.
+    ORT's "Status Message" is kept without its C++ location; long texts are cut at a word, never mid-word;
+    absolute paths are cut to their base name (`hide_paths`).
     """
-    text = _ANSI.sub("", text or "").strip()
+    text = hide_paths(_ANSI.sub("", text or "").strip())
     m = _TORCH_ONNX_SUMMARY.search(text)
     if m:
         cause = next((ln.strip() for ln in m.group(1).splitlines() if ln.strip()), "")

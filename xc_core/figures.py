@@ -9,7 +9,7 @@ import math
 
 import plotly.graph_objects as go
 
-from .views import HEAT_CATEGORIES, heatmap_rows
+from .views import HEAT_CATEGORIES, heatmap_rows, plotly_text
 
 HEAT_COLORS = {"accelerator": "#1a9850", "accelerator (fused)": "#91cf60", "CPU": "#4575b4",
                "CPU (fused)": "#91bfdb", "CPU fallback": "#d73027", "unknown": "#fee08b", "not present": "#f0f0f0"}
@@ -46,7 +46,10 @@ def heatmap_figure(report: dict, *, by_module: bool = True, depth: int = 2, only
     scale = []
     for k, cat in enumerate(HEAT_CATEGORIES):  # a discrete colour scale: one flat band per category
         scale += [[k / n, HEAT_COLORS[cat]], [(k + 1) / n, HEAT_COLORS[cat]]]
-    fig = go.Figure(go.Heatmap(z=z, x=targets, y=[labels[i] for i in keep], text=text, hoverinfo="text",
+    # tick labels are the model's module paths and the report's target ids: escaped (plotly renders some HTML)
+    fig = go.Figure(go.Heatmap(z=z, x=[plotly_text(t) for t in targets], y=[plotly_text(labels[i]) for i in keep],
+                               text=text,
+                               hoverinfo="text",
                                colorscale=scale, zmin=-0.5, zmax=n - 0.5, xgap=2, ygap=1,
                                colorbar=dict(tickvals=list(range(n)), ticktext=HEAT_CATEGORIES, title="runs on")))
     fig.update_layout(height=max(320, 22 * len(keep) + 120), yaxis=dict(autorange="reversed"), margin=MARGIN)
@@ -67,8 +70,10 @@ def fusion_counts_figure(report: dict, targets: list[str] | None = None) -> go.F
         return None
     before = (report.get("capture") or {}).get("op_count_before")
     fig = go.Figure([
-        go.Bar(name="before (captured)", x=targets, y=[before] * len(targets), marker_color="#bbbbbb"),
-        go.Bar(name="after (compiled)", x=targets, y=[report["targets"][t]["op_count_after"] for t in targets],
+        go.Bar(name="before (captured)", x=[plotly_text(t) for t in targets], y=[before] * len(targets),
+               marker_color="#bbbbbb"),
+        go.Bar(name="after (compiled)", x=[plotly_text(t) for t in targets],
+               y=[report["targets"][t]["op_count_after"] for t in targets],
                marker_color="#1f77b4"),
     ])
     fig.update_layout(barmode="group", height=360, margin=MARGIN, yaxis_title="compute ops")
@@ -107,7 +112,8 @@ def drift_scatter_figure(report: dict, tid: str, output: str, *, webgl: bool = T
     lo, hi = min(sc["reference"]), max(sc["reference"])
     fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", line=dict(color="gray", dash="dot"),
                              name="y = x"))
-    fig.update_layout(height=320, xaxis_title="reference", yaxis_title=tid, showlegend=False, margin=MARGIN)
+    fig.update_layout(height=320, xaxis_title="reference", yaxis_title=plotly_text(tid), showlegend=False,
+                      margin=MARGIN)
     return fig
 
 
@@ -127,8 +133,9 @@ def layer_drift_figure(report: dict) -> go.Figure | None:
     for t, ld in layer.items():
         pts = ld["points"]
         fig.add_trace(go.Scatter(x=[p["depth"] for p in pts], y=[max(p["rel_l2"] or 0, 1e-12) for p in pts],
-                                 mode="lines+markers", name=t, text=[p["module_path"] for p in pts],
-                                 hovertemplate="%{text}<br>rel L2 %{y:.2e}<extra>" + t + "</extra>"))
+                                 mode="lines+markers", name=plotly_text(t),
+                                 text=[plotly_text(p["module_path"]) for p in pts],
+                                 hovertemplate="%{text}<br>rel L2 %{y:.2e}<extra>" + plotly_text(t) + "</extra>"))
     threshold = next(iter(layer.values()))["threshold_rel_l2"]
     fig.add_hline(y=threshold, line_dash="dash", line_color="red", annotation_text="divergence threshold")
     fig.update_layout(height=380, yaxis_type="log", xaxis_title="depth (op index in the captured graph)",

@@ -65,6 +65,9 @@ def resolve_inputs(specs: list[InputSpec], *, shapes: dict | None = None, dims: 
                    value_hints: dict[str, str] | None = None) -> tuple[list[InputSpec], dict]:
     """The specs that will run and a record of how each input got its shape and values."""
     shapes, dims, values, ranges = shapes or {}, dims or {}, values or {}, ranges or {}
+    if arrays is not None and not arrays and specs:     # an .npz given, but empty: every input would miss
+        raise XcInputError("the .npz holds no arrays; accepted: one array per model input, named as the input "
+                           "(the model takes " + ", ".join(f"{s.name} {describe(s)}" for s in specs) + ")")
     arrays = arrays if arrays is not None else {}
     _check_names(specs, shapes, dims, values, ranges, arrays)
     record = {"inputs": {}, "probes": [], "picked_by": "declared"}

@@ -46,6 +46,26 @@ LIMITS = {
 }
 ZIP_RATIO_MIN_BYTES = 1 << 20
 
+# Reports read back (the History page's import, `report` and `diff`) are parsed whole into memory: a crafted
+# report.json must not fill the server's. report.json itself stays small (lists over 1 MiB go to the sidecar), so
+# 64 MiB is far above any real one; the sidecar holds a big model's per-node lists (90 MB inline for an LSTM of
+# 60,000 Core ML ops). No flag: `report` and `diff` read them through the environment like the dashboard.
+REPORT_LIMITS = {
+    "max_report_mb": Limit("max_report_mb", 64, "XC_MAX_REPORT_MB", "", "MiB", "size of a report.json read back"),
+    "max_sidecar_mb": Limit("max_sidecar_mb", 512, "XC_MAX_SIDECAR_MB", "", "MiB",
+                            "size of a report.nodes.json read back"),
+}
+# Nesting of a report read back: xc writes 9 levels; readers (and Python's recursion limit) need a bound, and a
+# 200,000-deep array is a few hundred kilobytes.
+REPORT_MAX_DEPTH = 64
+
+
+def report_limit(name: str) -> float:
+    """A REPORT_LIMITS value: its environment variable, else its default."""
+    lim = REPORT_LIMITS[name]
+    raw = os.environ.get(lim.env)
+    return _parse(raw, lim, source=lim.env) if raw is not None and raw.strip() else lim.default
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -87,11 +107,11 @@ def _parse(raw: str, lim: Limit, source: str) -> float:
     return value
 
 
-def exceeded(name: str, subject: str, actual: float, limits: Limits) -> XcInputError:
+def exceeded(name: str, subject: str, actual: float, limits: Limits | None = None) -> XcInputError:
     """The one-line error for a breached limit: what is too big, by how much, and the two ways to raise it.
     `subject` reads before the amount: "model.pt2: the archive unpacks to" → "… to 5.00 GiB, above …"."""
-    lim = LIMITS[name]
-    value = getattr(limits, name)
+    lim = LIMITS.get(name) or REPORT_LIMITS[name]
+    value = getattr(limits, name) if name in LIMITS else report_limit(name)
     if lim.unit == "MiB":
         amount, bound = human_bytes(actual), f"{value:g} MiB"
     elif lim.unit == "×":
@@ -100,7 +120,8 @@ def exceeded(name: str, subject: str, actual: float, limits: Limits) -> XcInputE
         amount, bound = f"{int(actual):,}", f"{int(value):,}"
     said = f"{subject} {amount}, above the {bound} limit on the {lim.what}"
     # The dashboard has no flags: its server reads the environment variable when it starts.
-    return XcInputError(f"{said} (raise it with {lim.flag} or the environment variable {lim.env})",
+    how = f"{lim.flag} or the environment variable" if lim.flag else "the environment variable"
+    return XcInputError(f"{said} (raise it with {how} {lim.env})",
                         dashboard=f"{said} (raise it with the environment variable {lim.env} where the dashboard "
                                   "server is started)")
 

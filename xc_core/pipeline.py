@@ -129,18 +129,20 @@ def target_job(args: dict, workdir: str, stage) -> dict:
 
 
 def assemble_report(captured: Captured, inputs_info: dict, reference, results: list, run_info: dict,
-                    artifacts_dir: str | None, run_dir: str | None = None) -> dict:
+                    artifacts_dir: str | None, run_dir: str | None = None, lean: bool = False) -> dict:
     """The Report from the captured model and every target's result, validated against the schema.
 
     Artifact paths are relative to the run folder (where report.json is written): a report then reads the same
-    wherever the run was made, diffs cleanly, and its files resolve from the run store or a copied folder."""
+    wherever the run was made, diffs cleanly, and its files resolve from the run store or a copied folder.
+    `lean` leaves out the optional parts (see LEFT_OUT_WHEN_LEAN): the report of a run whose full report could
+    not be built."""
     from .analysis.layer_drift import module_boundaries
     from .report.build import build_report, host_info
     from .report.schema import validate_report
     from .analysis.stages import STAGES_FILE, GraphStore
     stage_graphs = GraphStore()
     report = build_report(captured.source, captured, inputs_info, reference, results, host_info(),
-                          module_boundaries(captured.before), stage_graphs)
+                          module_boundaries(captured.before), stage_graphs, lean=lean)
     report["run"] = run_info
     report["artifacts_dir"] = artifacts_dir
     # Step graphs go beside report.json, once each; without a kept run folder they are not kept.
@@ -161,22 +163,44 @@ def _relative(path: str, run_dir: str) -> str:
     return path if rel.startswith("..") else rel.replace(os.sep, "/")
 
 
+# What a lean report leaves out (xc_core.report.build, lean=True), in words for run.report_error.
+LEFT_OUT_WHEN_LEAN = ["the Model Explorer export", "the lowering stages and their step graphs",
+                      "where the targets first part ways", "per-layer drift", "drift histograms and scatter",
+                      "the layout audit"]
+
+
 def report_job(args: dict, workdir: str, stage) -> dict:
-    """Worker entry: read every target's result from its folder and write the Report to workdir/report.json."""
+    """Worker entry: read every target's result from its folder and write the Report to workdir/report.json.
+    With args["lean"] (why the full report failed), the report leaves out its optional parts and says so in
+    run.report_error: every target's result is kept."""
     from .report.sidecar import write as write_report
     from .targets import TargetResult
+    lean = args.get("lean")
     stage("report")
     captured = captured_summary(args["run_dir"])
+    if lean:        # what the failed attempt may have half-written
+        from .analysis.stages import STAGES_FILE
+        import shutil
+        shutil.rmtree(os.path.join(args["run_dir"], MODEL_EXPLORER_DIR), ignore_errors=True)
+        if os.path.exists(os.path.join(args["run_dir"], STAGES_FILE)):
+            os.remove(os.path.join(args["run_dir"], STAGES_FILE))
     loaded = []
     for identity, folder, worker in args["results"]:
         r = TargetResult.load(folder)
         r.info["worker"] = worker
+        if lean:
+            r.intermediates = {}      # per-layer values: the bulk of a result's arrays
+            r.stages = []
         rename_outputs(r, args.get("early_output_names"), captured.output_names)
         loaded.append(r)
     reference = loaded.pop(0) if args["has_reference"] and loaded else None
     report = assemble_report(captured, args["inputs_info"], reference, loaded, args["run"], args["artifacts_dir"],
-                             args["run_dir"])
-    if args.get("export"):
+                             args["run_dir"], lean=bool(lean))
+    if lean:
+        report["run"]["report_error"] = {**lean, "left_out": LEFT_OUT_WHEN_LEAN}
+        if args.get("export"):
+            report["exports"] = {"model_explorer": {"error": f"left out: building the report {lean['error']}"}}
+    elif args.get("export"):
         stage("export")
         report["exports"] = export_files(report, args["run_dir"])
     write_report(report, workdir)

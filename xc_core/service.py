@@ -4,7 +4,9 @@ The dashboard's script threads must not run an analysis themselves: a page would
 and the server would stop answering. Here an analysis runs in a thread of its own (whose work is in worker
 processes, so it mostly waits), every session asking for the same key shares it, and its progress events are
 there to poll. A finished report goes into the RunStore, so re-opening a model after a restart is instant; a
-refusal (bad input) is remembered in memory so clicking through pages does not analyse a bad file again.
+refusal (bad input) is remembered in memory so clicking through pages does not analyse a bad file again. When the
+store cannot keep runs (its index cannot be opened: xc_core.store says why, once), finished reports are kept in
+memory instead, the most recent MAX_KEPT_IN_MEMORY of them, so the dashboard still works, only without history.
 """
 from __future__ import annotations
 
@@ -17,10 +19,27 @@ import weakref
 from dataclasses import dataclass, field
 
 from .errors import XcInputError
-from .store import RunStore, scratch_dir, sweep_scratch
+from .store import RunStore, StoreUnavailable, say_once, scratch_dir, sweep_scratch
 
 QUEUED, RUNNING, DONE, REFUSED, FAILED = "queued", "running", "done", "refused", "failed"
 MAX_REMEMBERED_REFUSALS = 256
+MAX_KEPT_IN_MEMORY = 16     # finished reports held when the store cannot keep them (each can be tens of MB)
+
+
+def on_server_start() -> int:
+    """What a dashboard server does once, before any session: sweep the scratch folders a crashed or killed
+    process left (an upload, a half-written run), and open the run store so a damaged index is repaired (or
+    found unusable) now, in the server's log, rather than in the first visitor's page. Returns how many folders
+    were swept."""
+    try:
+        swept = sweep_scratch()
+        store = RunStore()
+        if store.problem:
+            say_once(store.problem)
+        return swept
+    except Exception as e:  # noqa: BLE001 — a server that cannot tidy up still serves: one line in its log
+        say_once(f"the start-up sweep failed ({type(e).__name__}: {e}); the server carries on")
+        return 0
 
 
 @dataclass
@@ -50,7 +69,12 @@ class AnalysisService:
         self._lock = threading.Lock()
         self._active: dict[str, Analysis] = {}
         self._refused: collections.OrderedDict[str, Analysis] = collections.OrderedDict()
-        sweep_scratch()   # what a crashed or killed server left in the scratch area
+        self._kept: collections.OrderedDict[str, Analysis] = collections.OrderedDict()
+        # The server sweeps when it starts (on_server_start); a service made elsewhere (AppTest, a script) sweeps
+        # what a crashed or killed process left here.
+        sweep_scratch()
+        if self.store.problem:
+            say_once(self.store.problem)
 
     def wait_idle(self, timeout_s: float = 600) -> bool:
         """Wait until no analysis is in flight (a test session ending, a server shutting down); False on timeout."""
@@ -70,7 +94,7 @@ class AnalysisService:
     def get(self, key: str) -> Analysis | None:
         """The analysis for this key: in flight, refused, or finished (from the store); None if never run."""
         with self._lock:
-            a = self._active.get(key) or self._refused.get(key)
+            a = self._active.get(key) or self._refused.get(key) or self._kept.get(key)
         if a is not None:
             return a
         report = self.store.get(key)
@@ -115,7 +139,9 @@ class AnalysisService:
                     upload_dir = scratch_dir("upload")
                     paths = {}
                     for name, data in files.items():
-                        paths[name] = os.path.join(upload_dir, name)
+                        # the page sanitises upload names; a base name here all the same (never a path out)
+                        safe = os.path.basename(str(name).replace("\\", "/")).lstrip(".") or "upload"
+                        paths[name] = os.path.join(upload_dir, safe)
                         with open(paths[name], "wb") as f:
                             f.write(data)
                     spec = paths[kwargs.pop("model_file")]
@@ -125,7 +151,16 @@ class AnalysisService:
                 report = analyze(spec, out_dir=run_dir, progress=a.events.append, **kwargs)
                 # The run folder goes; its files (artifacts/…, as report.json names them) are in the store.
                 report.setdefault("run", {})["key"] = a.key
-                self.store.put(a.key, report, run_dir, origin="dashboard")
+                try:
+                    self.store.put(a.key, report, run_dir, origin="dashboard")
+                except OSError as e:       # the store cannot keep it (unavailable, a full disk): not lost
+                    say_once(str(e) if isinstance(e, StoreUnavailable) else
+                             f"the run store at {self.store.root} could not keep a run ({e.strerror or e}); "
+                             "finished reports are held in memory until the server stops")
+                    with self._lock:
+                        self._kept[a.key] = a
+                        while len(self._kept) > MAX_KEPT_IN_MEMORY:
+                            self._kept.popitem(last=False)
                 a.report, a.state = report, DONE
             except XcInputError as e:
                 a.error, a.state = e.for_dashboard(), REFUSED

@@ -22,6 +22,7 @@ import heapq
 import html
 import math
 import re
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -376,7 +377,18 @@ def tint(hex_colour: str, share: float = 0.72) -> str:
 
 
 def _e(s) -> str:
-    return html.escape(str(s), quote=True)
+    return html.escape(visible(str(s)), quote=True)
+
+
+_INVISIBLE = {"Cc", "Cf", "Cs"}     # control, format (bidi overrides, zero-width) and lone surrogate characters
+
+
+def visible(text: str) -> str:
+    """Model text as it reads: control and format characters (a NUL ends Graphviz's input, XML forbids most
+    control characters, a right-to-left override reorders what follows) shown as escapes like \\x00, \\u202e."""
+    if text.isascii() and text.isprintable():
+        return text
+    return "".join(repr(c)[1:-1] if unicodedata.category(c) in _INVISIBLE else c for c in text)
 
 
 def _cut(s: str, k: int = MAX_LABEL) -> str:
@@ -497,9 +509,13 @@ def render_svg(v: dict) -> str:
     hovers.update({f"cluster_{k}": f"{c['path']} — {c['nodes']} nodes (click the title to collapse)"
                    for k, c in enumerate(v["clusters"])})
     return re.sub(r"<title>([^<]*)</title>",
-                  lambda m: f"<title>{html.escape(hovers.get(m.group(1), ''), quote=False)}</title>"
+                  lambda m: f"<title>{html.escape(_visible_lines(hovers.get(m.group(1), '')), quote=False)}</title>"
                   if m.group(1) in hovers else ("<title></title>" if "&#45;&gt;" in m.group(1) else m.group(0)),
                   svg)
+
+
+def _visible_lines(text: str) -> str:
+    return "\n".join(visible(line) for line in text.split("\n"))
 
 
 def boxes_holding(v: dict, prep: Prepared, node_ids: set[str]) -> list[int]:

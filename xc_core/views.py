@@ -2,6 +2,12 @@
 from __future__ import annotations
 
 
+def plotly_text(text) -> str:
+    """Text for plotly's hover and tick labels, which render <a>, <b>, <br> … : escaped."""
+    import html
+    return html.escape(str(text), quote=False)
+
+
 def fmt_sci(x) -> str:
     """Error figures (rel L2, max abs, tolerances) in one format everywhere: 3.17e-07 beside 8.57e-03."""
     if x is None:
@@ -212,8 +218,10 @@ def heatmap_rows(report: dict, by_module: bool = True, depth: int = 2) -> tuple[
             reasons = sorted({m["targets"][tid].get("fallback_reason") for m in members
                               if m["targets"].get(tid, {}).get("fallback_reason")})
             ev = report["targets"][tid]["graph"]["evidence"]
-            hover = (f"{key} on {tid}: {cat} ({len(members)} op(s): " + ", ".join(sorted(set(cats))) + ")"
-                     + (f"<br>reason: {'; '.join(reasons)}" if reasons else "") + f"<br>evidence: {ev}")
+            # plotly renders a subset of HTML in hover text (links included): the model's names go in escaped
+            hover = (plotly_text(f"{key} on {tid}: {cat} ({len(members)} op(s): " + ", ".join(sorted(set(cats))) + ")")
+                     + (f"<br>reason: {plotly_text('; '.join(reasons))}" if reasons else "")
+                     + f"<br>evidence: {plotly_text(ev)}")
             line.append({"category": cat, "hover": hover})
         cells.append(line)
     return labels, targets, cells

@@ -13,12 +13,26 @@ as .npz read with allow_pickle=False): the parent never unpickles anything a chi
 
 Each child runs in its own process group with its own temp folder inside its job folder, so whatever it or a
 library it calls leaves behind (coremltools writes packages to the temp dir) goes when the job folder goes.
+
+A converted model is untrusted input to native code, so a child is also confined (`_confine`, before the job runs):
+- its environment is an allow-list (the search path, locale, thread settings, compilers, TORCH*/XC_* settings),
+  and any name that looks like a credential is dropped even from that, so no token, key or password reaches a
+  toolchain;
+- HOME, TMPDIR / TEMP / TMP and tempfile's cached temp dir point inside the job folder;
+- where the kernel has Landlock (Linux 5.13+, unprivileged), it may write only beneath the job's writable folders
+  (its analysis' run folder; the Inductor cache for targets that compile with torch) and /dev/null; on kernels
+  that support it, TCP bind / connect are refused, and signals and abstract UNIX sockets cannot reach processes
+  outside the sandbox. Reads are not restricted: the toolchains read the whole Python installation.
+  `landlock_status()` says what applies here; XC_LANDLOCK=0 turns it off.
 """
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import multiprocessing
 import os
+import re
 import signal
 import threading
 import time
@@ -78,6 +92,8 @@ class Job:
     args: dict
     workdir: str
     imports: tuple[str, ...] = ()   # modules the child imports first (e.g. where a plug-in target registers)
+    # Folders the child may write besides its workdir, where Landlock confines it (e.g. its analysis' run folder).
+    writable: tuple[str, ...] = ()
 
 
 @dataclass
@@ -308,24 +324,23 @@ def _start(ctx, job: Job) -> _Running:
     os.makedirs(job.workdir, exist_ok=True)
     stderr_path = os.path.join(job.workdir, "stderr.log")
     recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child_main, args=(job, send, stderr_path), name=f"xc-{job.name}", daemon=True)
-    proc.start()
+    # The parent gives the child its environment and decides on Landlock: the forkserver's own environment is
+    # as old as the forkserver (XC_HOME, XC_LANDLOCK or thread settings may have changed since).
+    proc = ctx.Process(target=_child_main, name=f"xc-{job.name}", daemon=True,
+                       args=(job, send, stderr_path, _job_environment(job.workdir), landlock_status()["abi"]))
+    with _clean_spawns():
+        proc.start()
     send.close()
     return _Running(proc, recv, job, stderr_path)
 
 
 # ------------------------------------------------------------------------------------------------- child ----
-def _child_main(job: Job, conn, stderr_path: str) -> None:
+def _child_main(job: Job, conn, stderr_path: str, env: dict, landlock_abi: int) -> None:
     os.setsid()   # its own process group: a kill takes whatever it started too
     try:
         os.nice(WORKER_NICENESS)
     except OSError:
         pass
-    tmp = os.path.join(job.workdir, "tmp")
-    os.makedirs(tmp, exist_ok=True)
-    import tempfile
-    os.environ["TMPDIR"] = tmp
-    tempfile.tempdir = tmp
     fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(fd, 2)
     os.close(fd)
@@ -339,6 +354,7 @@ def _child_main(job: Job, conn, stderr_path: str) -> None:
                                    default=_json_default).encode())
 
     try:
+        _confine(job, env, landlock_abi)
         import importlib
         for m in job.imports:
             importlib.import_module(m)
@@ -373,3 +389,189 @@ def _json_default(o):
     if isinstance(o, np.generic):
         return o.item()
     raise TypeError(f"{type(o).__name__} does not cross the worker boundary; write it to a file")
+
+
+# ------------------------------------------------------------------------------------------- confinement ----
+# What a worker keeps of its parent's environment: what the toolchains read. Everything else (cloud credentials,
+# CI tokens, a Hugging Face token, passwords) stays behind.
+_ENV_KEEP = {"PATH", "LANG", "LANGUAGE", "TZ", "TERM", "USER", "LOGNAME", "PYTHONPATH", "PYTHONHASHSEED",
+             "PYTHONFAULTHANDLER", "VIRTUAL_ENV", "LD_LIBRARY_PATH", "CC", "CXX", "CPATH", "LIBRARY_PATH",
+             "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "SOURCE_DATE_EPOCH"}
+_ENV_KEEP_PREFIXES = ("LC_", "OMP_", "KMP_", "GOMP_", "MKL_", "OPENBLAS_", "DNNL_", "ONEDNN_", "TBB_", "OV_", "ORT_",
+                      "TORCH_", "TORCHINDUCTOR_", "XC_")
+# Dropped even when allowed above: a name that says it holds a credential.
+_ENV_SECRET = re.compile(r"TOKEN|SECRET|PASSW|PASSPHRASE|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVATE|AUTH|COOKIE|"
+                         r"SESSION|(^|_)KEY($|_)", re.IGNORECASE)
+
+
+def worker_environment(environ: dict, workdir: str | None) -> dict:
+    """The environment a worker runs with: the allow-listed part of `environ`, with HOME and the temp folders
+    inside its job folder (`workdir`; None for the forkserver, which keeps them as they are)."""
+    env = {k: v for k, v in environ.items()
+           if (k in _ENV_KEEP or k.startswith(_ENV_KEEP_PREFIXES)) and not _ENV_SECRET.search(k)}
+    if workdir is None:
+        env.update({k: environ[k] for k in ("HOME", "TMPDIR", "TEMP", "TMP") if k in environ})
+    else:
+        tmp = os.path.join(workdir, "tmp")
+        env.update(HOME=os.path.join(workdir, "home"), TMPDIR=tmp, TEMP=tmp, TMP=tmp)
+    return env
+
+
+_SPAWN_LOCK = threading.Lock()
+_SPAWNED: list = []
+
+
+@contextlib.contextmanager
+def _clean_spawns():
+    """While a worker starts: when multiprocessing has to launch its forkserver (the first time, or after it died)
+    and resource tracker, they start with the allow-listed environment, so no credential of this process is ever
+    in a worker's memory or its /proc/PID/environ (cleaning os.environ in the child would leave both)."""
+    from multiprocessing import util
+
+    def spawn(path, args, passfds):
+        import subprocess
+        p = subprocess.Popen(list(args), executable=path, pass_fds=tuple(sorted(map(int, passfds))), close_fds=True,
+                             env=_job_environment(None), restore_signals=False)
+        _SPAWNED.append(p)   # multiprocessing waits for this pid itself: a dropped Popen would let subprocess reap it
+        return p.pid
+    with _SPAWN_LOCK:
+        original, util.spawnv_passfds = util.spawnv_passfds, spawn
+        try:
+            yield
+        finally:
+            util.spawnv_passfds = original
+
+
+def _job_environment(workdir: str | None) -> dict:
+    """worker_environment of this process's environment, with xc's data folder pinned: with HOME moved into the job
+    folder, a default XC_HOME (the user data dir, found from HOME) would move with it."""
+    from .store import home
+    return {**worker_environment(dict(os.environ), workdir), "XC_HOME": home()}
+
+
+def _confine(job: Job, env: dict, landlock_abi: int) -> None:
+    """Before the job: the environment `env` (worker_environment's), home and temp inside the job folder, and
+    (Landlock) no writes outside the folders the job may write. Raises when Landlock is there but could not be
+    applied: a worker that should be confined does not run unconfined."""
+    import tempfile
+    for d in (env["HOME"], env["TMPDIR"]):
+        os.makedirs(d, exist_ok=True)
+    os.environ.clear()      # unsetenv for each, so programs the worker starts (g++) inherit only `env`
+    os.environ.update(env)
+    tempfile.tempdir = env["TMPDIR"]      # tempfile caches its folder: torch had asked it already, in the forkserver
+    import sys
+    sys.dont_write_bytecode = True        # nothing to write into the installation's __pycache__ (refused anyway)
+    if landlock_abi:
+        profiles = env.get("XC_PROFILE_DIR")     # a bench's cProfile files (see _child_main)
+        try:
+            _landlock((job.workdir, *job.writable, *([profiles] if profiles else [])), landlock_abi)
+        except OSError as e:
+            raise RuntimeError(f"the worker could not be confined with Landlock ({e.strerror or e}); set "
+                               "XC_LANDLOCK=0 to run workers without it") from None
+
+
+# Landlock's interface (include/uapi/linux/landlock.h): three system calls, numbered alike on every architecture.
+_SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
+_CREATE_RULESET_VERSION = 1
+_RULE_PATH_BENEATH = 1
+_PR_SET_NO_NEW_PRIVS = 38
+_FS_WRITE_FILE, _FS_TRUNCATE, _FS_REFER = 1 << 1, 1 << 14, 1 << 13
+_FS_MAKE = sum(1 << i for i in range(4, 13))   # remove dir/file, make char/dir/reg/sock/fifo/block/sym
+_NET_BIND_TCP, _NET_CONNECT_TCP = 1, 2                      # ABI 4
+_SCOPE_ABSTRACT_UNIX_SOCKET, _SCOPE_SIGNAL = 1, 2           # ABI 6
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1      # packed in the kernel's header: 12 bytes
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+_LANDLOCK: dict | None = None
+
+
+def confinement() -> dict:
+    """What confines a worker on this host, in words (the report's run.confinement)."""
+    ll = landlock_status()
+    out = {"environment": "allow-list (no credentials)", "home_and_temp": "inside the job folder"}
+    if ll["abi"]:
+        out["landlock_abi"] = ll["abi"]
+        out["writes"] = "only beneath the run folder (and the Inductor cache for Inductor), /dev/null"
+        if ll["abi"] >= 4:
+            out["tcp"] = "bind and connect refused"
+        if ll["abi"] >= 6:
+            out["scope"] = "no signals or abstract-socket connections to processes outside"
+    else:
+        out["writes"] = f"not confined: {ll['why']}"
+    return out
+
+
+def landlock_status() -> dict:
+    """{"abi": the kernel's Landlock ABI version or 0, "why": why not, when 0}. Asking is harmless (it restricts
+    nothing); XC_LANDLOCK=0 says no."""
+    global _LANDLOCK
+    if os.environ.get("XC_LANDLOCK", "1").strip().lower() in ("0", "false", "no", "off"):
+        return {"abi": 0, "why": "turned off (XC_LANDLOCK=0)"}
+    if _LANDLOCK is None:
+        import sys
+        if not sys.platform.startswith("linux"):
+            _LANDLOCK = {"abi": 0, "why": f"Landlock is Linux's; this is {sys.platform}"}
+        else:
+            try:
+                libc = ctypes.CDLL(None, use_errno=True)
+                libc.syscall.restype = ctypes.c_long
+                abi = libc.syscall(ctypes.c_long(_SYS_CREATE_RULESET), None, ctypes.c_size_t(0),
+                                   ctypes.c_uint32(_CREATE_RULESET_VERSION))
+                err = ctypes.get_errno()
+            except (OSError, AttributeError) as e:
+                abi, err = -1, 0
+                _LANDLOCK = {"abi": 0, "why": f"no system call interface ({e})"}
+            if _LANDLOCK is None:
+                why = f"this kernel has no Landlock ({os.strerror(err) if err else 'no ABI'})"
+                _LANDLOCK = {"abi": int(abi), "why": None} if abi > 0 else {"abi": 0, "why": why}
+    return dict(_LANDLOCK)
+
+
+def _landlock(writable, abi: int) -> None:
+    """Allow writes only beneath `writable` (and to /dev/null) for this process and everything it starts; refuse TCP
+    and (ABI 6) signals and abstract sockets to processes outside. Irreversible."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+
+    def call(*args) -> int:
+        ret = libc.syscall(*args)
+        if ret < 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"Landlock: {os.strerror(err)}")
+        return ret
+    handled = _FS_WRITE_FILE | _FS_MAKE | (_FS_REFER if abi >= 2 else 0) | (_FS_TRUNCATE if abi >= 3 else 0)
+    attr = _RulesetAttr(handled, (_NET_BIND_TCP | _NET_CONNECT_TCP) if abi >= 4 else 0,
+                        (_SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL) if abi >= 6 else 0)
+    # An older kernel reads a shorter struct (and refuses fields it does not know): pass only what it knows.
+    size = 8 if abi < 4 else 16 if abi < 6 else ctypes.sizeof(_RulesetAttr)
+    ruleset = call(ctypes.c_long(_SYS_CREATE_RULESET), ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    try:
+        file_rights = _FS_WRITE_FILE | (_FS_TRUNCATE if abi >= 3 else 0)
+        rules = [(p, handled) for p in dict.fromkeys(os.path.abspath(w) for w in writable if w)]
+        rules.append((os.devnull, file_rights))
+        for path, rights in rules:
+            if rights == handled:
+                os.makedirs(path, exist_ok=True)
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            try:
+                rule = _PathBeneathAttr(rights, fd)
+                call(ctypes.c_long(_SYS_ADD_RULE), ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH),
+                     ctypes.byref(rule), ctypes.c_uint32(0))
+            finally:
+                os.close(fd)
+        libc.prctl.restype = ctypes.c_int
+        if libc.prctl(ctypes.c_int(_PR_SET_NO_NEW_PRIVS), ctypes.c_ulong(1), ctypes.c_ulong(0), ctypes.c_ulong(0),
+                      ctypes.c_ulong(0)) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+        call(ctypes.c_long(_SYS_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0))
+    finally:
+        os.close(ruleset)

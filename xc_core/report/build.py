@@ -22,9 +22,13 @@ SCHEMA_VERSION = "1.0"
 
 
 def build_report(source, captured, inputs_info: dict, reference, results: list, host: dict,
-                 boundaries: list[dict] | None = None, stage_graphs: GraphStore | None = None) -> dict:
+                 boundaries: list[dict] | None = None, stage_graphs: GraphStore | None = None,
+                 lean: bool = False) -> dict:
     """The Report. `stage_graphs`, when given, is filled with every step graph by key (written beside the
-    report as stages.json; the report names them by key)."""
+    report as stages.json; the report names them by key). `lean` leaves out the optional parts that cost the
+    most memory on a big model — the lowering stages and their graphs, the first divergence, per-layer drift,
+    drift histograms and the layout audit — for a run whose full report could not be built; every target's
+    status, graph, fusions, precision and drift are kept."""
     stage_graphs = GraphStore() if stage_graphs is None else stage_graphs
     report = {
         "schema_version": SCHEMA_VERSION,
@@ -59,8 +63,8 @@ def build_report(source, captured, inputs_info: dict, reference, results: list, 
         }
     reference_values = ReferenceVectors(reference.intermediates) if reference is not None else None
     for r in results:
-        report["targets"][r.target] = target_block(r, captured, reference, stage_graphs)
-        _add_layer_drift(report["targets"][r.target], r, reference, reference_values, boundaries or [])
+        report["targets"][r.target] = target_block(r, captured, reference, stage_graphs, lean)
+        _add_layer_drift(report["targets"][r.target], r, reference, reference_values, [] if lean else boundaries or [])
     if captured is not None:
         graphs = {r.target: r.graph for r in results if r.graph is not None}
         report["alignment"] = {
@@ -72,7 +76,8 @@ def build_report(source, captured, inputs_info: dict, reference, results: list, 
         matrix = fusion_matrix(captured.before, graphs, partitioned)
         matrix["evidence"] = ev.REPORTED
         report["fusion_matrix"] = matrix
-        report["divergence"] = divergence_block(results, captured, ev.REPORTED)
+        if not lean:
+            report["divergence"] = divergence_block(results, captured, ev.REPORTED)
     report["checklist"] = checklist(report, (report.get("fusion_matrix") or {}).get("not_fired", []))
     return report
 
@@ -88,7 +93,7 @@ def _configured(identity: str):
         return None
 
 
-def target_block(r, captured, reference, stage_graphs: GraphStore | None = None) -> dict:
+def target_block(r, captured, reference, stage_graphs: GraphStore | None = None, lean: bool = False) -> dict:
     tid = r.target.split("[", 1)[0]
     cls = REGISTRY.get(tid)
     configured = _configured(r.target)
@@ -132,10 +137,11 @@ def target_block(r, captured, reference, stage_graphs: GraphStore | None = None)
             block["fusions"]["catalogue"] = check_catalogue(g, input_graph_for(r, captured), catalogue)
         block["precision"] = {"mix": precision_mix(g), "evidence": r.evidence.get("precision", ev.REPORTED)}
         block["graph"] = _graph_block(g, r.evidence.get("assignment", ev.REPORTED))
-        block["stages"] = stage_block(r, captured, {"steps": fusion_ev,
-                                                    "assignment": r.evidence.get("assignment", ev.REPORTED)},
-                                      GraphStore() if stage_graphs is None else stage_graphs)
-        block["layout"] = {**layout_audit(g, tid), "evidence": r.evidence.get("assignment", ev.REPORTED)}
+        if not lean:
+            block["stages"] = stage_block(r, captured, {"steps": fusion_ev,
+                                                        "assignment": r.evidence.get("assignment", ev.REPORTED)},
+                                          GraphStore() if stage_graphs is None else stage_graphs)
+            block["layout"] = {**layout_audit(g, tid), "evidence": r.evidence.get("assignment", ev.REPORTED)}
     if r.outputs:
         block["outputs"] = {"evidence": r.evidence.get("numerics", ev.MEASURED),
                             "values": {k: _summary(v) for k, v in r.outputs.items()}}
@@ -144,7 +150,7 @@ def target_block(r, captured, reference, stage_graphs: GraphStore | None = None)
         for name, ref in reference.outputs.items():
             if name in r.outputs:
                 outs[name] = drift_metrics(ref, r.outputs[name])
-                if "error" not in outs[name]:
+                if "error" not in outs[name] and not lean:
                     outs[name]["details"] = drift_details(ref, r.outputs[name])
             else:
                 outs[name] = {"error": f"the target produced no output '{name}' (it has {sorted(r.outputs)})"}

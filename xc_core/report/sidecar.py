@@ -87,44 +87,70 @@ def write(report: dict, folder: str, name: str = "report.json") -> list[str]:
     return written
 
 
-class MissingSidecar(ValueError):
+class SidecarError(ValueError):
+    """The sidecar cannot be attached: the message says why, in one line."""
+
+
+class MissingSidecar(SidecarError):
     pass
 
 
 def attach(report: dict, read_sidecar) -> dict:
     """Put the detached lists back (in place). `read_sidecar()` returns the sidecar's text, or None when it is not
-    there; then MissingSidecar names it."""
+    there; then MissingSidecar names it. A sidecar that is not JSON, or pointers that name no marker in the report
+    (a crafted or mismatched pair), raise SidecarError."""
     info = report.get("detached")
     if not info:
         return report
+    if not isinstance(info, dict) or not isinstance(info.get("pointers"), list):
+        raise SidecarError("its 'detached' entry is not an xc sidecar's index (an object with a list of pointers)")
+    name = info.get("file") if isinstance(info.get("file"), str) else SIDECAR_FILE
     text = read_sidecar()
     if text is None:
-        raise MissingSidecar(f"its per-node lists are in {info.get('file', SIDECAR_FILE)}, which is not beside it "
+        raise MissingSidecar(f"its per-node lists are in {name[:80]}, which is not beside it "
                              f"(keep the two files together)")
-    data = json.loads(text)
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise SidecarError(f"{SIDECAR_FILE} is nested too deep to be an xc sidecar") from None
+    except ValueError as e:
+        raise SidecarError(f"{SIDECAR_FILE} is not JSON ({_first_line(e)})") from None
     values = data.get("values") if isinstance(data, dict) else None
     if not isinstance(values, dict):
-        raise MissingSidecar(f"{info.get('file', SIDECAR_FILE)} is not an xc sidecar (no values)")
-    for pointer in info.get("pointers") or []:
-        if pointer not in values:
-            raise MissingSidecar(f"{info.get('file', SIDECAR_FILE)} does not hold {pointer} (a sidecar of another "
-                                 "run?)")
+        raise SidecarError(f"{SIDECAR_FILE} is not an xc sidecar (no values)")
+    for pointer in info["pointers"]:
+        shown = json.dumps(pointer)[:80]
+        if not isinstance(pointer, str) or pointer not in values:
+            raise MissingSidecar(f"{SIDECAR_FILE} does not hold {shown} (a sidecar of another run?)")
         parent, key = _locate(report, pointer)
         if not (isinstance(parent[key], dict) and parent[key].get(MARKER) == pointer):
-            raise MissingSidecar(f"report.json has no marker at {pointer} for {info.get('file', SIDECAR_FILE)}")
+            raise SidecarError(f"report.json has no marker at {shown} for {SIDECAR_FILE}")
         parent[key] = values[pointer]
     del report["detached"]
     return report
 
 
 def _locate(report: dict, pointer: str):
-    """The container holding `pointer`'s value, and its key there."""
+    """The container holding `pointer`'s value, and its key there; SidecarError when the report has no such
+    place."""
     tokens = [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]
     node = report
-    for t in tokens[:-1]:
-        node = node[int(t)] if isinstance(node, list) else node[t]
-    last = tokens[-1]
-    return node, int(last) if isinstance(node, list) else last
+    for depth, t in enumerate(tokens):
+        if isinstance(node, list) and t.isascii() and t.isdigit() and int(t) < len(node):
+            key = int(t)
+        elif isinstance(node, dict) and t in node:
+            key = t
+        else:
+            break
+        if depth == len(tokens) - 1:
+            return node, key
+        node = node[key]
+    raise SidecarError(f"report.json has no place {json.dumps(pointer)[:80]} for a list of {SIDECAR_FILE}")
+
+
+def _first_line(e) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:160] if text else type(e).__name__
 
 
 def read_file(path: str) -> dict:

@@ -9,6 +9,7 @@ or sorted — so the comment for the same run is the same text, and it stays und
 from __future__ import annotations
 
 import html
+import re
 
 from ..analysis.checklist import SHORT_QUESTION
 from ..analysis.fusion_diff import not_fired_by_pattern
@@ -20,12 +21,27 @@ MAX_CHARS = 60_000
 VERDICT = {"pass": "✅ pass", "warn": "⚠️ warn", "fail": "❌ fail", "not applicable": "➖ n/a"}
 
 
+# U+2060 WORD JOINER: invisible and not a space, so a name reads (and copies) as it is, but it is neither a letter
+# nor a digit, and GitHub links an @mention, an #issue reference, an e-mail address or a bare URL only when one
+# follows "@", "#", "://" or "www." directly. A backslash escape would not do: GitHub finds mentions and references
+# in the rendered text, after escapes are gone; a code span would, but reads as code.
+_WJ = "\u2060"
+_LINKING = re.compile(r"(@|#|:(?=//)|\b[wW]{3}(?=\.))")
+
+
+def inert(s: str) -> str:
+    """Already escaped text with nothing GitHub would turn into a link or a notification: no live @mention (a PR
+    comment would ping that user or team), #123 reference, e-mail address or bare URL."""
+    return _LINKING.sub(lambda m: m.group(0) + _WJ, s)
+
+
 def text(value) -> str:
-    """Untrusted text (model, node and tensor names come from uploads) as inert Markdown inside a table cell."""
+    """Untrusted text (model, node and tensor names come from uploads) as inert Markdown inside a table cell: no
+    HTML, no emphasis, link or image syntax, no pipe that splits the cell, nothing GitHub links (`inert`)."""
     s = html.escape(" ".join(str(value).split()), quote=False)
     for ch in "\\`*_[]|#~$":
         s = s.replace(ch, "\\" + ch)
-    return s
+    return inert(s)
 
 
 def code(value) -> str:
@@ -84,10 +100,10 @@ def headlines(report: dict) -> list[str]:
         if t["status"] != "ok":
             lines.append(f"- **{text(tid)}** — {text(t['status'])}: {text(t.get('error') or '')}")
             continue
-        bits = [f"{text(row['ops'])} ops", f"{row['fused groups']} fused"]
+        bits = [f"{text(row['ops'])} ops", f"{text(row['fused groups'])} fused"]
         if "accelerated share" in row:
-            bits.append(f"{text(row['accelerated share'])} accelerated, {row['fallbacks']} CPU fallback(s), "
-                        f"{row['partitions']} partition(s)")
+            bits.append(f"{text(row['accelerated share'])} accelerated, {text(row['fallbacks'])} CPU fallback(s), "
+                        f"{text(row['partitions'])} partition(s)")
         if "Core ML units" in row:
             bits.append(f"units {text(row['Core ML units'])}")
         bits.append(f"drift {text(row['worst drift (rel L2)'])}")
@@ -116,7 +132,7 @@ def checklist_table(report: dict) -> str:
         by_id = {i["id"]: i for i in items}
         rows.append([code(tid)] + [VERDICT.get(by_id[q]["verdict"], text(by_id[q]["verdict"])) if q in by_id
                                    else "—" for q in ids])
-    return table(["target"] + [f"({q}) {SHORT_QUESTION.get(q, '')}".strip() for q in ids], rows)
+    return table(["target"] + [f"({text(q)}) {SHORT_QUESTION.get(q, '')}".strip() for q in ids], rows)
 
 
 def details(report: dict, qid: int, cap: int) -> str:
@@ -127,7 +143,9 @@ def details(report: dict, qid: int, cap: int) -> str:
     question = items[0][1]["question"]
     worst = [v for v in ("fail", "warn") if any(i["verdict"] == v for _, i in items)]
     tally = ", ".join(f"{sum(i['verdict'] == v for _, i in items)} {v}" for v in worst) or "all pass"
-    lines = [f"<details><summary><b>({qid}) {html.escape(question)}</b> — {tally}</summary>", ""]
+    # An HTML block: Markdown escapes do not apply there, HTML escapes do (inert first: escaping writes "&#x27;").
+    lines = [f"<details><summary><b>({html.escape(inert(str(qid)))}) {html.escape(inert(str(question)))}</b> — "
+             f"{tally}</summary>", ""]
     for tid, i in items:
         lines.append(f"- {code(tid)} {VERDICT.get(i['verdict'], text(i['verdict']))} ({text(i['evidence'])}): "
                      f"{text(i['detail'])}")
@@ -145,7 +163,7 @@ def _fallback_evidence(report: dict, cap: int) -> str:
     if not rows:
         return ""
     body = [[code(r["target"]), code(r["node"]), text(r["op_type"]), text(r["module_path"]), text(r["reason"]),
-             str(r["boundary bytes"])] for r in rows[:cap]]
+             text(r["boundary bytes"])] for r in rows[:cap]]
     return (table(["target", "node", "op", "module", "reason", "boundary bytes"], body)
             + _more(len(rows), cap, "fallback node"))
 
@@ -163,7 +181,7 @@ def _fusion_evidence(report: dict, cap: int) -> str:
         out += ("\n\nFused on one target, not on another (information: compilers fuse differently):\n\n"
                 + table(["pattern (source ops)", "not fused on", "fused on", "instances"],
                         [[text(m["pattern"]), code(m["missing_on"]), text(", ".join(m["fired_on"])),
-                          str(m["instances"])] for m in missed[:cap]])
+                          text(m["instances"])] for m in missed[:cap]])
                 + _more(len(missed), cap, "pattern"))
     return out
 
@@ -204,7 +222,7 @@ def stages_details(report: dict, cap: int) -> str:
     targets = [k for k in matrix[0] if k != "stage"]
     body = [[code(t)] + [text(row[t]) for row in matrix] for t in targets]
     out = ["<details><summary>Lowering stages: what each toolchain did, and where the targets part ways</summary>",
-           "", table(["target"] + [row["stage"] for row in matrix], body), ""]
+           "", table(["target"] + [text(row["stage"]) for row in matrix], body), ""]
     counts = divergence_counts(report)
     if any(counts.values()):
         out += ["Source ops by the first stage at which the targets diverge: "
@@ -218,7 +236,7 @@ def stages_details(report: dict, cap: int) -> str:
     if layout:
         out += ["Layout moves the compilers inserted:", "",
                 table(["target", "node layouts", "reorders / transposes", "bytes moved", "transitions"],
-                      [[code(r["target"]), text(r["node layouts"]), str(r["reorders / transposes"]),
+                      [[code(r["target"]), text(r["node layouts"]), text(r["reorders / transposes"]),
                         text(r["bytes moved"]), text(r["transitions"])] for r in layout]), ""]
     out += ["</details>", ""]
     return "\n".join(out)

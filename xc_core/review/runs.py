@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 
 from ..errors import XcInputError
@@ -58,13 +59,13 @@ def resolve_key(ref: str, store: RunStore) -> str:
 
 def _from_file(path: str) -> Run:
     from ..report.sidecar import SIDECAR_FILE
-    with open(path, "rb") as f:
-        data = f.read()
+    name = os.path.basename(path)
+    data = _read_bounded(path, "max_report_mb", f"{name}: the file is")
     folder = os.path.dirname(os.path.abspath(path))
     sidecar = None
     if os.path.isfile(os.path.join(folder, SIDECAR_FILE)):
-        with open(os.path.join(folder, SIDECAR_FILE), "rb") as f:
-            sidecar = f.read()
+        sidecar = _read_bounded(os.path.join(folder, SIDECAR_FILE), "max_sidecar_mb",
+                                f"{name}: its sidecar {SIDECAR_FILE} is")
     report = parse_report(data, os.path.basename(path), sidecar)
     files = {}
     for root, _dirs, names in os.walk(folder):
@@ -79,44 +80,104 @@ def _from_file(path: str) -> Run:
 
 
 def _belongs(report: dict, files: dict) -> bool:
-    wanted = [p for t in report.get("targets", {}).values() for p in t.get("artifacts") or []]
+    wanted = [p for t in report.get("targets", {}).values() for p in t.get("artifacts") or [] if isinstance(p, str)]
     return not wanted or any(p in files or any(f.startswith(p + "/") for f in files) for p in wanted)
 
 
-def parse_report(data: bytes, name: str = REPORT_FILE, sidecar: bytes | None = None) -> dict:
-    """A report.json's bytes (and its report.nodes.json's, when it has one), checked: JSON, an xc report, and
-    valid against the report's schema once the sidecar's lists are back in it."""
-    from ..limits import MIB, Limits
-    limit = Limits.from_env().max_file_mb
-    if len(data) > limit * MIB:
-        raise XcInputError(f"{name}: {len(data) / MIB:.0f} MiB is over the {limit:g} MiB limit for a file "
-                           "(XC_MAX_FILE_MB)")
+def _read_bounded(path: str, limit: str, subject: str) -> bytes:
+    """A file's bytes, its size checked against a report limit before it is read."""
+    from ..limits import MIB, exceeded, report_limit
     try:
-        report = json.loads(data)
+        size = os.path.getsize(path)
+        if size > report_limit(limit) * MIB:
+            raise exceeded(limit, subject, size)
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        raise XcInputError(f"{os.path.basename(path)}: cannot be read ({e.strerror or type(e).__name__})") from None
+
+
+def parse_report(data: bytes, name: str = REPORT_FILE, sidecar: bytes | None = None) -> dict:
+    """A report.json's bytes (and its report.nodes.json's, when it has one), checked: within the size limits, JSON,
+    nested no deeper than an xc report, an xc report, and valid against the report's schema once the sidecar's
+    lists are back in it. Anything else raises XcInputError naming the first problem in one line."""
+    from ..limits import MIB, REPORT_MAX_DEPTH, exceeded, report_limit
+    from ..report.sidecar import SIDECAR_FILE, SidecarError, attach
+    if len(data) > report_limit("max_report_mb") * MIB:
+        raise exceeded("max_report_mb", f"{name}: the file is", len(data))
+    if sidecar is not None and len(sidecar) > report_limit("max_sidecar_mb") * MIB:
+        raise exceeded("max_sidecar_mb", f"{name}: its sidecar {SIDECAR_FILE} is", len(sidecar))
+    try:
+        # Decoded here, strictly: json.loads would take bytes that are not UTF-8 (and lone surrogates) as they come.
+        report = json.loads(data.decode("utf-8"))
+    except RecursionError:
+        raise XcInputError(f"{name}: nested deeper than an xc report (at most {REPORT_MAX_DEPTH} levels); "
+                           "accepted: the report.json written by python -m xc_core analyze") from None
     except (UnicodeDecodeError, ValueError) as e:
         raise XcInputError(f"{name}: not JSON ({_first_line(e)}); accepted: an xc report.json") from None
     if not isinstance(report, dict) or "targets" not in report or "source" not in report:
         raise XcInputError(f"{name}: JSON but not an xc report (no source/targets); accepted: the report.json "
                            "written by python -m xc_core analyze")
-    from ..report.sidecar import MissingSidecar, attach
-    if sidecar is not None and len(sidecar) > limit * MIB:
-        raise XcInputError(f"{name}: its sidecar is {len(sidecar) / MIB:.0f} MiB, over the {limit:g} MiB limit for a "
-                           "file (XC_MAX_FILE_MB)")
     try:
         attach(report, lambda: sidecar.decode() if sidecar is not None else None)
-    except MissingSidecar as e:
+    except SidecarError as e:
         raise XcInputError(f"{name}: {e}") from None
-    except (UnicodeDecodeError, ValueError) as e:
-        raise XcInputError(f"{name}: its sidecar is not JSON ({_first_line(e)})") from None
+    except UnicodeDecodeError:
+        raise XcInputError(f"{name}: its sidecar {SIDECAR_FILE} is not UTF-8 text") from None
+    if _deeper_than(report, REPORT_MAX_DEPTH):
+        raise XcInputError(f"{name}: nested deeper than an xc report (at most {REPORT_MAX_DEPTH} levels); "
+                           "accepted: the report.json written by python -m xc_core analyze")
+    if _LONE_SURROGATE.search(data) or (sidecar is not None and _LONE_SURROGATE.search(sidecar)):
+        try:
+            json.dumps(report, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise XcInputError(f"{name}: holds a string that is not Unicode text (a lone surrogate, \\ud800-"
+                               "\\udfff); accepted: the report.json written by python -m xc_core analyze") from None
     from ..report.build import SCHEMA_VERSION
     if report.get("schema_version") != SCHEMA_VERSION:
-        raise XcInputError(f"{name}: report schema {report.get('schema_version')!r}, this xc reads "
+        raise XcInputError(f"{name}: report schema {str(report.get('schema_version'))[:40]!r}, this xc reads "
                            f"{SCHEMA_VERSION!r}")
     from ..report.schema import report_problem
     problem = report_problem(report)
     if problem is not None:
         raise XcInputError(f"{name}: not a valid xc report at {_first_line(problem)[:240]}")
+    _check_readable(report, name)
     return report
+
+
+def _check_readable(report: dict, name: str) -> None:
+    """The schema leaves many blocks open (stages, layout, fusion and divergence matrices): a hand-edited or crafted
+    report can match it and still not be what the views read. Reading it once the way the Markdown report and the
+    diff do refuses such a report here, in one line, instead of failing on every page or command that shows it."""
+    from .diff import diff_reports
+    from .markdown import report_markdown
+    try:
+        report_markdown(report)
+        diff_reports(report, report)
+    except Exception as e:  # noqa: BLE001 — whatever the views trip on, the file is the cause
+        raise XcInputError(f"{name}: matches the report schema but is not what xc writes ({type(e).__name__}: "
+                           f"{_first_line(e)[:120]}); accepted: a report.json written by python -m xc_core analyze, "
+                           "unedited") from None
+
+
+# A \uD800-\uDFFF escape: a pair is a character beyond the BMP, a lone one a str that cannot be written as UTF-8
+# (to a terminal, a file or the browser). The pattern finds candidates; encoding the report decides.
+_LONE_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _deeper_than(value, bound: int) -> bool:
+    """Whether containers nest more than `bound` deep: level by level, not recursing (that is the point)."""
+    level, depth = [value], 1
+    while level:
+        if depth > bound:
+            return True
+        below = []
+        for v in level:
+            for child in (v.values() if type(v) is dict else v):
+                if type(child) is dict or type(child) is list:
+                    below.append(child)
+        level, depth = below, depth + 1
+    return False
 
 
 def _first_line(e) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 
-from ..errors import XcInputError
+from ..errors import XcInputError, hide_paths
 from ..limits import Limits, exceeded
 from . import safe_zip
 from .spec import InputSpec, ShapeOverrides, Source
@@ -53,7 +53,16 @@ def load_source(spec: str, shapes: ShapeOverrides | None = None, limits: Limits 
     # By content, not by name: the extension only spares parsing an .onnx / .mlmodel twice.
     kind = sniff.sniff(spec, limits) if ext not in (".onnx", ".mlmodel") or safe_zip.is_zip(spec) else \
         (sniff.ONNX if ext == ".onnx" else sniff.MLMODEL)
-    src = _load_kind(kind, spec, name, shapes, limits)
+    try:
+        src = _load_kind(kind, spec, name, shapes, limits)
+    except XcInputError as e:
+        # A loader may quote a library's message, which names the folder the upload was unpacked into or the
+        # server's scratch copy of it: the user knows their file by its base name.
+        text = hide_paths(str(e))
+        if text == str(e):
+            raise
+        raise XcInputError(text, fix=e.fix, inputs=e.inputs,
+                           dashboard=hide_paths(e.dashboard) if e.dashboard else None) from None
     expected = _EXTENSIONS.get(kind, ())
     if ext and expected and ext not in expected and not spec.lower().endswith(".mlpackage.zip"):
         src.notes.append(f"read as {_KIND_LABEL[kind]} by its content (the file is named {ext})")
@@ -93,6 +102,10 @@ def _load_kind(kind: str, spec: str, name: str, shapes, limits: Limits) -> Sourc
         raise XcInputError(f"{name}: an .npz of arrays, not a model — give it as the inputs of a model "
                            "(--inputs in the CLI, the Inputs .npz upload in the dashboard)")
     ext = os.path.splitext(name)[1].lower()
+    if safe_zip.is_zip(spec):
+        raise XcInputError(f"{name}: a zip archive, but not of a model — it holds no torch.export program, "
+                           "TorchScript code, torch.save data, .mlpackage folder or OpenVINO .xml + .bin pair "
+                           f"({ACCEPTED})")
     if ext in (".pt2", ".pt", ".pth", ".zip", ".ptl", ".jit"):
         raise XcInputError(f"{name}: not a readable archive — a {ext} file is a zip, and this one has no readable zip "
                            "directory (truncated or damaged?); for .pt2 re-save it with torch.export.save")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import XcInputError
+from ..errors import XcInputError, hide_paths
 from .spec import InputSpec, ShapeOverrides, Source
 
 # Provisional values of symbolic dims until xc_core.input_shapes resolves them (by name, role and probing).
@@ -34,13 +34,14 @@ def load_onnx(path: str, shapes: "ShapeOverrides | None" = None, limits=None) ->
             load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
         except Exception as e:
             raise XcInputError(f"{name}: the model keeps its weights in external data that could not be read "
-                               f"({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''}); put the "
-                               "data file beside the model, or save the model as one file") from None
+                               f"({type(e).__name__}: {hide_paths(str(e).splitlines()[0])[:120] if str(e) else ''});"
+                               " put the data file beside the model, or save the model as one file") from None
     try:
         onnx.checker.check_model(model)
     except Exception as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        first = hide_paths(str(e).strip().splitlines()[0]) if str(e).strip() else type(e).__name__
         raise XcInputError(f"{name}: onnx.checker rejected the model: {first}") from None
+    _check_fields(model, name)
     if not model.graph.node:
         raise XcInputError(f"{name}: the ONNX graph has no nodes")
     from . import sha256_file
@@ -71,6 +72,51 @@ def _check_text_fields(graph, name: str, where: str = "the graph") -> None:
         for a in node.attribute:
             for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
                 _check_text_fields(sub, name, f"a subgraph of node #{i}")
+
+
+def _check_fields(model, name: str) -> None:
+    """Every text field of the model is text and every tensor type one ONNX defines, anywhere in it (doc strings,
+    dim names, metadata, attributes, subgraphs): a bit flip there passes onnx.checker, and a name that is bytes or
+    a data_type of 9999 would otherwise fail deep inside capture or the report, worded as xc's bug."""
+    from google.protobuf.descriptor import FieldDescriptor
+    from onnx import helper
+    known = set(helper.get_all_tensor_dtypes())
+    string, message = FieldDescriptor.TYPE_STRING, FieldDescriptor.TYPE_MESSAGE
+    stack = [(model, "model")]
+    while stack:
+        msg, where = stack.pop()
+        kind = msg.DESCRIPTOR.full_name
+        if kind == "onnx.TensorProto":
+            if msg.data_type not in known:
+                raise XcInputError(f"{name}: the tensor at {where} has data_type {msg.data_type}, which is no ONNX "
+                                   "tensor type; accepted: the types of onnx.TensorProto.DataType")
+            # Its text fields only: ListFields would copy the weights out of raw_data.
+            fields = [(msg.DESCRIPTOR.fields_by_name[f], getattr(msg, f))
+                      for f in ("name", "doc_string", "external_data", "metadata_props")
+                      if f in msg.DESCRIPTOR.fields_by_name]
+        else:
+            if kind == "onnx.TypeProto.Tensor" and msg.elem_type and msg.elem_type not in known:
+                raise XcInputError(f"{name}: the type at {where} has elem_type {msg.elem_type}, which is no ONNX "
+                                   "tensor type; accepted: the types of onnx.TensorProto.DataType")
+            fields = msg.ListFields()
+        for field, value in fields:
+            if field.type == string:
+                for i, text in enumerate(value if _repeated(field) else [value]):
+                    if not isinstance(text, str):
+                        at = f"{where}.{field.name}" + (f"[{i}]" if _repeated(field) else "")
+                        raise XcInputError(f"{name}: the text at {at} is not valid UTF-8; ONNX names and text "
+                                           "must be UTF-8")
+            elif field.type == message:
+                if _repeated(field):
+                    stack.extend((m, f"{where}.{field.name}[{i}]") for i, m in enumerate(value))
+                else:
+                    stack.append((value, f"{where}.{field.name}"))
+
+
+def _repeated(field) -> bool:
+    # protobuf 5+ says is_repeated; older versions only have label
+    rep = getattr(field, "is_repeated", None)
+    return rep if rep is not None else field.label == field.LABEL_REPEATED
 
 
 def onnx_input_specs(model, shapes: "ShapeOverrides | None" = None) -> list[InputSpec]:

@@ -26,6 +26,7 @@ import math
 import operator
 import os
 import re
+import unicodedata
 from typing import Any
 
 from ..errors import XcInputError
@@ -41,8 +42,9 @@ ARCHIVE_VERSION = "0"   # torch 2.13 writes and reads this one
 # control characters, and must not reach dunder attributes.
 FQN_PART = re.compile(r"[^\"'\\\x00-\x1f\x7f.]{1,200}")
 IDENT = re.compile(r"_?[A-Za-z][A-Za-z0-9_]*")
-# How torch's serializer spells call targets: torch.ops.<namespace>.<op>[.<overload>], plus symbolic-size ops.
-OP_TARGET = re.compile(r"torch\.ops\.(_?[A-Za-z][A-Za-z0-9_]*)\.(_?[A-Za-z][A-Za-z0-9_]*)(\.(_?[A-Za-z][A-Za-z0-9_]*))?")
+# How torch's serializer spells call targets: torch.ops.<namespace>.<op>[.<overload>] (ASCII identifiers; operators
+# may be dunders: aten.__and__, aten.__lshift__), plus symbolic-size ops. The name is then resolved in torch.ops.
+OP_PART = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 NEVER_LOADED = ("data/aotinductor/", "data/mtia", "data/executorch/", "xl_model_weights/")
 
 
@@ -66,6 +68,7 @@ def load_pt2(path: str, limits: Limits):
 
         program = _json(read, f"models/{MODEL}.json", members, name)
         check_program_json(program, name)
+        notes += plain_pytree_specs(program)
         state_dict = _payloads(read, members, "data/weights/", f"data/weights/{MODEL}_weights_config.json", name,
                                kind="weight", limits=limits)
         constants = _payloads(read, members, "data/constants/", f"data/constants/{MODEL}_constants_config.json",
@@ -144,7 +147,7 @@ def _payloads(read, members: dict, folder: str, config_path: str, name: str, kin
     if not isinstance(raw, dict) or not isinstance(raw.get("config"), dict):
         raise XcInputError(f"{name}: {config_path} is not a payload config")
     for fqn, meta in raw["config"].items():
-        _check_fqn(fqn, f"{kind} name", name)
+        check_fqn(fqn, f"{kind} name", name)
         if not isinstance(meta, dict):
             raise XcInputError(f"{name}: {config_path} entry {fqn!r} is not an object")
         path_name = str(meta.get("path_name", ""))
@@ -276,12 +279,26 @@ def _walk(obj: Any, name: str) -> None:
             for fk in ("parameter_name", "buffer_name", "tensor_constant_name", "custom_obj_name", "fqn",
                        "user_input_name", "lifted_name"):
                 if isinstance(v.get(fk), str):
-                    _check_fqn(v[fk], fk.replace("_", " "), name)
+                    check_fqn(v[fk], fk.replace("_", " "), name)
+            if isinstance(v.get("metadata"), dict):
+                _scrub_metadata(v["metadata"])
             if v.get("custom_obj") is not None:  # an input spec that lifts a TorchScript object
                 raise Pt2Refused(f"{name}: the program takes a TorchScript custom object, which xc does not load")
             stack.extend(v.values())
         elif isinstance(v, list):
             stack.extend(v)
+
+
+# Python's tokenizer ends a line at a carriage return too: a stack trace torch copies into a comment of code it
+# generates must hold no control character but the newlines it splits on (and tabs).
+_CONTROL_IN_METADATA = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\u2028\u2029\x85]")
+
+
+def _scrub_metadata(metadata: dict) -> None:
+    """Node metadata (stack traces, module stacks) as text only, in place."""
+    for k, text in metadata.items():
+        if isinstance(text, str) and _CONTROL_IN_METADATA.search(text):
+            metadata[k] = _CONTROL_IN_METADATA.sub(" ", text)
 
 
 def _symbol_targets() -> set[str]:
@@ -290,18 +307,58 @@ def _symbol_targets() -> set[str]:
 
 
 def _check_target(target: str, name: str) -> None:
-    if OP_TARGET.fullmatch(target) or target in _symbol_targets():
+    """A call target must resolve in torch.ops to a registered operator overload (or a higher-order operator, or a
+    symbolic-size operator). Resolving only looks names up in the dispatcher's registry; nothing is called."""
+    if target in _symbol_targets():
         return
-    raise Pt2Refused(f"{name}: a node calls {_short(target)}, which is not a registered operator; xc runs only "
-                     "torch.ops operators from a file")
+    parts = target.split(".")
+    if not (4 <= len(parts) <= 5 and parts[:2] == ["torch", "ops"] and all(OP_PART.fullmatch(p) for p in parts[2:])
+            and not parts[2].startswith("__")):
+        raise Pt2Refused(f"{name}: a node calls {_short(target)}, which is not a torch.ops operator name; xc runs "
+                         "only registered torch.ops operators from a file")
+    resolved = _resolve_operator(parts[2:])
+    if resolved is None:
+        raise Pt2Refused(f"{name}: a node calls {_short(target)}, which is not a registered operator in this torch; "
+                         "xc runs only registered torch.ops operators from a file")
+    if not resolved:
+        raise Pt2Refused(f"{name}: a node calls {_short(target)}, which names something in torch.ops that is not an "
+                         "operator, so it is not allowed; xc runs only registered torch.ops operators from a file")
 
 
-def _check_fqn(fqn: Any, what: str, name: str) -> None:
+def _resolve_operator(parts: list[str]) -> bool | None:
+    """True: an operator overload, a packet's default overload or a higher-order operator; False: the name resolves
+    to something else (a method, a dict …: not allowed); None: nothing of that name is registered."""
+    import torch
+    from torch._ops import HigherOrderOperator, OpOverload, OpOverloadPacket
+    try:
+        namespace = getattr(torch.ops, parts[0])
+        packet = getattr(namespace, parts[1])
+    except (AttributeError, RuntimeError):
+        return None
+    if isinstance(packet, HigherOrderOperator):
+        return len(parts) == 2
+    if not isinstance(packet, OpOverloadPacket):
+        return False
+    if len(parts) == 2:
+        return True
+    if parts[2].startswith("__"):
+        return False
+    try:
+        return isinstance(getattr(packet, parts[2]), OpOverload)
+    except (AttributeError, RuntimeError):
+        return None
+
+
+def check_fqn(fqn: Any, what: str, name: str) -> None:
+    """Refuse a dotted name that would not be a plain attribute path in generated code."""
     if fqn == "" and what == "fqn":
         return  # the root module's entry in the module call graph
-    if not isinstance(fqn, str) or not all(FQN_PART.fullmatch(p) and not p.startswith("__") for p in fqn.split(".")):
-        raise Pt2Refused(f"{name}: a {what} is {_short(fqn)}, not a plain dotted name; such names become code "
-                         "torch generates, so xc refuses them")
+    # NFKC: Python reads identifiers normalised, so a fullwidth 'ｗeight' in generated code is the attribute 'weight'
+    if not isinstance(fqn, str) or not all(FQN_PART.fullmatch(p) and not p.startswith("__")
+                                           and unicodedata.normalize("NFKC", p) == p for p in fqn.split(".")):
+        raise Pt2Refused(f"{name}: a {what} is {_short(fqn)}, not a plain dotted name (parts of at most 200 "
+                         "characters, without quotes, backslashes, control characters, a leading '__' or letters "
+                         "Python reads as others); such names become code torch generates, so xc refuses them")
 
 
 def _symbol_key(key: Any) -> bool:
@@ -310,6 +367,55 @@ def _symbol_key(key: Any) -> bool:
 
 
 # deserialising and the final check --------------------------------------------------------------------------------
+
+def plain_pytree_specs(program: dict) -> list[str]:
+    """Inputs and outputs whose container type this process has not registered, read as dicts of their fields.
+
+    Hugging Face models return `ModelOutput`s (CausalLMOutput, ImageClassifierOutput …): transformers registers them
+    with torch's pytree when it is imported, so torch cannot rebuild such a program without it — and xc never
+    imports a module a file names. Their serialized context is the list of field names, exactly a dict's, so the
+    container is read as a dict with the same fields, in the same order (which also names the outputs: 'logits')."""
+    import torch.utils._pytree as pytree
+    known = set(pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE)
+    replaced: dict[str, int] = {}
+
+    def plain(node) -> None:
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if not isinstance(n, dict):
+                continue
+            kids = n.get("children_spec") if isinstance(n.get("children_spec"), list) else []
+            t = n.get("type")
+            if isinstance(t, str) and t not in known:
+                try:
+                    fields = json.loads(n.get("context") or "null")
+                except (ValueError, TypeError, RecursionError):
+                    fields = None
+                if isinstance(fields, list) and len(fields) == len(kids) and all(isinstance(f, str) for f in fields):
+                    n["type"] = "builtins.dict"
+                    replaced[t] = replaced.get(t, 0) + 1
+            stack.extend(kids)
+
+    for entry in (program.get("graph_module") or {}).get("module_call_graph") or []:
+        sig = entry.get("signature") if isinstance(entry, dict) else None
+        for key in ("in_spec", "out_spec"):
+            if not isinstance(sig, dict) or not isinstance(sig.get(key), str):
+                continue
+            try:
+                spec = json.loads(sig[key])
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(spec, list) and len(spec) == 2:
+                before = dict(replaced)
+                plain(spec[1])
+                if replaced != before:
+                    sig[key] = json.dumps(spec)
+    if not replaced:
+        return []
+    kinds = ", ".join(t.rsplit(".", 1)[-1] for t in sorted(replaced))
+    return [f"inputs or outputs of a type this torch does not know ({kinds}) are read as dicts of their fields"]
+
 
 def _deserialize(program: dict, state_dict: dict, constants: dict, sample_inputs, name: str):
     from torch._export.serde import schema

@@ -81,6 +81,15 @@ def _load_torchscript(path: str, shapes: ShapeOverrides | None) -> Source:
         module = torch.jit.load(path, map_location="cpu").eval()
     except Exception as e:
         raise XcInputError(f"{name}: torch.jit.load failed ({type(e).__name__}: {_first_line(e)})") from None
+    # TorchScript's own parser admits only identifiers as attribute names; checked again all the same, because these
+    # names become attribute paths in the code torch.fx generates when the module is converted for the targets.
+    from .pt2_archive import check_fqn
+    for what, names in (("module name", (n for n, _ in module.named_modules())),
+                        ("parameter name", (n for n, _ in module.named_parameters())),
+                        ("buffer name", (n for n, _ in module.named_buffers()))):
+        for fqn in names:
+            if fqn:
+                check_fqn(fqn, what, name)
     args = [a for a in module.forward.schema.arguments[1:]]  # [0] is self
     shapes = shapes or {}
     specs = []

@@ -27,6 +27,7 @@ METHOD_NAMES = {zipfile.ZIP_BZIP2: "bzip2", zipfile.ZIP_LZMA: "LZMA", 9: "deflat
                 98: "PPMd", 99: "AES encryption"}
 MAX_PATH_CHARS = 1024
 MAX_PATH_DEPTH = 64
+MAX_NAME_BYTES = 255        # NAME_MAX: the longest file or folder name Linux file systems take
 _CHUNK = 1 << 20
 
 
@@ -82,6 +83,8 @@ def is_zip(path: str) -> bool:
 def _check_directory(z: zipfile.ZipFile, label: str, limits: Limits) -> None:
     infos = z.infolist()
     seen: set[str] = set()
+    files: dict[str, str] = {}     # where each file entry lands when unpacked -> its name in the archive
+    folders: set[str] = set()      # every folder an entry needs
     total = 0
     for info in infos:
         name = info.filename
@@ -96,12 +99,28 @@ def _check_directory(z: zipfile.ZipFile, label: str, limits: Limits) -> None:
         if name in seen:
             raise XcInputError(f"{label}: the entry '{_short(name)}' appears twice in the archive")
         seen.add(name)
+        # Names that land on the same path ("a" and "./a"), or a file where a folder must be ("a" and "a/b"),
+        # would make unpacking fail half way (or overwrite one entry with another): refused up front.
+        parts = [p for p in name.split("/") if p not in ("", ".")]
+        landing = "/".join(parts)
+        if not info.is_dir():
+            if not landing:
+                raise XcInputError(f"{label}: the entry '{_short(name)}' is a file without a name")
+            if landing in files:
+                raise XcInputError(f"{label}: the entries '{_short(files[landing])}' and '{_short(name)}' unpack to "
+                                   "the same file; accepted: an archive whose entries have distinct paths")
+            files[landing] = name
+        folders.update("/".join(parts[:i]) for i in range(1, len(parts) if not info.is_dir() else len(parts) + 1))
         if info.file_size > ZIP_RATIO_MIN_BYTES and info.compress_type != zipfile.ZIP_STORED:
             ratio = info.file_size / max(info.compress_size, 1)
             if ratio > limits.max_zip_ratio:
                 raise exceeded("max_zip_ratio", f"{label}: the entry '{_short(name)}' claims to inflate", ratio,
                                limits)
         total += info.file_size
+    clash = next((landing for landing in files if landing in folders), None)
+    if clash is not None:
+        raise XcInputError(f"{label}: '{_short(files[clash])}' is a file in the archive and also the folder of "
+                           "other entries; accepted: an archive whose entries have distinct paths")
     if total > limits.bytes("max_unzipped_mb"):
         raise exceeded("max_unzipped_mb", f"{label}: the archive unpacks to", total, limits)
 
@@ -117,6 +136,10 @@ def _check_path(name: str, label: str) -> None:
     if "\x00" in name or name.startswith(("/", "\\")) or ".." in parts or (len(name) > 1 and name[1] == ":"):
         raise XcInputError(f"{label}: the archive has an unsafe path '{_short(name)}' (absolute, or leaving its "
                            "folder with '..')")
+    longest = max(len(p.encode("utf-8", "surrogatepass")) for p in name.split("/"))
+    if longest > MAX_NAME_BYTES:
+        raise XcInputError(f"{label}: the entry '{_short(name)}' has a file or folder name of {longest:,} bytes; "
+                           f"at most {MAX_NAME_BYTES} are accepted (what file systems take)")
 
 
 def read_member(z: zipfile.ZipFile, info: zipfile.ZipInfo | str, label: str, limits: Limits) -> bytes:
@@ -136,12 +159,18 @@ def extract_all(z: zipfile.ZipFile, dest: str, label: str, limits: Limits) -> No
         target = os.path.realpath(os.path.join(root, info.filename))
         if target != root and not target.startswith(root + os.sep):
             raise XcInputError(f"{label}: the archive has an unsafe path '{_short(info.filename)}'")
-        if info.is_dir():
-            os.makedirs(target, exist_ok=True)
-            continue
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        with _opened(z, info, label) as stream, open(target, "wb") as out:
-            written += _copy_bounded(stream, out, info, label)
+        try:
+            if info.is_dir():
+                os.makedirs(target, exist_ok=True)
+                continue
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with _opened(z, info, label) as stream, open(target, "wb") as out:
+                written += _copy_bounded(stream, out, info, label)
+        except OSError as e:
+            # open_zip's checks leave the environment's errors (a full disk) and the file system's own limits:
+            # one line naming the entry, never the scratch folder it was unpacked into.
+            raise XcInputError(f"{label}: the entry '{_short(info.filename)}' cannot be unpacked "
+                               f"({e.strerror or type(e).__name__})") from None
         if written > limits.bytes("max_unzipped_mb"):
             raise exceeded("max_unzipped_mb", f"{label}: the archive unpacks to more than", written, limits)
 

@@ -246,7 +246,8 @@ class CoreMLTarget(Target):
             by_module = self._onnx_conversion.get("module_names", {})
             for n in before.nodes:
                 parts = (n.module_path or "").split(".")
-                origin = next((by_module.get(p) for p in reversed(parts) if by_module.get(p) in index), None)
+                origin = next((o for o in (_onnx_origin(by_module.get(p), index) for p in reversed(parts)) if o),
+                              None)
                 if origin:
                     n.source_ops, n.module_path = [origin], index[origin].module_path
                     n.source_location = index[origin].source_location
@@ -555,6 +556,14 @@ def _drop_survivors(after: Graph, before: Graph) -> None:
                 n.fused_from = kept
                 ops = [op for b in kept if b in index for op in index[b].source_ops]
                 n.source_ops = list(dict.fromkeys(ops)) or n.source_ops
+
+
+def _onnx_origin(name: str | None, index: dict) -> str | None:
+    """The captured ONNX node a converted module came from; nodes xc's own rewrites added before converting (a Gelu
+    spelled out as Mul/Erf/Add) are named under the node they replace ("<gelu>/xs")."""
+    while name and name not in index and "/" in name:
+        name = name.rsplit("/", 1)[0]
+    return name if name in index else None
 
 
 def _mil_name(name: str) -> str:

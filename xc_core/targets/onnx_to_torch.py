@@ -9,6 +9,12 @@ TorchScript frontend keeps module names in each MIL op's scope — so every Core
 The conversion has its own error, which must never be blamed on Core ML: `convert` also runs the converted module
 and measures it against ONNX Runtime (all optimizations off) on the same inputs.
 
+Model-controlled names never reach generated code: onnx2torch names each submodule after its ONNX node and torch.fx
+writes `forward` as Python source holding those names (`getattr(self, "<name>")`, unescaped), so a node name that
+closes the quote would run as Python in the worker. Before onnx2torch sees the graph every node, value,
+initializer and graph input/output is renamed to a plain identifier (`n0`, `v0`, …) and the mapping kept, so
+provenance, reports and drift still show the model's own names (`safe_names`).
+
 What the route needs from the graph first (each recorded in the report):
 - the input shapes that run, fixed (ONNX Runtime's make_input_shape_fixed): torch.export then traces static shapes;
 - opset 17 at most (onnx.version_converter): onnx2torch has no converter for ReduceMean-18 and some newer ops;
@@ -20,6 +26,7 @@ whose functions raise — only models with those two ops fail, and they say why.
 """
 from __future__ import annotations
 
+import re
 import sys
 import types
 
@@ -166,27 +173,95 @@ def convert(onnx_path: str, specs):
     source = onnx.load(onnx_path)
     check_domains(source)
     model, notes = prepare(source, specs)
+    model, names = safe_names(model)
+    module_names = checked_module_names(model, names)
     try:
         module = onnx2torch.convert(model).eval()
     except NotImplementedError as e:
-        raise RuntimeError(f"onnx2torch cannot convert this graph: {_unconverted(e)}") from None
+        raise RuntimeError(f"onnx2torch cannot convert this graph: {in_model_names(_unconverted(e), names)}") \
+            from None
     feeds = random_inputs(specs)
     args = tuple(torch.from_numpy(np.asarray(feeds[s.name], order="C")) for s in specs)
-    with torch.no_grad():
-        traced = torch.jit.trace(module, args, check_trace=False, strict=False)
-    return traced, module, {"route": ROUTE, "preprocessing": notes, "module_names": module_names(model),
+    try:
+        with torch.no_grad():
+            traced = torch.jit.trace(module, args, check_trace=False, strict=False)
+    except Exception as e:  # noqa: BLE001 — the message names the renamed graph's nodes: put the model's back
+        if not _plain_exception(e):
+            raise
+        raise type(e)(in_model_names(str(e), names)) from None
+    return traced, module, {"route": ROUTE, "preprocessing": notes, "module_names": module_names,
                             "evidence": "measured"}
 
 
-def module_names(model) -> dict[str, str]:
-    """onnx2torch submodule name -> ONNX node name (onnx2torch's own naming: dots become slashes, repeats get _N)."""
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def safe_names(model) -> tuple[object, dict[str, str]]:
+    """A copy of `model` whose names are all plain identifiers, and {new name: the model's name} for its nodes and
+    values.
+
+    Every node becomes `n<i>` and every value (graph inputs and outputs, initializers, value_info, node inputs and
+    outputs, in subgraphs too) `v<i>`: one consistent renaming, so the graph computes the same. The default domain
+    spelled "ai.onnx" becomes "" (onnx2torch puts the domain in the module name)."""
+    import onnx
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    values: dict[str, str] = {}
+    nodes: dict[str, str] = {}
+
+    def value(name: str) -> str:
+        if not name:            # an omitted optional input or output stays omitted
+            return name
+        if name not in values:
+            values[name] = f"v{len(values)}"
+        return values[name]
+
+    def graph(g) -> None:
+        for vi in list(g.input) + list(g.output) + list(g.value_info):
+            vi.name = value(vi.name)
+        for t in g.initializer:
+            t.name = value(t.name)
+        for st in g.sparse_initializer:
+            st.values.name = value(st.values.name)
+            st.indices.name = value(st.indices.name)
+        for n in g.node:
+            new = f"n{len(nodes)}"
+            nodes[new] = n.name
+            n.name = new
+            if n.domain == "ai.onnx":
+                n.domain = ""
+            n.input[:] = [value(x) for x in n.input]
+            n.output[:] = [value(x) for x in n.output]
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    graph(a.g)
+                elif a.type == onnx.AttributeProto.GRAPHS:
+                    for sub in a.graphs:
+                        graph(sub)
+        g.name = "g"
+
+    graph(m.graph)
+    return m, {**nodes, **{new: old for old, new in values.items()}}
+
+
+def in_model_names(text: str, names: dict[str, str]) -> str:
+    """An error message about the renamed graph, in the model's own names."""
+    return re.sub(r"\b[nv]\d+\b", lambda m: repr(names[m.group(0)])[1:-1] if m.group(0) in names else m.group(0),
+                  text)
+
+
+def checked_module_names(model, node_names: dict[str, str]) -> dict[str, str]:
+    """{onnx2torch submodule name: the model's node name}, after refusing any submodule name that is not a plain
+    identifier: it would be written into the Python source torch.fx generates."""
+    import_onnx2torch()
     from onnx2torch.onnx_graph import OnnxGraph
-    out, counters = {}, {}
+    out = {}
     for node in model.graph.node:
-        base = OnnxGraph.generate_node_name(node)
-        n = counters.setdefault(base, 0)
-        counters[base] += 1
-        out[base + (f"_{n}" if n else "")] = node.name
+        module = OnnxGraph.generate_node_name(node)
+        if not IDENTIFIER.match(module):
+            raise RuntimeError(f"refused: onnx2torch would name a module {module[:40]!r}, not a plain identifier "
+                               "(xc never lets a model's names into generated code)")
+        out[module] = node_names.get(node.name, node.name)
     return out
 
 
@@ -234,6 +309,14 @@ def _conversion_drift(onnx_path: str, feeds: dict, converted: list) -> dict:
         out[name] = drift_metrics(np.asarray(r), np.asarray(c)) if np.shape(r) == np.shape(c) else \
             {"error": f"shape {list(np.shape(c))} from the conversion, {list(np.shape(r))} from ONNX Runtime"}
     return out
+
+
+def _plain_exception(e: Exception) -> bool:
+    """Whether type(e)(message) rebuilds e (RuntimeError, ValueError …), so its message can be rewritten."""
+    try:
+        return type(e)("probe").args == ("probe",)
+    except Exception:  # noqa: BLE001
+        return False
 
 
 def _unconverted(e: Exception) -> str:

@@ -5,7 +5,9 @@ The sidebar produces one Report (cached by content hash) and puts it in session 
 This file is also the server's start-up hook: `streamlit run app.py` finds the `app = st.App(...)` below, imports
 this file once as a module to serve it, and runs `_server_start` before the first session — the scratch folders a
 crashed or killed server left are swept then, and the run store is opened (a damaged index is repaired in the
-server's log, not in a visitor's page). Every session runs this same file as `__main__`: the page script.
+server's log, not in a visitor's page); the modules a session imports are imported, and the default sample's
+analysis is started, so the first visitor sees the app and its progress at once and joins that analysis. Every
+session runs this same file as `__main__`: the page script.
 """
 import os
 
@@ -18,8 +20,21 @@ if __name__ != "__main__":      # imported by `streamlit run` to serve the app: 
 
     @contextlib.asynccontextmanager
     async def _server_start(_app):
-        from xc_core.service import on_server_start
+        # Streamlit runs a process's first session in its legacy pages/ mode (a page list of every file in pages/,
+        # private helpers included) until st.navigation has run once. This app always navigates itself: say so
+        # before any session exists, so not even the first one shows that list.
+        from streamlit.runtime.pages_manager import PagesManager
+        PagesManager.uses_pages_directory = False
+        from xc_core.service import on_server_start, start_workers, warm_start_enabled
+        from xc_core.store import say_once
         on_server_start()
+        try:
+            if warm_start_enabled():    # first: the workers' imports run on another core while this process imports
+                start_workers()
+            from pages import _ui
+            _ui.warm_start()
+        except Exception as e:  # noqa: BLE001 — a server that cannot warm up still serves: one line in its log
+            say_once(f"the start-up warm-up failed ({type(e).__name__}: {e}); the server carries on")
         yield
 
     app = st.App(os.path.join(HERE, "app.py"), lifespan=_server_start)
@@ -33,5 +48,6 @@ else:
     _ui.leave_legacy_pages_mode()  # before any widget: the first run of a fresh server must not build the sidebar
     st.logo(os.path.join(HERE, "assets", "logo.svg"), size="large")  # the app's name above the pages
 
+    page = st.navigation(_ui.pages())  # the page list first: it is in the first paint, above the sidebar's widgets
     _ui.sidebar_and_analyze()
-    st.navigation(_ui.pages()).run()
+    page.run()

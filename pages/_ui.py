@@ -3,7 +3,6 @@ except through xc_core.api.analyze."""
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 
 import streamlit as st
@@ -16,16 +15,58 @@ from xc_core.sources.samples import DEFAULT_SAMPLE, SAMPLES
 from xc_core.sources.spec import BEFORE_STAGE_WORDS
 from xc_core.targets import REGISTRY, base_id, target_ids
 
-UPLOAD_TYPES = ["pt2", "pt", "pth", "jit", "ptl", "safetensors", "onnx", "bin", "mlmodel", "zip"]
+# Model files, and the names exporters give an ONNX model's external data (torch: model.onnx.data; Hugging Face
+# optimum: model.onnx_data; others: .bin, which is also an accepted model name).
+UPLOAD_TYPES = ["pt2", "pt", "pth", "jit", "ptl", "safetensors", "onnx", "bin", "mlmodel", "zip", "data", "onnx_data"]
 SAVED_RUN = "Saved run"
 
 
-@st.cache_resource
 def _service():
-    """One per server process: analyses run in the background, once per key for every session, and finished
-    reports come from the run store ($XC_HOME), so they survive a restart."""
-    from xc_core.service import AnalysisService
-    return AnalysisService()
+    """One per server process: analyses run in the background, once per key for every session (and for the
+    server's start-up hook), and finished reports come from the run store ($XC_HOME), so they survive a restart."""
+    from xc_core.service import shared_service
+    return shared_service()
+
+
+def default_targets() -> list[str]:
+    """The targets a new session starts with: every one this host can run."""
+    return [t for t in target_ids() if REGISTRY[t].available()[0]]
+
+
+def request_key(source_key: str, targets: list[str], options: dict, edits: dict, limits) -> str:
+    """The run key of what the sidebar asks for; the server's start-up hook computes it here too, so that the
+    analysis it starts is the one a new session names."""
+    return run_key(source=source_key, targets=targets, options=options, edits=edits, limits=limits.to_dict())
+
+
+def session_limits(timeout_s: float, memory_gib: float):
+    from xc_core.worker import WorkerLimits
+    return WorkerLimits(float(timeout_s), float(memory_gib))
+
+
+def warm_start() -> str | None:
+    """At server start, before the first visitor: import what a session's first run needs (the target list asks
+    the toolchains whether they are installed; the Overview's modules), so that run shows the sidebar and the
+    progress panel at once; and start the default sample's analysis with the default targets, under the key a new
+    session computes, so the first visitor joins it rather than starting it (not with XC_WARM_START=0). Returns
+    the analysis's key, or None."""
+    from xc_core.service import warm_start_enabled
+    import pandas  # noqa: F401
+    import xc_core.api  # noqa: F401
+    import xc_core.views  # noqa: F401
+    from pages import _capture_preview  # noqa: F401
+    from xc_core.analysis import advice  # noqa: F401
+    from xc_core.worker import WorkerLimits
+    targets = default_targets()
+    if not warm_start_enabled():
+        return None
+    base = WorkerLimits.from_env()
+    limits = session_limits(base.timeout_s, base.memory_gib)
+    key = request_key(f"sample:{DEFAULT_SAMPLE}", targets, {}, {}, limits)
+    svc = _service()
+    if svc.get(key) is None:
+        svc.submit(key, f"sample:{DEFAULT_SAMPLE}", None, targets=targets, target_options={}, worker_limits=limits)
+    return key
 
 
 def sidebar_and_analyze() -> None:
@@ -53,13 +94,15 @@ def sidebar_and_analyze() -> None:
                               format_func=lambda n: n, help="Defined in code with seeded weights")
         sb.caption(SAMPLES[sample].description)
     else:
-        upload = sb.file_uploader("Model", type=UPLOAD_TYPES, key="upload",
+        upload = sb.file_uploader("Model", type=UPLOAD_TYPES, key="upload", accept_multiple_files=True,
                                   help=".pt2 (torch.export.save), TorchScript (.pt, .jit, .ptl), a sample's "
                                        "state_dict (.pt, .safetensors), .onnx, a Core ML ML program (.mlmodel / "
                                        "zipped .mlpackage) or a zipped OpenVINO IR (.xml + .bin); recognised by "
-                                       "content")
+                                       "content. An ONNX model with external data (model.onnx + model.onnx.data, "
+                                       "as torch.onnx.export writes it): select the model and its data files "
+                                       "together, or upload a zip of its folder")
         npz = sb.file_uploader("Inputs (.npz, optional)", type=["npz"], key="upload_npz")
-    available = [t for t in target_ids() if REGISTRY[t].available()[0]]
+    available = default_targets()
     # ?targets=ort-cpu,ort-cpu[level=basic] in the URL preselects targets and variants (links to a comparison).
     wanted_targets = _variants_from_link(st.query_params.get("targets") or "")
     if "targets" not in st.session_state and wanted_targets:
@@ -74,29 +117,38 @@ def sidebar_and_analyze() -> None:
         st.session_state.update(report=None, pending=None, failed=None, report_hint=True,
                                 report_error="Pick at least one target in the sidebar to compare.")
         return
-    if mode == "Upload" and upload is None:
+    if mode == "Upload" and not upload:
         st.session_state.update(report=None, pending=None, failed=None, report_hint=True, report_error=(
-            "Drop a model in the sidebar — .pt2, .pt (TorchScript or a sample's state_dict), .onnx, or a Core ML "
-            "model — or switch to a bundled sample to see xc at work."))
+            "Drop a model in the sidebar — .pt2, .pt (TorchScript or a sample's state_dict), .onnx (with its "
+            "external-data files, or zipped with them), or a Core ML model — or switch to a bundled sample to see "
+            "xc at work."))
         return
     st.session_state["report_hint"] = False
+    if mode == "Upload":
+        from xc_core.errors import XcInputError
+        from xc_core.service import take_upload
+        try:
+            taken = take_upload([(u.name, u.getvalue()) for u in upload])
+        except XcInputError as e:
+            st.session_state.update(report=None, pending=None, failed=None, report_error=e.for_dashboard())
+            return
 
     limits = _worker_limits(sb)
     if mode == "Bundled sample":
         source_key = f"sample:{sample}"
         spec, files, submit = f"sample:{sample}", None, {}
     else:
-        data = upload.getvalue()
         npz_data = npz.getvalue() if npz is not None else b""
-        source_key = hashlib.sha256(data).hexdigest() + "|" + hashlib.sha256(npz_data).hexdigest()
+        # Every file's content: a changed data file is another model.
+        source_key = taken.digest + "|" + hashlib.sha256(npz_data).hexdigest()
         # The upload is written to a scratch folder only while it is analysed; the folder goes, also on error.
-        model_file = _safe_filename(upload.name)
-        spec, files, submit = None, {model_file: data}, {"model_file": model_file}
+        spec, files, submit = None, dict(taken.files), {"model_file": taken.model_file}
         if npz is not None:
-            files["inputs.npz"] = npz_data
-            submit["inputs_npz"] = "inputs.npz"
+            npz_file = next(n for n in ("inputs.npz", "xc-inputs.npz", "xc-inputs-1.npz") if n not in files)
+            files[npz_file] = npz_data
+            submit["inputs_npz"] = npz_file
     edits = _inputs_panel.overrides(source_key)
-    key = run_key(source=source_key, targets=targets, options=options, edits=edits, limits=limits.to_dict())
+    key = request_key(source_key, targets, options, edits, limits)
     report, needs = None, []
     if st.session_state.get("report_key") == key and st.session_state.get("report") is not None:
         report = st.session_state["report"]          # this session already holds it: no store read per click
@@ -174,13 +226,13 @@ def _worker_limits(sb):
                                   key="limit_timeout", help=f"default {DEFAULT_TIMEOUT_S:g} s (XC_TIMEOUT_S)")
         memory = st.number_input("Memory per target (GiB)", 0.5, 256.0, float(base.memory_gib), 0.5,
                                  key="limit_memory", help=f"default {DEFAULT_MEMORY_GIB:g} GiB (XC_MEMORY_GIB)")
-    return WorkerLimits(float(timeout), float(memory))
+    return session_limits(timeout, memory)
 
 
 def _safe_filename(name: str) -> str:
     """The browser's file name, kept for its extension and for the report, but never a path."""
-    base = re.sub(r"[^A-Za-z0-9._-]+", "_", os.path.basename(name or "upload"))[-120:].lstrip(".")
-    return base or "upload"
+    from xc_core.service import safe_name
+    return safe_name(name)
 
 
 def _variants_from_link(text: str) -> list[str]:

@@ -4,21 +4,35 @@ import pandas as pd
 import streamlit as st
 
 from pages import _ui
-from xc_core.views import coreml_op_rows, coreml_targets, fmt_sci
+from xc_core.views import coreml_op_rows, coreml_targets, fmt_sci, not_compiled_coreml
 
 report = _ui.require_report()
 _ui.header(report, "Core ML")
 
 targets = coreml_targets(report)
+failed = not_compiled_coreml(report)      # a Core ML target that did not compile keeps its column
+
+
+def failed_columns(cols) -> None:
+    for col, (tid, why) in zip(cols, failed.items()):
+        with col:
+            st.subheader(_ui.plain(tid))
+            st.error(f"{_ui.plain(why)} — nothing to show; the Overview has the whole message.")
+
+
 if not targets:
-    st.info("No Core ML target in this report. Pick `coreml-ane` or `coreml-cpu` in the sidebar.")
+    if failed:
+        failed_columns(st.columns(len(failed)))
+    else:
+        st.info("No Core ML target in this report. Pick `coreml-ane` or `coreml-cpu` in the sidebar.")
     st.stop()
 
 st.caption("Linux cannot ask Core ML where ops run: units come from xc's rule table, each rule citing its public "
            "source (`predicted-rules`); numerics come from executing the compiled MIL program in numpy with its own "
            "dtypes (`emulated`). On macOS 14.4+ MLComputePlan and predict replace both (`reported`, `measured`).")
 
-cols = st.columns(len(targets))
+cols = st.columns(len(targets) + len(failed))
+failed_columns(cols[len(targets):])
 for col, tid in zip(cols, targets):
     t = report["targets"][tid]
     info = t["info"]
@@ -26,13 +40,15 @@ for col, tid in zip(cols, targets):
     with col:
         st.subheader(_ui.plain(tid))
         st.markdown(f"{_ui.evidence_badge(units['evidence'])} {_ui.plain(t['label'])}")
-        a, b, c = st.columns(3)
+        # The first metric wider: "MIL ops before → after" and "198 → 49" were cut off in a third.
+        a, b, c = st.columns([1.6, 1, 1])
         a.metric("MIL ops before → after", f"{info.get('mil_ops_before', '—')} → {info.get('mil_ops_after', '—')}",
                  help="non-const MIL ops after the frontend (+ fp16 casts) vs after the default pass pipeline")
         b.metric("Casts", (info.get("casts") or {}).get("count", 0),
                  help=", ".join(f"{k}: {v}" for k, v in (info.get("casts") or {}).get("by_type", {}).items()))
         c.metric("Fused ops", (t.get("fusions") or {}).get("count", 0))
-        st.caption("Predicted units: " + ", ".join(f"{k.upper()} {100 * v:.0f}%" for k, v in units["share"].items())
+        st.caption("Predicted units: " + ", ".join(f"{k.upper() if k != 'unknown' else k} {100 * v:.0f}%"
+                                                   for k, v in units["share"].items())
                    + (f" · no rule for: {', '.join(units['unknown_ops'])}" if units["unknown_ops"] else ""))
         st.caption(f"Conversion: {_ui.plain(info.get('conversion', '—'))} · coremltools "
                    f"{_ui.plain(info.get('coremltools_version', ''))}")

@@ -1,5 +1,6 @@
-"""Downloads: every file of the run — each target's compiled artifacts, the captured model, the inputs, the
-Model Explorer export — plus report.json, the Markdown and HTML reports, and one zip of everything."""
+"""Downloads: every file of the run — each target's compiled artifacts (what each is, where its name does not say),
+the captured model, the inputs, the Model Explorer export as one zip with the command that opens it — plus
+report.json, the Markdown and HTML reports, and one zip of everything."""
 import io
 import json
 import os
@@ -9,6 +10,8 @@ import streamlit as st
 
 from pages import _ui
 from xc_core.report.sidecar import SIDECAR_FILE
+from xc_core.views import (MODEL_EXPLORER_ZIP, artifact_groups, model_explorer_command, model_explorer_files,
+                           model_explorer_index, zip_files)
 
 report = _ui.require_report()
 _ui.header(report, "Downloads")
@@ -66,32 +69,36 @@ if not set(files) - {"report.json", SIDECAR_FILE}:
             "made (a CI job's artifacts, or the folder given to analyze --out).")
     st.stop()
 
+for group in artifact_groups(report, list(files)):
+    st.markdown(f"**{_ui.plain(group['title'])}** · {group['count']} file(s)")
+    for note, entries in group["parts"]:
+        if note:
+            st.caption(_ui.plain(note))
+        cols = st.columns(3)
+        for i, f in enumerate(entries):
+            size = os.path.getsize(files[f["rel"]]) / 1024
+            cols[i % 3].download_button(_ui.plain(f["label"]), _ui.file_reader(files[f["rel"]]),
+                                        file_name=f["label"], key=f"dl_{f['rel']}", on_click="ignore",
+                                        icon=":material/download:", help=f"{_ui.plain(f['rel'])} · {size:,.1f} KiB")
 
-def _group(rel: str) -> str:
-    parts = rel.split("/")
-    if parts[0] == "artifacts" and len(parts) > 2:
-        return parts[1]
-    return {"capture": "capture", "model_explorer": "Model Explorer", "inputs.npz": "inputs"}.get(parts[0], parts[0])
-
-
-by_group: dict[str, list[str]] = {}
-for rel in sorted(files):
-    if rel not in ("report.json", SIDECAR_FILE):
-        by_group.setdefault(_group(rel), []).append(rel)
-order = [t for t in report["targets"] if t in by_group] + sorted(g for g in by_group if g not in report["targets"])
-for g in order:
-    label = f"{g} — {report['targets'][g]['label']}" if g in report["targets"] else g
-    st.markdown(f"**{_ui.plain(label)}** · {len(by_group[g])} file(s)")
-    cols = st.columns(3)
-    for i, rel in enumerate(by_group[g]):
-        cols[i % 3].download_button(rel.split("/", 1)[1] if rel.startswith("artifacts/") else rel,
-                                    _ui.file_reader(files[rel]), file_name=os.path.basename(rel),
-                                    key=f"dl_{g}_{i}", on_click="ignore", icon=":material/download:",
-                                    help=f"{_ui.plain(rel)} · {os.path.getsize(files[rel]) / 1024:,.1f} KiB")
+# The Model Explorer export is one graph, overlay and mapping file per target and pair (78 for eight targets):
+# one zip, and the command that opens it.
 export_error = ((report.get("exports") or {}).get("model_explorer") or {}).get("error")
+explorer = model_explorer_files(files)
+if explorer or export_error:
+    st.markdown(f"**Model Explorer** · {len(explorer)} file(s)")
 if export_error:
     st.warning(f"The Model Explorer export failed (the analysis did not): {_ui.plain(export_error)}")
-if "Model Explorer" in by_group:
-    st.caption("Model Explorer: `pip install ai-edge-model-explorer`, then `model-explorer <target>.graph.json`; "
-               "load the .nodedata.json overlays and the sync-navigation mapping from its side panel "
-               "(model_explorer/README.txt says which file is which).")
+if explorer:
+    st.download_button(MODEL_EXPLORER_ZIP, lambda: zip_files(explorer), file_name=MODEL_EXPLORER_ZIP,
+                       mime="application/zip", key="dl_model_explorer", on_click="ignore",
+                       icon=":material/download:",
+                       help="every graph, the backend / precision / fallback / drift overlays and the sync-navigation "
+                            "mappings, with README.txt saying which file is which")
+    st.caption("Open it with Google's Model Explorer (`pip install ai-edge-model-explorer`): the command below opens "
+               "two of its graphs, the first with its backends coloured (the graph selector's 'Open in split pane' "
+               "puts them side by side). Load the other overlays and the sync-navigation mappings from its side "
+               "panel; README.txt in the zip says which file is which.")
+    command = model_explorer_command(report, model_explorer_index(explorer))
+    if command:
+        st.code(command, language="bash", wrap_lines=True)

@@ -4,15 +4,28 @@ import streamlit as st
 
 from pages import _ui
 from xc_core.analysis.boundaries import latency_cliff
-from xc_core.views import accelerated_targets, fallback_rows
+from xc_core.views import accelerated_targets, fallback_rows, not_compiled_accelerated
 
 report = _ui.require_report()
 _ui.header(report, "Fallbacks")
 
 targets = accelerated_targets(report)
+failed = not_compiled_accelerated(report)     # an accelerated target that did not compile keeps its column
+
+
+def failed_columns(cols) -> None:
+    for col, (tid, why) in zip(cols, failed.items()):
+        with col:
+            st.subheader(_ui.plain(tid))
+            st.error(f"{_ui.plain(why)} — nothing to show; the Overview has the whole message.")
+
+
 if not targets:
-    st.info("None of the selected targets has an accelerator to fall back from. Pick `ort-nnapi` or "
-            "`ort-coreml` in the sidebar.")
+    if failed:
+        failed_columns(st.columns(len(failed)))
+    else:
+        st.info("None of the selected targets has an accelerator to fall back from. Pick `ort-nnapi` or "
+                "`ort-coreml` in the sidebar.")
     st.stop()
 
 with st.expander("Cost model (latency-cliff estimate)", expanded=False):
@@ -25,7 +38,8 @@ with st.expander("Cost model (latency-cliff estimate)", expanded=False):
     st.caption("estimate = Σ boundary bytes / bandwidth + transitions × overhead. Every boundary counts: tensors "
                "are sized at the input shapes that ran, and measured in a run where no shape says.")
 
-cols = st.columns(len(targets))
+cols = st.columns(len(targets) + len(failed))
+failed_columns(cols[len(targets):])
 for col, tid in zip(cols, targets):
     t = report["targets"][tid]
     part, bounds = t["info"]["partitioning"], t["info"]["boundaries"]
@@ -33,7 +47,7 @@ for col, tid in zip(cols, targets):
     with col:
         st.subheader(_ui.plain(tid))
         st.markdown(_ui.evidence_badge(part["evidence"]) + f" ORT verdict: **{part['suitability']}**")
-        a, b, c = st.columns(3)
+        a, b, c = st.columns([1.4, 1, 1])   # room for "Latency cliff (est.)", not "(e…"
         a.metric("Latency cliff (est.)", f"{est['estimate_ms']:.2f} ms",
                  help=f"{est['transfer_ms']:.3f} ms transfer + {est['overhead_ms']:.2f} ms overhead")
         b.metric("Partitions", part["num_partitions"], help="sizes: " + str(part["partition_sizes"]))
@@ -50,7 +64,7 @@ for col, tid in zip(cols, targets):
             sest = latency_cliff(sb["total_bytes"], sb["count"], bandwidth, overhead)
             st.markdown("**As shipped, with its dynamic dims** "
                         + _ui.evidence_badge(shipped["evidence"]) + f" ORT verdict: **{shipped['suitability']}**")
-            a, b, c = st.columns(3)
+            a, b, c = st.columns([1, 1, 1.4])
             a.metric("Accelerated", f"{100 * shipped['accelerated_share_nodes']:.0f}%",
                      delta=f"{100 * (shipped['accelerated_share_nodes'] - part['accelerated_share_nodes']):.0f} pts",
                      help="share of nodes the EP takes when the input dims stay symbolic")

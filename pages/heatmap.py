@@ -3,14 +3,23 @@ import streamlit as st
 
 from pages import _ui
 from xc_core.figures import heatmap_figure, heatmap_targets
+from xc_core.views import module_depth, not_compiled
 
 report = _ui.require_report()
 _ui.header(report, "Backend heat map")
 
 c1, c2, c3, c4 = st.columns(4)
 by = c1.radio("Rows", ["modules", "source ops"], horizontal=True, key="hm_rows")
-depth = c2.slider("Module depth", 1, 6, 2, key="hm_depth", disabled=by != "modules")
-only_diff = c3.checkbox("Only rows that differ between targets", key="hm_diff")
+# Depth counts the levels where the module tree branches: single-child wrappers (a Hugging Face model's `model` →
+# `model.vit` → `model.vit.encoder`) are no level, so the first view already shows the model's parts.
+deepest = max(2, module_depth(report))
+st.session_state.setdefault("hm_depth", 2)
+if st.session_state["hm_depth"] > deepest:       # another report, shallower: its deepest level
+    st.session_state["hm_depth"] = deepest
+depth = c2.slider("Module depth", 1, deepest, key="hm_depth", disabled=by != "modules",
+                  help="Levels where the module hierarchy branches; a module with a single child is no level of "
+                       "its own.")
+only_diff = c3.checkbox("Only rows that differ", key="hm_diff", help="between the targets")
 only_fb = c4.checkbox("Only fallbacks", key="hm_fallbacks")
 
 targets = heatmap_targets(report)
@@ -22,6 +31,9 @@ if fig is None:
     st.success("No rows match the filters.")
     st.stop()
 st.plotly_chart(fig, width="stretch", key="heatmap")
+missing = not_compiled(report)
 st.caption("Evidence per target: " + " · ".join(
-    f"`{t}` {report['targets'][t]['graph']['evidence']}" for t in targets)
-    + ". Hover a cell for the ops it covers and the fallback reason.")
+    f"{_ui.code(t)} {_ui.plain(report['targets'][t]['graph']['evidence'])}" for t in targets)
+    + ". Hover a cell for the ops it covers and the fallback reason."
+    + (" Empty columns: " + " · ".join(f"{_ui.code(t)} {_ui.plain(why)}" for t, why in missing.items())
+       + " — the Overview has the whole message." if missing else ""))

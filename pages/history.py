@@ -9,7 +9,7 @@ import streamlit as st
 
 from pages import _ui
 from xc_core.errors import XcInputError
-from xc_core.review.diff import change_lines, diff_markdown, diff_reports
+from xc_core.review.diff import change_lines, diff_markdown, diff_reports, different_models
 from xc_core.review.gate import GateRules, regressions
 from xc_core.review.runs import parse_report
 from xc_core.store import run_key
@@ -103,6 +103,9 @@ except Exception as e:  # noqa: BLE001 — xc's bug, but the page still lists an
                        "own, or compare them from the CLI with XC_DEBUG=1 for the details."))
     st.stop()
 
+other_model = different_models(d)
+if other_model:     # say it first: the "regressions" below then compare targets, not the same ops
+    st.warning(_ui.plain(other_model))
 if regs:
     st.error(f"**{len(regs)} regression(s)** under the default gate rules (`diff --gate`):")
     st.dataframe(pd.DataFrame(regs), hide_index=True, width="stretch")

@@ -1,6 +1,7 @@
-"""Overview: first what differs between the targets a user ships together (one sentence per pair), then one row
-per target in seven columns (target — with its status when it did not compile —, ops before → after, fused
-groups, accelerator, precision, worst drift, evidence), with every other column one click away."""
+"""Overview: first each target's checklist in one line, then what differs between the targets a user ships
+together (one sentence per pair), then one row per target in eight columns (target — with its status when it did
+not compile —, checklist verdicts, ops before → after, fused groups, accelerator, precision, worst drift,
+evidence), with every other column one click away."""
 import itertools
 import json
 
@@ -8,8 +9,9 @@ import pandas as pd
 import streamlit as st
 
 from pages import _ui
+from xc_core.analysis.advice import advice_line
 from xc_core.views import (default_pairs, fmt_sci, input_rows, overview_rows, pair_sentence, probe_rows,
-                            target_summary_rows)
+                            style_verdicts, target_summary_rows, verdict_lines, verdict_text)
 
 report = _ui.require_report()
 _ui.header(report, "Overview")
@@ -26,6 +28,15 @@ if cap.get("onnx_error"):
     st.warning(f"**No ONNX**: {_ui.plain(cap['onnx_error'])}. The targets that compile ONNX could not run; those "
                "that compile the ExportedProgram (Core ML, Inductor, the torch reference) ran on their own.")
 
+st.subheader("Each target in one line")
+# Its checklist, summed up: the symbols and words of the Checklist page and the Markdown report.
+st.markdown("  \n".join(f"**{_ui.plain(tid)}** {_ui.plain(line)}" for tid, line in verdict_lines(report)))
+checks = report.get("checklist", {}).get("targets", {})
+fails = sum(i["verdict"] == "fail" for items in checks.values() for i in items)
+warns = sum(i["verdict"] == "warn" for items in checks.values() for i in items)
+if fails or warns:
+    st.caption(f"Checklist: {fails} fail, {warns} warn across the targets — the Checklist page says which and why.")
+
 st.subheader("Where the targets you ship together differ")
 compiled = [tid for tid, t in report["targets"].items() if t.get("graph")]
 all_pairs = [f"{a} vs {b}" for a, b in itertools.combinations(compiled, 2)]
@@ -37,16 +48,15 @@ for pair in chosen:
     st.markdown("- " + _ui.plain(pair_sentence(report, a, b)))
 if not chosen:
     st.caption("Pick two targets you ship together to see what differs between them.")
-checks = report.get("checklist", {}).get("targets", {})
-fails = sum(i["verdict"] == "fail" for items in checks.values() for i in items)
-warns = sum(i["verdict"] == "warn" for items in checks.values() for i in items)
-if fails or warns:
-    st.caption(f"Checklist: {fails} fail, {warns} warn across the targets — the Checklist page says which and why.")
 
 st.subheader("Targets")
-summary = pd.DataFrame(target_summary_rows(report))
-st.dataframe(summary, hide_index=True, width="stretch")
-st.caption("Accelerator: share of nodes the accelerator takes (weights under All columns), ops left on the CPU; "
+# A static table: eight columns of every target whole at 1280 px, long cells wrapped (a data grid cut them
+# off). It renders Markdown: style_verdicts escapes every cell with _ui.plain.
+st.table(style_verdicts(target_summary_rows(report), ["checklist"], nowrap=("target", "checklist", "ops"),
+                       text=_ui.plain), hide_index=True)
+st.caption(f"Checklist: how many of its questions fail and warn ({verdict_text('fail')}, {verdict_text('warn')}; "
+           f"{verdict_text('pass')} when none does). "
+           "Accelerator: share of nodes the accelerator takes (weights under All columns), ops left on the CPU; "
            "Core ML: predicted compute units. Evidence: how the assignment · the numbers were obtained.",
            help=" · ".join(f"{k} — {v}" for k, v in _ui.EVIDENCE_HELP.items()))
 rows = overview_rows(report)
@@ -65,7 +75,9 @@ if ref.get("status") == "error":
 for tid, t in report["targets"].items():
     if t["status"] != "ok":
         box = st.error if t["status"] == "error" else st.info
-        box(f"**{tid}** {t['status']}: {_ui.plain(t['error'] or '')}")
+        advice = advice_line(t.get("advice"))
+        box(f"**{_ui.plain(tid)}** {t['status']}: {_ui.plain(t['error'] or '')}"
+            + (f"  \n{_ui.plain(advice)}" if advice else ""))
         _ui.full_message(t.get("error_detail"))
     elif (t.get("drift") or {}).get("failed"):
         st.warning(f"**{tid}**: {_ui.plain(t['drift']['failed'])} — its partitions and fallbacks still stand; "
@@ -89,41 +101,42 @@ else:
             st.dataframe(pd.DataFrame(fus["patterns"]), hide_index=True, width="stretch")
         else:
             st.write("No fusions.")
-    with right:
-        drift = t.get("drift") or {}
-        st.markdown(f"**Drift vs {drift.get('reference', 'reference')}** "
-                    f"{_ui.evidence_badge(drift.get('evidence'))}")
-        if drift.get("assumption"):
-            st.caption(f"Assumption: {_ui.plain(drift['assumption'])}")
-        conv = (t.get("info") or {}).get("onnx_conversion")
-        if conv and conv.get("conversion_drift"):
-            worst_conv = max((m.get("rel_l2") or 0 for m in conv["conversion_drift"].values()
-                              if "error" not in m), default=None)
-            st.caption(f"Includes the ONNX → PyTorch conversion (onnx2torch), whose own error is rel L2 "
-                       f"{fmt_sci(worst_conv)} — measured apart, see the Core ML page.")
-        out_rows = []
-        for name, m in (drift.get("outputs") or {}).items():
-            if "error" in m:
-                out_rows.append({"output": name, "error": m["error"]})
-            else:
-                out_rows.append({"output": name, "max abs": fmt_sci(m["max_abs"]),
-                                 "mean abs": fmt_sci(m["mean_abs"]), "rel L2": fmt_sci(m["rel_l2"]),
-                                 "cosine": f"{m['cosine']:.6f}" if m["cosine"] is not None else "—",
-                                 "SNR dB": f"{m['snr_db']:.1f}" if m["snr_db"] is not None else "∞",
-                                 "min atol": fmt_sci(m["min_atol"]), "min rtol": fmt_sci(m["min_rtol"])})
-        if out_rows:
-            st.dataframe(pd.DataFrame(out_rows), hide_index=True, width="stretch")
+    with right:     # the short things beside the fusion patterns
+        prec = t.get("precision") or {}
+        st.markdown(f"**Precision mix** {_ui.evidence_badge(prec.get('evidence'))}: "
+                    + ", ".join(f"{k} × {v}" for k, v in (prec.get("mix") or {}).items()))
+        for note in t.get("notes") or []:
+            st.caption(f"Note: {_ui.plain(note)}")
+        info = {k: v for k, v in (t.get("info") or {}).items() if not isinstance(v, (list, dict))}
+        if info:      # the compiler's settings as report.json names them: one hover away, not in the way
+            st.caption(f"{len(info)} compiler setting(s) and read-back detail(s)",
+                       help=" · ".join(f"{k}: {v}" for k, v in info.items()))
+    # Full width: its eight columns, cut off in half the page ("min atol / mi…"), fit whole here.
+    drift = t.get("drift") or {}
+    st.markdown(f"**Drift vs {_ui.plain(drift.get('reference', 'reference'))}** "
+                f"{_ui.evidence_badge(drift.get('evidence'))}")
+    if drift.get("assumption"):
+        st.caption(f"Assumption: {_ui.plain(drift['assumption'])}")
+    conv = (t.get("info") or {}).get("onnx_conversion")
+    if conv and conv.get("conversion_drift"):
+        worst_conv = max((m.get("rel_l2") or 0 for m in conv["conversion_drift"].values()
+                          if "error" not in m), default=None)
+        st.caption(f"Includes the ONNX → PyTorch conversion (onnx2torch), whose own error is rel L2 "
+                   f"{fmt_sci(worst_conv)} — measured apart, see the Core ML page.")
+    out_rows = []
+    for name, m in (drift.get("outputs") or {}).items():
+        if "error" in m:
+            out_rows.append({"output": name, "error": m["error"]})
         else:
-            st.write("No drift figures (the target did not run).")
-    prec = t.get("precision") or {}
-    st.markdown(f"**Precision mix** {_ui.evidence_badge(prec.get('evidence'))}: "
-                + ", ".join(f"{k} × {v}" for k, v in (prec.get("mix") or {}).items()))
-    for note in t.get("notes") or []:
-        st.caption(f"Note: {_ui.plain(note)}")
-    info = {k: v for k, v in (t.get("info") or {}).items() if not isinstance(v, (list, dict))}
-    if info:      # the compiler's settings as report.json names them: one hover away, not in the way
-        st.caption(f"{len(info)} compiler setting(s) and read-back detail(s)",
-                   help=" · ".join(f"{k}: {v}" for k, v in info.items()))
+            out_rows.append({"output": name, "max abs": fmt_sci(m["max_abs"]),
+                             "mean abs": fmt_sci(m["mean_abs"]), "rel L2": fmt_sci(m["rel_l2"]),
+                             "cosine": f"{m['cosine']:.6f}" if m["cosine"] is not None else "—",
+                             "SNR dB": f"{m['snr_db']:.1f}" if m["snr_db"] is not None else "∞",
+                             "min atol": fmt_sci(m["min_atol"]), "min rtol": fmt_sci(m["min_rtol"])})
+    if out_rows:
+        st.dataframe(pd.DataFrame(out_rows), hide_index=True, width="stretch")
+    else:
+        st.write("No drift figures (the target did not run).")
 
 st.subheader("Inputs")
 st.dataframe(pd.DataFrame(input_rows(report)), hide_index=True, width="stretch")

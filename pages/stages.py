@@ -19,14 +19,17 @@ if not targets:
     st.stop()
 
 # A static table: every target's column visible at once, long cells wrapped (a wide grid would scroll).
-st.table(pd.DataFrame(stage_matrix(report)).set_index("stage"))
+# st.table renders its cells and headers as Markdown: target ids and step names from a report are text.
+matrix = pd.DataFrame(stage_matrix(report)).set_index("stage").map(_ui.plain)
+matrix.columns = [_ui.plain(c) for c in matrix.columns]
+st.table(matrix)
 st.caption("Each cell: what the target's toolchain did in that stage. Ops are compute ops (casts, reorders and "
            "constants counted apart); *fused nodes* carry two or more source ops. ORT: one optimized model per "
            "optimization level, dumped by ORT. OpenVINO: the model as read, after its common transformations, "
            "and the CPU plugin's runtime model. coremltools: its default pipeline recorded pass by pass as "
            "ct.convert runs it (the net change of the passes of each kind). Inductor: its pre- and post-grad FX graphs, then its "
            "kernels. Mobile EPs: the basic-optimized graph, then ORT's partitioning. Evidence (steps / backend "
-           "selection): " + " · ".join(f"`{t}` {ev.get('steps')} / {ev.get('assignment')}" for t in targets
+           "selection): " + " · ".join(f"{_ui.code(t)} {ev.get('steps')} / {ev.get('assignment')}" for t in targets
                                        for ev in [report['targets'][t]['stages']['evidence']]))
 
 st.subheader("Every step of one target")

@@ -21,14 +21,18 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def dashboard(env: dict | None = None, port: int | None = None):
-    """A Streamlit server on a free port; its log is kept (and its path printed) only if the body failed."""
+    """A Streamlit server on a free port; its log is kept (and its path printed) only if the body failed.
+
+    The server does not start the default sample's analysis when it starts (XC_WARM_START=0) unless `env` says
+    so: most tests open other models, and on a small shared machine that analysis would only compete with theirs."""
     import tempfile
     port = port or free_port()
     fd, log_path = tempfile.mkstemp(prefix=f"streamlit-{port}-", suffix=".log")
     log = os.fdopen(fd, "w")
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
                              "--server.port", str(port), "--browser.gatherUsageStats", "false"],
-                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                            env={**os.environ, "XC_WARM_START": "0", **(env or {})})
     failed = True
     try:
         deadline = time.time() + 120

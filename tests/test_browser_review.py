@@ -4,6 +4,7 @@ with the bytes the store holds."""
 import json
 import os
 import shutil
+import zipfile
 
 import pytest
 
@@ -85,12 +86,15 @@ def test_a_run_link_opens_downloads_and_every_file_downloads(runs, tmp_path):
             assert "review_v1.pt2" in page.locator("body").inner_text()
             buttons = page.locator('[data-testid="stDownloadButton"] button:visible')
             labels = [b.locator('[data-testid="stMarkdownContainer"]').inner_text().strip() for b in buttons.all()]
-            # An artifact's button is labelled with its path inside artifacts/ (the target's folder first).
-            artifacts = {(rel.split("/", 1)[1] if rel.startswith("artifacts/") else rel): rel
-                         for rel in stored if rel != "report.json"}
-            assert set(artifacts) <= set(labels), set(artifacts) - set(labels)
-            assert any(rel.startswith("artifacts/ort-nnapi/") for rel in artifacts.values())
-            assert any(rel.startswith("model_explorer/") for rel in artifacts.values())
+            # Artifacts are labelled by file name under their target's heading (names repeat across targets: the
+            # bytes say which file a download is); the Model Explorer export is one zip.
+            explorer = {rel for rel in stored if rel.startswith("model_explorer/")}
+            artifacts = [rel for rel in stored if rel not in explorer and rel != "report.json"]
+            assert explorer and any(rel.startswith("artifacts/ort-nnapi/") for rel in artifacts)
+            assert {os.path.basename(rel) for rel in artifacts} <= set(labels)
+            assert "model_explorer.zip" in labels and not any(l.endswith(".json") and "model_explorer/" in l
+                                                              for l in labels)
+            got: list[tuple[str, int]] = []
             for i, label in enumerate(labels):
                 page.wait_for_timeout(500)
                 with page.expect_download(timeout=120_000) as info:
@@ -99,12 +103,18 @@ def test_a_run_link_opens_downloads_and_every_file_downloads(runs, tmp_path):
                 info.value.save_as(path)
                 size = path.stat().st_size
                 assert size > 0, label
-                rel = artifacts.get(label, label)
-                if rel in stored:
-                    assert size == os.path.getsize(stored[rel]), label
+                got.append((label, size))
+                if label == "model_explorer.zip":
+                    with zipfile.ZipFile(path) as z:
+                        inside = {os.path.basename(n) for n in z.namelist()}
+                    assert {os.path.basename(rel) for rel in explorer} <= inside, "the zip misses export files"
                 if label == "HTML (one offline file)":
                     assert path.read_text().lstrip().lower().startswith("<!doctype html")
                 if label == "Markdown (PR comment)":
                     assert path.read_text().startswith("### xc: review")
+            # every stored artifact came down byte for byte (matched by name and size)
+            wanted = sorted((os.path.basename(rel), os.path.getsize(stored[rel])) for rel in artifacts)
+            missing = [w for w in wanted if w not in got]
+            assert not missing, missing
             assert page.locator('[data-testid="stException"]').count() == 0
         browser.close()

@@ -27,7 +27,7 @@ def test_hostile_targets_in_the_dashboard_and_the_store_across_a_restart(tmp_pat
             page = browser.new_context().new_page()
             t0 = time.monotonic()
             page.goto(url + url_path, wait_until="commit")
-            table = page.locator('[data-testid="stDataFrame"]').first
+            table = page.locator('[data-testid="stTable"]').first
             table.wait_for(timeout=600_000)
             first = time.monotonic() - t0
             settle(page)
@@ -43,7 +43,7 @@ def test_hostile_targets_in_the_dashboard_and_the_store_across_a_restart(tmp_pat
             page = browser.new_context().new_page()
             t0 = time.monotonic()
             page.goto(url + url_path, wait_until="commit")
-            page.locator('[data-testid="stDataFrame"]').first.wait_for(timeout=120_000)
+            page.locator('[data-testid="stTable"]').first.wait_for(timeout=120_000)
             opened = time.monotonic() - t0
             settle(page)
             assert "killed by SIGSEGV in compile" in page.locator("body").inner_text()

@@ -120,13 +120,14 @@ def test_a_residual_sum_fused_into_the_other_producer_is_not_a_miss():
 
 
 def test_a_failed_target_is_one_finding_and_a_failed_reference_judges_no_drift():
-    """A target that never produced a graph fails question 1 with its error; the other four say they cannot be
-    answered rather than repeat it. When the reference itself failed, no target's outputs 'do not match'."""
+    """A target that never produced a graph is n/a on every question (question 1 carries its error: the failure is
+    the target's status, not a verdict). When the reference itself failed, no target's outputs 'do not match'."""
     from xc_core.analysis.checklist import _q4, checklist
     report = {"reference": {"status": "ok"}, "targets": {"openvino-cpu": {
         "id": "openvino-cpu", "status": "error", "error": "killed by SIGSEGV in run", "graph": None}}}
     verdicts = [(q["verdict"], q["detail"]) for q in checklist(report, [])["targets"]["openvino-cpu"]]
-    assert verdicts[0] == ("fail", "no compiled graph: killed by SIGSEGV in run")
+    assert verdicts[0] == ("not applicable", "no compiled graph came back, so there is no report to read: "
+                                             "killed by SIGSEGV in run")
     assert [v for v, _ in verdicts[1:]] == ["not applicable"] * 4
     ran_not = {"id": "ort-cpu", "status": "error", "error": "run failed: invalid index", "graph": {}, "drift": None}
     assert _q4(ran_not, report)["verdict"] == "fail"

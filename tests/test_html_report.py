@@ -1,19 +1,43 @@
 """The self-contained HTML report: renders reports that lack blocks (saying why each section is empty), escapes
-what came from the upload, and opens offline in headless Chromium with every figure drawn and no request leaving
-the file."""
+what came from the upload, and opens offline in headless Chromium — its first screen without drawing a figure,
+each figure drawn when it is scrolled to or its <details> opened, no request leaving the file, and the targets
+table as wide as the page at most."""
+import base64
 import copy
+import gzip
+import json
 import os
 import re
 from html import escape as html_escape
+from html.parser import HTMLParser
 
 import pytest
 from plotly.offline import get_plotlyjs
 
 from browser import CHROMIUM, FLAGS
-from xc_core.review.html import SECTIONS, report_html
+from xc_core.review.html import SECTIONS, _inert_json, report_html
 
 HOSTILE = "<script>alert(1)</script>"
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
+
+
+class _Links(HTMLParser):
+    """Every src / href / srcset / action / data / poster attribute value, and every tag, of a document."""
+
+    def __init__(self):
+        super().__init__()
+        self.urls, self.tags = [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self.urls += [v or "" for k, v in attrs if k in ("src", "href", "srcset", "action", "data", "poster")]
+
+
+def _plotly_js(html: str) -> str | None:
+    """plotly.js as the report packs it (gzip + base64 in an inert script), unpacked; None when not there."""
+    m = re.search(r'<script type="application/octet-stream" id="xc-plotly-js" data-encoding="gzip\+base64">'
+                  r"([A-Za-z0-9+/=]*)</script>", html)
+    return gzip.decompress(base64.b64decode(m.group(1))).decode() if m else None
 
 
 def _assert_sane(html: str) -> None:
@@ -21,9 +45,20 @@ def _assert_sane(html: str) -> None:
         assert f'<section id="{sid}"><h2>{title}</h2>' in html
     assert "could not be rendered" not in html      # no section fell back to its exception guard
     assert HOSTILE not in html
-    assert html.count(get_plotlyjs()) == 1                  # the library inlined once, in the head
-    ours = html.replace(get_plotlyjs(), "")                 # (its defaults name a CDN it never fetches here)
-    assert not re.search(r"<(link|img|iframe)\b|<script[^>]*\ssrc\s*=|url\(|href=\"?https?:", ours)
+    figures = html.count('class="xc-fig"')
+    assert html.count("id=\"xc-plotly-js\"") == (1 if figures else 0)     # the library once, only when drawn
+    if figures:
+        assert _plotly_js(html) == get_plotlyjs()
+    # Nothing is fetched: no src/href that leaves the file (only #section links), no stylesheet, frame or image.
+    links = _Links()
+    links.feed(html)
+    assert all(u.startswith("#") for u in links.urls), [u for u in links.urls if not u.startswith("#")]
+    assert not {"link", "img", "iframe", "object", "embed", "base"} & set(links.tags)
+    assert not re.search(r"<script[^>]*\ssrc\s*=|url\(|@import", html)
+    # Every script is ours and inert except one: the figure loader.
+    types = re.findall(r"<script([^>]*)>", html)
+    assert sum(t == "" for t in types) == (1 if figures else 0)
+    assert all(t == "" or 'type="application/json"' in t or 'type="application/octet-stream"' in t for t in types)
 
 
 def _all_errored() -> dict:
@@ -73,7 +108,7 @@ def test_report_whose_targets_all_errored_renders_and_escapes():
     assert "this source has no reference" in html
     assert "None of the targets has an accelerator" in html
     assert "no checklist" in html.lower()
-    assert 'class="plotly-graph-div"' not in html
+    assert 'class="xc-fig"' not in html and "xc-plotly-js" not in html     # no figure, so no plotly.js either
 
 
 @pytest.mark.parametrize("kind,says", [
@@ -118,46 +153,107 @@ def test_output_is_deterministic(sample_report):
     assert report_html(report) == report_html(copy.deepcopy(report))
 
 
+def test_figures_are_inert_data_until_drawn(sample_report):
+    """No figure is drawn by the HTML itself: each is an empty placeholder and its JSON in an inert script, with
+    the hostile names of the upload escaped inside the JSON too."""
+    report, _ = sample_report("vision-mini")
+    r = copy.deepcopy(report)
+    r["alignment"]["source_ops"][0]["module_path"] = "</script><script>alert(1)</script><!--"
+    html = report_html(r)
+    _assert_sane(html)
+    assert "Plotly.newPlot(" not in html.split('id="xc-plotly-js"')[0]      # nothing calls plotly while parsing
+    ids = re.findall(r'<div id="(fig-[^"]+)" class="xc-fig" data-state="waiting"', html)
+    assert len(ids) >= 6
+    for fid in ids:
+        assert html.count(f'<script type="application/json" id="{fid}-json">') == 1
+    # The label is escaped for plotly (which reads labels as HTML), then for the <script> element it sits in.
+    assert "\\u0026lt;/script\\u0026gt;\\u0026lt;script\\u0026gt;alert(1)" in html
+    assert "</script><script>alert(1)" not in html
+    hostile = {"name": "</script><!--<script>&amp;\u2028"}
+    inert = _inert_json(hostile)
+    assert not re.search("[<>&]", inert) and json.loads(inert) == hostile
+    assert html.count('id="xc-template-1"') == 1 and '"template":{' not in html.split('id="xc-template-1"')[0]
+
+
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian chromium is not installed")
-def test_html_report_opens_offline_in_headless_chromium(sample_report, tmp_path):
+def test_html_report_draws_figures_when_scrolled_to_or_opened_offline(sample_report, tmp_path):
     from playwright.sync_api import sync_playwright
     report, _ = sample_report("vision-mini")
-    html = report_html(report)
+    r = copy.deepcopy(report)
+    # A variant with a long id must not widen the targets table past the page.
+    long_id = "openvino-cpu[inference_precision=f32,performance_hint=THROUGHPUT]"
+    r["targets"] = {(long_id if k == "openvino-cpu" else k): v for k, v in r["targets"].items()}
+    r["checklist"]["targets"] = {(long_id if k == "openvino-cpu" else k): v
+                                 for k, v in r["checklist"]["targets"].items()}
+    html = report_html(r)
     _assert_sane(html)
-    n_figures = html.count('class="plotly-graph-div"')
-    assert n_figures >= 6                                   # heat map, counts, histogram + scatter, layers, panes
+    n_figures = html.count('class="xc-fig"')
+    assert n_figures >= 6                                   # heat map, counts, histograms + scatters, layers
     path = tmp_path / "report.html"
     path.write_text(html, encoding="utf-8")
-
     outside, errors = [], []
 
-    def route(r):
-        url = r.request.url
-        if url.startswith("file:") or url.startswith("data:"):
-            r.continue_()
+    def route(req):
+        url = req.request.url
+        if url.startswith(("file:", "data:", "blob:")):
+            req.continue_()
         else:
             outside.append(url)
-            r.abort()
+            req.abort()
 
+    states = "() => [...document.querySelectorAll('.xc-fig')].map(d => d.dataset.state)"
+    drawn = "id => !!document.querySelector('#' + id + ' svg.main-svg')"
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         try:
-            context = browser.new_context(viewport={"width": 1400, "height": 1000})
+            context = browser.new_context(viewport={"width": 1280, "height": 800})
             context.route("**/*", route)
             page = context.new_page()
             page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(path.as_uri(), timeout=120_000)
-            page.wait_for_function(f"document.querySelectorAll('.js-plotly-plot').length >= {n_figures}",
-                                   timeout=120_000)
+            page.goto(path.as_uri(), wait_until="load", timeout=120_000)
             for sid, title in SECTIONS:
                 heading = page.locator(f"#{sid} > h2")
                 assert heading.is_visible() and heading.inner_text() == title
-            drawn = page.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')]
-                .map(d => d.querySelectorAll('svg.main-svg, canvas').length)""")
-            assert len(drawn) >= n_figures and all(drawn), drawn
+            # At load no figure is drawn that is not near the first screen (the loader draws 300 px ahead) or that
+            # sits in a closed <details>; here that is every one — the first screen is text and tables — so
+            # plotly.js has not even been unpacked.
+            away = page.evaluate("""() => [...document.querySelectorAll('.xc-fig')].filter(d =>
+                d.getBoundingClientRect().top > window.innerHeight + 300 || d.closest('details:not([open])'))
+                .map(d => d.dataset.state)""")
+            assert away == ["waiting"] * n_figures
+            assert page.evaluate("typeof window.Plotly") == "undefined"
+            # The targets table fits the page at 1280 px: its box scrolls nothing sideways, nor does the page.
+            fit = page.evaluate("""() => { const t = document.querySelector('#overview table');
+                return [t.parentElement.scrollWidth, t.parentElement.clientWidth,
+                        document.documentElement.scrollWidth, window.innerWidth]; }""")
+            assert fit[0] <= fit[1] and fit[2] <= fit[3], fit
+            page.screenshot(path=str(tmp_path / "first-screen.png"))
+
+            # Scrolled to: the per-layer drift figure (far down) is drawn; a figure in a closed <details> is not,
+            # even when its <details> is on screen.
+            layers = page.locator(".xc-fig[id*=drift-layers]")
+            layers.scroll_into_view_if_needed()
+            page.wait_for_function(drawn, arg=layers.get_attribute("id"), timeout=120_000)
+            closed = page.locator("details.fig").first
+            closed.scroll_into_view_if_needed()
+            inside = closed.locator(".xc-fig")
+            ids = [inside.nth(k).get_attribute("id") for k in range(inside.count())]
+            assert ids and all(page.evaluate(f"document.getElementById('{i}').dataset.state") == "waiting"
+                               for i in ids)
+            closed.locator("summary").click()                 # opened: its figures are drawn
+            for i in ids:
+                page.wait_for_function(drawn, arg=i, timeout=120_000)
+
+            # Every figure draws once it is reached: open every <details>, scroll to each figure.
+            page.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+            for k in range(n_figures):
+                fig = page.locator(".xc-fig").nth(k)
+                fig.scroll_into_view_if_needed()
+                page.wait_for_function(drawn, arg=fig.get_attribute("id"), timeout=120_000)
+            assert page.evaluate(states) == ["drawn"] * n_figures
             page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
         finally:
             browser.close()
     assert not outside, outside
     assert not errors, errors
-    print(f"HTML report: {path} ({len(html.encode()):,} bytes), screenshot {tmp_path / 'report.png'}")
+    print(f"HTML report: {path} ({len(html.encode()):,} bytes), screenshots in {tmp_path}")

@@ -147,13 +147,44 @@ def test_cli_bad_inputs_exit_2_with_one_line(tmp_path, make, expected):
 
 @pytest.mark.parametrize("args,expected", [
     (["analyze", "sample:vision-mini", "--targets", "nope", "--out", "o"], "unknown target 'nope'"),
-    (["analyze", "sample:vision-mini"], "required: --out"),
+    (["analyze", "--targets", "ort-cpu"], "required: source"),
     (["analyze", "sample:vision-mini", "--shape", "x=1xq", "--out", "o"], "--shape 'x=1xq'"),
     (["frobnicate"], "invalid choice"),
 ])
 def test_cli_usage_errors_exit_2(tmp_path, args, expected):
     r = cli(*args, cwd=tmp_path)
     assert r.returncode == 2 and expected in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_cli_analyze_without_out_writes_a_new_folder_and_says_where(tmp_path):
+    r = cli("analyze", "sample:vision-mini", "--targets", "ort-cpu", "--no-store", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    folders = list((tmp_path / "xc-out").iterdir())
+    assert len(folders) == 1 and re.fullmatch(r"vision-mini-\d{8}-\d{6}", folders[0].name), folders
+    assert json.loads((folders[0] / "report.json").read_text())["targets"]["ort-cpu"]["status"] == "ok"
+    assert (folders[0] / "artifacts" / "ort-cpu").is_dir()
+    # One line says where, last, as the folder relative to where the command ran.
+    assert r.stdout.strip().splitlines()[-1] == (f"wrote {os.path.join('xc-out', folders[0].name, 'report.json')} "
+                                                 "(no --out given: a new folder in ./xc-out)")
+    assert "default: a new folder ./xc-out/MODEL-DATE-TIME/" in " ".join(cli("analyze", "--help").stdout.split())
+    # A source refused on the way: its one line, and no empty folder of ours left.
+    r = cli("analyze", "missing.onnx", "--targets", "ort-cpu", cwd=tmp_path / "xc-out")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "missing.onnx: no such file" in r.stderr
+    assert not (tmp_path / "xc-out" / "xc-out").exists()
+
+
+def test_default_out_folders_never_reuse_an_earlier_run(tmp_path):
+    from xc_core.cli import new_out_dir
+    root, now = str(tmp_path / "xc-out"), 1_800_000_000.0
+    made = [new_out_dir("sample:vision-mini", root, now) for _ in range(3)]
+    assert made[1] == made[0] + "-2" and made[2] == made[0] + "-3"      # same second: a new folder each time
+    assert all(os.path.isdir(m) and not os.listdir(m) for m in made)
+    # Named after the model file, in characters any shell and file system take.
+    assert os.path.basename(new_out_dir("/models/My Model v2.onnx", root, now)).startswith("My_Model_v2-")
+    hostile = new_out_dir("../../<img src=x>;rm -rf.pt2", root, now)
+    assert os.path.dirname(hostile) == root and re.fullmatch(r"img_src_x_rm_-rf-\d{8}-\d{6}",
+                                                              os.path.basename(hostile))
+    assert os.path.basename(new_out_dir("sample:", root, now)).startswith("model-")
 
 
 def test_cli_lists_targets_and_samples():

@@ -27,6 +27,20 @@ def review_runs(tmp_path_factory):
     return outs
 
 
+@pytest.fixture(scope="module")
+def other_model_run(tmp_path_factory):
+    """Another model altogether, and in another format: ConvBnRelu exported to ONNX."""
+    import torch
+
+    from tiny_models import conv_bn_relu
+    folder = tmp_path_factory.mktemp("other")
+    model, args = conv_bn_relu()
+    torch.onnx.export(model, args, str(folder / "tiny.onnx"), dynamo=True, input_names=["x"])
+    assert main(["analyze", str(folder / "tiny.onnx"), "--targets", TARGETS, "--out", str(folder / "run"),
+                 "--quiet", "--no-store"]) == 0
+    return str(folder / "run")
+
+
 def _run(capsys, argv):
     code = main(argv)
     out, err = capsys.readouterr()
@@ -39,7 +53,7 @@ def test_gate_fails_on_the_new_nnapi_fallback_and_the_drift_change(review_runs, 
     assert "REGRESSION ort-nnapi" in out and "new CPU fallback" in out
     assert "LayerNormalization at norm (unsupported operator)" in out
     assert "HardSigmoid at act" in out            # ORT lowers HardSwish to HardSigmoid × x; NNAPI lacks it
-    assert "drift of 'linear' grew" in out
+    assert "drift of 'output 0' grew" in out          # a lone unnamed output goes by its position
     assert "source op replaced at act: relu → hardswish" in out
     assert err.startswith("xc: ") and len(err.strip().splitlines()) == 1
     # The JSON says the same, for scripts.
@@ -49,6 +63,9 @@ def test_gate_fails_on_the_new_nnapi_fallback_and_the_drift_change(review_runs, 
     nnapi = d["targets"]["ort-nnapi"]
     assert {f["op_type"] for f in nnapi["fallbacks"]["added"]} == {"HardSigmoid", "LayerNormalization"}
     assert nnapi["fallbacks"]["count"] == {"base": 0, "new": 2}
+    # Another file name, yet the same model edited: most source ops line up, so no different-models note.
+    assert d["models"]["relation"] == "edited" and d["models"]["common_source_ops"] >= 0.5
+    assert d["models"]["line"] is None and not out.startswith("NOTE")
     # Where in the lowering it changed: the added LayerNorm is there from the import on.
     stages = {c["stage"]: c for c in d["targets"]["ort-cpu"]["stage_changes"]}
     assert stages["Import"]["new"] > stages["Import"]["base"]
@@ -61,6 +78,53 @@ def test_the_same_model_twice_passes_the_gate(review_runs, capsys):
     code, out, _ = _run(capsys, ["diff", review_runs["v1"], review_runs["v1-again"], "--format", "json"])
     d = json.loads(out)
     assert all(not t["stage_changes"] and t["layout"] is None for t in d["targets"].values())
+
+
+def test_diff_of_two_different_models_says_so_first_and_the_gate_refuses(review_runs, other_model_run, capsys):
+    v1, other = review_runs["v1"], other_model_run
+    code, out, err = _run(capsys, ["diff", v1, other])
+    assert code == 0, err
+    first = out.splitlines()[0]
+    assert re.fullmatch(r"NOTE: base and new are different models: review_v1\.pt2 \(exported-program, sha256 "
+                        r"[0-9a-f]{12}, \d+ captured ops\) vs tiny\.onnx \(onnx, sha256 [0-9a-f]{12}, \d+ captured "
+                        r"ops\), 0% of source ops line up — the comparison below lines up targets, not the same ops",
+                        first), first
+    # Markdown: right under the title, before any table or regression.
+    code, out, _ = _run(capsys, ["diff", v1, other, "--format", "md"])
+    paragraphs = [p for p in out.split("\n\n") if p.strip()]
+    assert paragraphs[1].startswith("> **⚠️ base and new are different models: review\\_v1.pt2 "
+                                    "(exported-program, sha256")
+    assert "\n" not in paragraphs[1]
+    # JSON: the first key, with the relation for scripts.
+    code, out, _ = _run(capsys, ["diff", v1, other, "--format", "json"])
+    d = json.loads(out)
+    assert next(iter(d)) == "models" and d["models"]["relation"] == "different"
+    assert d["models"]["common_source_ops"] == 0 and d["models"]["line"] == first.removeprefix("NOTE: ")
+    # The gate: one model against another is a wrong baseline, not a list of regressions — exit 2, one line.
+    code, out, err = _run(capsys, ["diff", v1, other, "--gate"])
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, (out, err)
+    assert err.startswith("xc: base and new are different models: review_v1.pt2") and \
+        "--allow-different-models" in err
+    code, out, err = _run(capsys, ["diff", v1, other, "--gate", "--allow-different-models"])
+    assert code in (0, 1) and out.startswith("NOTE: base and new are different models") and "gate: " in out
+
+
+def test_the_same_model_at_a_new_version_is_not_different(review_runs, other_model_run):
+    """Same file name, another sha256: a new version, compared as usual even when few ops line up."""
+    from xc_core.review.diff import diff_markdown, diff_reports, diff_text
+    base = json.load(open(os.path.join(review_runs["v1"], "report.json")))
+    new = json.load(open(os.path.join(other_model_run, "report.json")))
+    assert diff_reports(base, new)["models"]["relation"] == "different"
+    # A file name with a newline or a terminal escape in it: the sentence is still one printable line.
+    hostile = {**new, "source": {**new["source"], "name": "x\n\x1b[2J<b>.onnx"}}
+    line = diff_reports(base, hostile)["models"]["line"]
+    assert line.isprintable() and "x ?[2J<b>.onnx (onnx" in line
+    assert "x ?\\[2J&lt;b&gt;.onnx" in diff_markdown(diff_reports(base, hostile))
+    new["source"]["name"] = base["source"]["name"]
+    d = diff_reports(base, new)
+    assert d["models"] == {"relation": "new-version", "common_source_ops": 0, "line": None}
+    assert "different models" not in diff_text(d) + diff_markdown(d)
+    assert diff_reports(base, base)["models"]["relation"] == "same-file"
 
 
 def test_gate_rules_from_a_repository_file_and_flags(review_runs, capsys, tmp_path):

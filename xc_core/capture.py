@@ -43,6 +43,16 @@ class Captured:
     # Why a PyTorch source has no ONNX (torch.onnx could not export what torch.export captured): the targets that
     # compile ONNX fail with it, those that compile the ExportedProgram still run.
     onnx_error: str | None = None
+    # What the report calls each output, by position (empty: output_names as they are). ONNX graphs name their
+    # outputs; an ExportedProgram's user outputs are named after internal nodes ('linear_12'), so they are called
+    # by the model's own keys ('logits') or by position ('output 0').
+    output_labels: list[str] = field(default_factory=list)
+
+    def output_label_map(self) -> dict[str, str]:
+        """{output name: the name the report shows}."""
+        if len(self.output_labels) != len(self.output_names):
+            return {}
+        return {n: lab for n, lab in zip(self.output_names, self.output_labels) if n != lab}
 
     def program(self):
         """The captured ExportedProgram (PyTorch sources), or None. A worker reads it back from the run folder
@@ -113,7 +123,8 @@ def _capture_pytorch(source: Source, workdir: str, example_inputs: dict, exporte
     timings["torch.export"] = time.perf_counter() - t0
     before = exported_program_graph(ep, source.name)
     if exported is not None:
-        exported(Captured(source, None, None, before, user_output_names(ep), ep, dict(timings), list(notes)))
+        exported(Captured(source, None, None, before, user_output_names(ep), ep, dict(timings), list(notes),
+                          output_labels=user_output_labels(ep)))
 
     t0 = time.perf_counter()
     onnx_path = os.path.join(workdir, "model.onnx")
@@ -128,7 +139,7 @@ def _capture_pytorch(source: Source, workdir: str, example_inputs: dict, exporte
             timings["torch.onnx.export"] = time.perf_counter() - t0
             why = f"torch.onnx.export failed ({type(e).__name__}: {summarize_error(str(e), 300) or type(e).__name__})"
             return Captured(source, None, None, before, user_output_names(ep), ep, timings,
-                            notes + [f"no ONNX: {why}"], onnx_error=why)
+                            notes + [f"no ONNX: {why}"], onnx_error=why, output_labels=user_output_labels(ep))
         _fold_constants(program.model)
         program.save(onnx_path)
     timings["torch.onnx.export"] = time.perf_counter() - t0
@@ -150,7 +161,43 @@ def _capture_pytorch(source: Source, workdir: str, example_inputs: dict, exporte
         if node.module_path is None and meta.get("pkg.torch.onnx.name_scopes"):
             node.module_path = _module_path_from_scopes(meta["pkg.torch.onnx.name_scopes"])
     return Captured(source, onnx_path, onnx_graph, before, [o.name for o in model.graph.output], ep,
-                    timings, notes)
+                    timings, notes, output_labels=user_output_labels(ep))
+
+
+def user_output_labels(ep) -> list[str]:
+    """The model's own names for its outputs, by position: the keys of a dict (or a Hugging Face ModelOutput read
+    as one) it returns, with indices for nested sequences ('logits', 'hidden_states[0]'); 'output <i>' where the
+    model returns a plain tensor or tuple."""
+    import torch.utils._pytree as pytree
+    n = len(user_output_names(ep))
+    try:
+        spec = ep.call_spec.out_spec
+        paths = [path for path, _ in pytree.tree_flatten_with_path(pytree.tree_unflatten(list(range(n)), spec))[0]]
+    except Exception:  # noqa: BLE001 — no usable spec: positions
+        paths = []
+    if len(paths) != n:
+        return [f"output {i}" for i in range(n)]
+    labels = []
+    for i, path in enumerate(paths):
+        keys = [k for k in path if isinstance(k, (pytree.MappingKey, pytree.GetAttrKey))]
+        if not keys:
+            labels.append(f"output {i}")
+            continue
+        text = ""
+        for k in path:
+            if isinstance(k, pytree.MappingKey):
+                text += ("." if text else "") + str(k.key)
+            elif isinstance(k, pytree.GetAttrKey):
+                text += ("." if text else "") + k.name
+            elif isinstance(k, pytree.SequenceKey):
+                text += f"[{k.idx}]"
+        labels.append(text)
+    seen: dict[str, int] = {}
+    for i, lab in enumerate(labels):     # unique, whatever the keys were
+        seen[lab] = seen.get(lab, 0) + 1
+        if seen[lab] > 1:
+            labels[i] = f"{lab} ({seen[lab]})"
+    return labels
 
 
 def user_output_names(ep) -> list[str]:

@@ -3,6 +3,12 @@
 Exit codes: 0 success; 2 bad input or usage (one line on stderr, no traceback); 1 an internal error (one line;
 XC_DEBUG=1 shows the traceback). `diff --gate`: 0 nothing regressed, 1 something did, 2 bad input, 3 an internal
 error (so a CI job never reads a crash as a regression, or as a pass).
+
+`analyze` without `--out` writes to a new folder ./xc-out/<model>-<date>-<time>/ (a suffix -2, -3… if that
+exists: an earlier run is never overwritten) and says where in its last line. `diff` of two different models (not
+the same file, not the same file name, and fewer than half of the source ops line up) says so in its first line;
+with `--gate` that is bad input — exit 2 with that line, since gating one model against another is almost always
+a wrong baseline — unless `--allow-different-models` is given.
 """
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ from .errors import XcInputError
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 EXIT_REGRESSED, EXIT_DIFF_INTERNAL = 1, 3
+DEFAULT_OUT_ROOT = "xc-out"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -45,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--option", action="append", metavar="TARGET.KEY=VALUE",
                    help="a target option, repeatable; e.g. ort-nnapi.fp16=true (emulate NNAPI's relaxed fp16), "
                         "ort-coreml.bandwidth_gb_s=8, openvino-cpu.inference_precision=f32")
-    a.add_argument("--out", required=True, metavar="DIR", help="writes DIR/report.json and DIR/artifacts/")
+    a.add_argument("--out", metavar="DIR", help="writes DIR/report.json and DIR/artifacts/ (default: a new folder "
+                   f"./{DEFAULT_OUT_ROOT}/MODEL-DATE-TIME/, never an earlier run's)")
     a.add_argument("--quiet", action="store_true", help="print nothing but errors")
     a.add_argument("--md", metavar="FILE", help="also write the report as Markdown for a pull-request comment")
     a.add_argument("--html", metavar="FILE", help="also write the report as one self-contained HTML file")
@@ -77,7 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--format", choices=("text", "md", "json"), default="text")
     d.add_argument("--out", metavar="FILE", help="write here instead of stdout")
     d.add_argument("--gate", action="store_true",
-                   help="exit 1 when something regressed (each regression listed), 0 when nothing did")
+                   help="exit 1 when something regressed (each regression listed), 0 when nothing did; 2 when base "
+                        "and new are different models (see --allow-different-models)")
+    d.add_argument("--allow-different-models", action="store_true",
+                   help="gate even when base and new are different models (not the same file or file name, and "
+                        "fewer than half of their source ops line up): targets are compared, not the same ops")
     from .review.gate import CONFIG_FILE, GateRules
     g = d.add_argument_group("gate rules", f"defaults, then {CONFIG_FILE} in the current folder (or --config), "
                                            "then these flags; -1 turns a count rule off")
@@ -195,7 +207,7 @@ def _report(args) -> int:
 
 
 def _diff(args) -> int:
-    from .review.diff import diff_markdown, diff_reports, diff_text
+    from .review.diff import diff_markdown, diff_reports, diff_text, different_models
     from .review.gate import load_rules, regressions
     from .review.runs import load_run
     base, new = load_run(args.base), load_run(args.new)
@@ -209,6 +221,9 @@ def _diff(args) -> int:
     rules, per_target = load_rules(args.config, overrides)
     d = diff_reports(base.report, new.report)
     d["base"]["label"], d["new"]["label"] = base.label, new.label
+    if args.gate and different_models(d) and not args.allow_different_models:
+        raise XcInputError(f"{different_models(d)}; not gating one model against another (a wrong baseline?) — "
+                           "pass --allow-different-models to gate anyway")
     regs = regressions(d, rules, per_target) if args.gate else None
     if args.format == "json":
         _write(json.dumps({**d, "regressions": regs}, indent=1) + "\n", args.out)
@@ -277,6 +292,9 @@ def _analyze(args) -> int:
         raise XcInputError(f"--jobs {args.jobs}: must be at least 1")
     if args.inputs and not os.path.isfile(args.inputs):
         raise XcInputError(f"--inputs {args.inputs}: no such file (accepted: an .npz written by numpy.savez)")
+    made_out = args.out is None
+    if made_out:
+        args.out = new_out_dir(args.source)
     try:
         os.makedirs(args.out, exist_ok=True)
     except OSError as e:
@@ -310,6 +328,7 @@ def _analyze(args) -> int:
         raise _Stopped
     on_main = threading.current_thread() is threading.main_thread()    # handlers only go there
     previous = signal.signal(signal.SIGTERM, _stop) if on_main else None
+    report = None
     try:
         report = analyze(args.source, targets, inputs_npz=args.inputs, shapes=shapes, dims=parse_dim_flags(args.dim),
                          values=parse_value_flags(args.value), ranges=parse_range_flags(args.range),
@@ -321,6 +340,12 @@ def _analyze(args) -> int:
     finally:
         if on_main:
             signal.signal(signal.SIGTERM, previous)
+        if made_out and report is None:     # a refused source leaves no empty folder of ours behind
+            for empty in (args.out, DEFAULT_OUT_ROOT):
+                try:
+                    os.rmdir(empty)
+                except OSError:             # not empty (written to, or other runs' folders): keep it
+                    break
     if not args.no_store:
         _record(args, report, targets, options, shapes, limits)
     for fmt, path in (("md", args.md), ("html", args.html)):
@@ -330,8 +355,32 @@ def _analyze(args) -> int:
         print(inputs_table(report))
         print(summary_table(report))
         print(checklist_table(report))
-        print(f"wrote {os.path.join(args.out, 'report.json')}")
+        # Said at the end, once: a source refused on the way has one line of its own, and no folder is left.
+        print(f"wrote {os.path.join(args.out, 'report.json')}"
+              + (f" (no --out given: a new folder in ./{DEFAULT_OUT_ROOT})" if made_out else ""))
     return EXIT_OK
+
+
+def new_out_dir(source: str, root: str = DEFAULT_OUT_ROOT, now: float | None = None) -> str:
+    """Create and return root/<model>-<YYYYmmdd-HHMMSS>[-N]: named after the model so `ls` tells runs apart, dated
+    so they sort, and created here (exist_ok=False), so two runs in one second, or in parallel, get two folders."""
+    import re
+    import time
+    stem = source.split(":", 1)[1] if source.startswith("sample:") else os.path.basename(source.rstrip("/\\"))
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", os.path.splitext(stem)[0]).strip("._-")[:48] or "model"
+    base = os.path.join(root, f"{stem}-{time.strftime('%Y%m%d-%H%M%S', time.localtime(now))}")
+    try:
+        os.makedirs(root, exist_ok=True)
+        for n in range(1, 1000):
+            path = base if n == 1 else f"{base}-{n}"
+            try:
+                os.mkdir(path)
+                return path
+            except FileExistsError:
+                continue
+    except OSError as e:
+        raise XcInputError(f"cannot create an output folder in ./{root} ({e.strerror}); give one with --out") from None
+    raise XcInputError(f"./{root}: every folder name for {os.path.basename(base)} is taken; give one with --out")
 
 
 def _record(args, report: dict, targets, options, shapes, limits) -> None:
@@ -389,9 +438,13 @@ def summary_table(report: dict) -> str:
     cells = [cols] + [[str(r.get(c, "—")) for c in cols] for r in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(cols))]
     lines = ["  ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip() for line in cells]
+    from .analysis.advice import advice_line
     for r in rows:
         if r.get("error"):
             lines.append(f"{r['target']}: {r['error']}")
+            advice = advice_line((report["targets"].get(r["target"]) or {}).get("advice"))
+            if advice:
+                lines.append(f"  ↳ {advice}")
     return "\n".join(lines)
 
 

@@ -9,7 +9,7 @@ import math
 
 import plotly.graph_objects as go
 
-from .views import HEAT_CATEGORIES, heatmap_rows, plotly_text
+from .views import HEAT_CATEGORIES, heatmap_rows, not_compiled, plotly_text
 
 HEAT_COLORS = {"accelerator": "#1a9850", "accelerator (fused)": "#91cf60", "CPU": "#4575b4",
                "CPU (fused)": "#91bfdb", "CPU fallback": "#d73027", "unknown": "#fee08b", "not present": "#f0f0f0"}
@@ -18,20 +18,22 @@ MARGIN = dict(l=10, r=10, t=30, b=10)
 
 # ---- heat map ---------------------------------------------------------------------------------------------
 def heatmap_targets(report: dict) -> list[str]:
-    """The heat map's columns: targets that produced a graph (as views.heatmap_rows picks them)."""
+    """Targets that produced a graph: the heat map's filled columns (the others are empty columns), whose evidence
+    the page lists."""
     return [t for t, b in report["targets"].items() if b.get("graph")]
 
 
 def heatmap_figure(report: dict, *, by_module: bool = True, depth: int = 2, only_diff: bool = False,
                    only_fallbacks: bool = False) -> go.Figure | None:
-    """Rows are source modules (or ops), columns the targets with a graph, each cell what runs it. None when no
-    target has a graph or no row passes the filters."""
+    """Rows are source modules (`depth` levels where the hierarchy branches) or source ops, columns every target,
+    each cell what runs it; a target without a graph is an empty column labelled with its status and reason. None
+    when no target has a graph or no row passes the filters."""
     labels, targets, cells = heatmap_rows(report, by_module=by_module, depth=depth)
-    if not targets:
+    if not heatmap_targets(report):
         return None
     keep = []
     for i, line in enumerate(cells):
-        cats = [c["category"] for c in line]
+        cats = [c["category"] for c in line if c["category"] is not None]   # empty columns compare with nothing
         if only_diff and len(set(cats)) < 2:
             continue
         if only_fallbacks and "CPU fallback" not in cats:
@@ -40,19 +42,24 @@ def heatmap_figure(report: dict, *, by_module: bool = True, depth: int = 2, only
     if not keep:
         return None
     index = {c: i for i, c in enumerate(HEAT_CATEGORIES)}
-    z = [[index[cells[i][j]["category"]] for j in range(len(targets))] for i in keep]
+    # A target without a graph is an empty column (None draws no cell) under a label that says why.
+    z = [[index.get(cells[i][j]["category"]) for j in range(len(targets))] for i in keep]
     text = [[cells[i][j]["hover"] for j in range(len(targets))] for i in keep]
+    missing = not_compiled(report)
+    columns = [plotly_text(t) + (f"<br>{plotly_text(missing[t])}" if t in missing else "") for t in targets]
     n = len(HEAT_CATEGORIES)
     scale = []
     for k, cat in enumerate(HEAT_CATEGORIES):  # a discrete colour scale: one flat band per category
         scale += [[k / n, HEAT_COLORS[cat]], [(k + 1) / n, HEAT_COLORS[cat]]]
     # tick labels are the model's module paths and the report's target ids: escaped (plotly renders some HTML)
-    fig = go.Figure(go.Heatmap(z=z, x=[plotly_text(t) for t in targets], y=[plotly_text(labels[i]) for i in keep],
+    fig = go.Figure(go.Heatmap(z=z, x=columns, y=[plotly_text(labels[i]) for i in keep],
                                text=text,
                                hoverinfo="text",
                                colorscale=scale, zmin=-0.5, zmax=n - 0.5, xgap=2, ygap=1,
                                colorbar=dict(tickvals=list(range(n)), ticktext=HEAT_CATEGORIES, title="runs on")))
-    fig.update_layout(height=max(320, 22 * len(keep) + 120), yaxis=dict(autorange="reversed"), margin=MARGIN)
+    # The labels of empty columns take two slanted lines below the map: room for them, not rows squeezed.
+    fig.update_layout(height=max(320, 22 * len(keep) + 120) + (120 if missing else 0),
+                      yaxis=dict(autorange="reversed"), margin=MARGIN)
     return fig
 
 

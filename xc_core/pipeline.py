@@ -138,6 +138,8 @@ def assemble_report(captured: Captured, inputs_info: dict, reference, results: l
     not be built."""
     from .analysis.layer_drift import module_boundaries
     from .report.build import build_report, host_info
+    for r in ([reference] if reference is not None else []) + list(results):
+        label_outputs(r, captured.output_label_map())
     from .report.schema import validate_report
     from .analysis.stages import STAGES_FILE, GraphStore
     stage_graphs = GraphStore()
@@ -218,6 +220,17 @@ def rename_outputs(result, early: list[str] | None, final: list[str]) -> None:
         result.outputs = {mapping[k]: v for k, v in result.outputs.items()}
 
 
+def label_outputs(result, labels: dict[str, str]) -> None:
+    """Every output under the name the report shows (the model's own key, or 'output <i>'), once all targets
+    compare under one name."""
+    if not labels:
+        return
+    result.outputs = {labels.get(k, k): v for k, v in (result.outputs or {}).items()}
+    for key in ("outputs_not_compared",):
+        if isinstance(result.info.get(key), dict):
+            result.info[key] = {labels.get(k, k): v for k, v in result.info[key].items()}
+
+
 MODEL_EXPLORER_DIR = "model_explorer"
 
 
@@ -256,6 +269,7 @@ def save_captured(captured: Captured, folder: str, save_program: bool = True) ->
         "onnx_graph": captured.onnx_graph.to_dict() if captured.onnx_graph is not None else None,
         "before": None if captured.before is captured.onnx_graph else captured.before.to_dict(),
         "output_names": list(captured.output_names),
+        "output_labels": list(captured.output_labels),
         "timings": dict(captured.timings),
         "notes": list(captured.notes),
         "onnx_error": captured.onnx_error,
@@ -301,7 +315,8 @@ def _captured(src: Source, data: dict, run_dir: str) -> Captured:
     onnx_graph = Graph.from_dict(data["onnx_graph"]) if data["onnx_graph"] is not None else None
     before = Graph.from_dict(data["before"]) if data["before"] is not None else onnx_graph
     return Captured(src, data["onnx_path"], onnx_graph, before, data["output_names"],
-                    timings=data["timings"], notes=data["notes"], onnx_error=data.get("onnx_error"))
+                    timings=data["timings"], notes=data["notes"], onnx_error=data.get("onnx_error"),
+                    output_labels=data.get("output_labels") or [])
 
 
 def _specs(items: list[dict]) -> list[InputSpec]:

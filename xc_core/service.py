@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import shutil
 import threading
 import time
@@ -24,6 +25,9 @@ from .store import RunStore, StoreUnavailable, say_once, scratch_dir, sweep_scra
 QUEUED, RUNNING, DONE, REFUSED, FAILED = "queued", "running", "done", "refused", "failed"
 MAX_REMEMBERED_REFUSALS = 256
 MAX_KEPT_IN_MEMORY = 16     # finished reports held when the store cannot keep them (each can be tens of MB)
+# What a model upload's main file may be called when it comes with other files; the others are its data.
+MODEL_EXTENSIONS = (".onnx", ".pt2", ".pt", ".pth", ".jit", ".ptl", ".safetensors", ".mlmodel", ".zip")
+DATA_EXTENSIONS = (".data", ".onnx_data")     # what exporters name external data (.bin is a model's name too)
 
 
 def on_server_start() -> int:
@@ -42,6 +46,76 @@ def on_server_start() -> int:
         return 0
 
 
+def safe_name(name: str) -> str:
+    """A browser's file name, kept for its extension and for the report, but never a path: a base name of letters,
+    digits, '.', '_' and '-', not hidden."""
+    base = re.sub(r"[^A-Za-z0-9._-]+", "_", os.path.basename(str(name or "upload").replace("\\", "/")))
+    return base[-120:].lstrip(".") or "upload"
+
+
+@dataclass
+class Upload:
+    """A model upload as the service takes it: files by safe base name, which one is the model, and a digest of
+    every file (the run key's source part)."""
+    files: dict[str, bytes]
+    model_file: str
+    digest: str
+
+
+def take_upload(named: list[tuple[str, bytes]], limits=None) -> Upload:
+    """The files a user dropped on the Model uploader: one model file, or an ONNX model with the external-data files
+    it names (torch.onnx.export(dynamo=True) writes model.onnx + model.onnx.data). Names are reduced to safe base
+    names; with several files the model is the one named like a model (.onnx), and there must be exactly one; the
+    files together are bounded like one model file. Whether the model's data files are all there is checked when it
+    is loaded (its worker reads the names it references). Raises XcInputError with one line."""
+    import hashlib
+    import json
+
+    from .limits import Limits, exceeded
+    limits = limits or Limits.from_env()
+    files: dict[str, bytes] = {}
+    for name, data in named:
+        safe = safe_name(name)
+        if safe in files and files[safe] != data:
+            raise XcInputError(f"two uploaded files are both named {safe} once their names are kept to letters, "
+                               "digits, '.', '_' and '-'; rename one, or upload a zip of the model's folder")
+        files[safe] = data
+    if not files:
+        raise XcInputError("no file was uploaded; accepted: a model file, or an ONNX model with its external-data "
+                           "files")
+    total = sum(len(d) for d in files.values())
+    if total > limits.bytes("max_file_mb"):
+        what = "the uploaded file is" if len(files) == 1 else f"the {len(files)} uploaded files total"
+        raise exceeded("max_file_mb", what, total, limits)
+    if len(files) == 1:
+        (model,) = files
+        if model.lower().endswith(DATA_EXTENSIONS):
+            raise XcInputError(f"{model} is an ONNX model's external data, not a model; add the model (.onnx) to the "
+                               "upload, or upload a zip of the model's folder")
+        return Upload(files, model, hashlib.sha256(files[model]).hexdigest())
+
+    def listed(names) -> str:
+        names = sorted(names)
+        return ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+
+    models = [n for n in files if n.lower().endswith(MODEL_EXTENSIONS)]
+    if not models:
+        raise XcInputError(f"none of the {len(files)} uploaded files ({listed(files)}) is a model file: with several "
+                           "files, one must be the ONNX model (.onnx) and the others its external-data files; add "
+                           "the model to the upload, or upload a zip of the model's folder")
+    if len(models) > 1:
+        raise XcInputError(f"{len(models)} model files in one upload ({listed(models)}); accepted: one model, with "
+                           "the external-data files of an ONNX model — analyse the others one at a time")
+    model = models[0]
+    if not model.lower().endswith(".onnx"):
+        raise XcInputError(f"{model} came with {len(files) - 1} other file(s) ({listed(set(files) - {model})}); "
+                           f"only an ONNX model (.onnx) has external-data files — upload {model} alone")
+    # Names count with several files: which one is the model, and the data files by the names the model uses.
+    digest = hashlib.sha256(json.dumps(sorted((n, hashlib.sha256(d).hexdigest()) for n, d in files.items()))
+                            .encode()).hexdigest()
+    return Upload(files, model, digest)
+
+
 @dataclass
 class Analysis:
     key: str
@@ -56,6 +130,53 @@ class Analysis:
     @property
     def active(self) -> bool:
         return self.state in (QUEUED, RUNNING)
+
+
+def warm_start_enabled() -> bool:
+    """Whether a dashboard server warms up when it starts (XC_WARM_START, default on): its workers and the default
+    sample's analysis. Off for a server that will not show that sample (tests of other models on a shared
+    machine)."""
+    return os.environ.get("XC_WARM_START", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _ready_job(args: dict, workdir: str, stage) -> dict:
+    """A job that only starts (start_workers)."""
+    return {}
+
+
+def start_workers() -> threading.Thread:
+    """Launch the worker forkserver now, in the background: it imports torch, ONNX Runtime, OpenVINO and coremltools
+    once (≈4 s), on another core while the server imports its own modules, so the first analysis's workers fork at
+    once. Returns the thread."""
+    def run() -> None:
+        from .worker import Job, WorkerLimits, run_jobs
+        workdir = scratch_dir("warm-workers")
+        try:
+            out = run_jobs([Job("warm-workers", "xc_core.service:_ready_job", {}, os.path.join(workdir, "job"))],
+                           WorkerLimits.from_env())["warm-workers"]
+            if not out.ok:          # only slower: the first analysis starts the workers itself
+                say_once(f"starting the workers ahead failed ({out.error}); the first analysis starts them")
+        except Exception as e:  # noqa: BLE001 — a warm-up that fails costs time, never the server
+            say_once(f"starting the workers ahead failed ({type(e).__name__}: {e}); the first analysis starts them")
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+    t = threading.Thread(target=run, name="xc-warm-workers", daemon=True)
+    t.start()
+    return t
+
+
+_SHARED = None
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_service() -> "AnalysisService":
+    """The server's one service, for its sessions and its start-up hook alike: an analysis the server starts
+    before anyone visits is the one the first session joins."""
+    global _SHARED
+    with _SHARED_LOCK:
+        if _SHARED is None:
+            _SHARED = AnalysisService()
+        return _SHARED
 
 
 class AnalysisService:

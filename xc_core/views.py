@@ -40,7 +40,9 @@ def overview_rows(report: dict) -> list[dict]:
         if units:
             info = t["info"]
             rows[-1].update({
-                "Core ML units": ", ".join(f"{k.upper()} {100 * v:.0f}%" for k, v in units["share"].items() if v),
+                # Units in capitals (ANE, CPU), ops no rule places in words: "UNKNOWN" read as a unit.
+                "Core ML units": ", ".join(f"{k.upper() if k != 'unknown' else k} {100 * v:.0f}%"
+                                           for k, v in units["share"].items() if v),
                 "casts": (info.get("casts") or {}).get("count", 0),
                 "MIL ops": (f"{info['mil_ops_before']} → {info['mil_ops_after']}" if info.get("mil_ops_before")
                             is not None else str(info.get("mil_ops_after", "—"))),
@@ -172,6 +174,129 @@ def coreml_op_rows(report: dict, tid: str) -> list[dict]:
     return rows
 
 
+# ---- checklist verdicts ------------------------------------------------------------------------------------
+# A verdict cell's colour, keyed by the verdict its text starts with; translucent, so it reads on the light and
+# the dark theme alike.
+VERDICT_BACKGROUND = {"pass": "rgba(47, 158, 68, 0.16)", "warn": "rgba(245, 159, 0, 0.22)",
+                      "fail": "rgba(224, 49, 49, 0.20)", "not applicable": "rgba(134, 142, 150, 0.14)"}
+
+
+def verdict_text(verdict: str) -> str:
+    """A verdict as the Markdown report writes it: its symbol and word ("❌ fail")."""
+    from .review.markdown import VERDICT     # markdown.py imports this module: imported when first called
+    return VERDICT.get(verdict, str(verdict))
+
+
+def verdict_symbol(verdict: str) -> str:
+    return verdict_text(verdict).split(" ", 1)[0]
+
+
+def verdict_css(cell) -> str:
+    """The Styler CSS of a cell that starts with a verdict's symbol (the worst first in a tally); '' otherwise."""
+    from .review.markdown import VERDICT
+    head = str(cell).split(" ", 1)[0]
+    verdict = next((v for v in VERDICT if verdict_symbol(v) == head), None)
+    return f"background-color: {VERDICT_BACKGROUND[verdict]}" if verdict in VERDICT_BACKGROUND else ""
+
+
+def style_verdicts(rows: list[dict], columns, nowrap=(), text=str):
+    """A pandas Styler of `rows` for st.table, with the verdict cells of `columns` coloured and the cells of
+    `nowrap` kept on one line ("53 → 41", not "53 →" over "41"). st.table renders every header and cell as
+    Markdown, so each goes through `text` (the page's escaping); the colours follow the text's leading symbol."""
+    import pandas as pd
+    names = {c: text(c) for c in dict.fromkeys(k for r in rows for k in r)}
+    df = pd.DataFrame([{names[k]: text(v) for k, v in r.items()} for r in rows], columns=list(names.values()))
+    styler = df.style.map(verdict_css, subset=[names[c] for c in columns if c in names])
+    # st.table wraps each cell's text in a Markdown block that sets its own white-space: the rule names it. One
+    # selector per rule: Streamlit scopes a rule to its table by prefixing the table's id to the whole selector.
+    keep = [f"col{list(names).index(c)}" for c in nowrap if c in names]
+    if keep:
+        rules = [{"selector": f"td.{k}{inner}", "props": [("white-space", "nowrap")]}
+                 for k in keep for inner in ("", " *")]
+        styler = styler.set_table_styles(rules, overwrite=False)
+    return styler
+
+
+def checklist_grid(report: dict) -> list[dict]:
+    """A row per target, a column per question ("(2) CPU fallback"), each cell its verdict with its symbol."""
+    from .analysis.checklist import SHORT_QUESTION
+    out = []
+    for tid, items in report["checklist"]["targets"].items():
+        row = {"target": tid}
+        for i in items:
+            row[f"({i['id']}) {SHORT_QUESTION.get(i['id'], '')}".strip()] = verdict_text(i["verdict"])
+        out.append(row)
+    return out
+
+
+def checklist_tally(report: dict, tid: str) -> str:
+    """A target's checklist in one cell, worst first: "❌ 1 · ⚠️ 2", "✅ pass", or "➖ n/a" when nothing could be
+    judged (a target that did not compile)."""
+    items = ((report.get("checklist") or {}).get("targets") or {}).get(tid) or []
+    verdicts = [i["verdict"] for i in items]
+    counts = [f"{verdict_symbol(v)} {verdicts.count(v)}" for v in ("fail", "warn") if v in verdicts]
+    if counts:
+        return " · ".join(counts)
+    return verdict_text("pass" if "pass" in verdicts else "not applicable")
+
+
+def verdict_line(report: dict, tid: str) -> str:
+    """A target's checklist in one line, each finding after its verdict's symbol: "❌ 3 ops fall back to the CPU ·
+    ✅ outputs match". Passing questions are left out, except the outputs (the line's bottom line) and, on an
+    accelerated target, that nothing falls back; a target that did not compile says why instead."""
+    t = report["targets"][tid]
+    if not t.get("graph"):
+        return f"{verdict_symbol('not applicable')} {t['status'] if t['status'] != 'ok' else 'no graph'}: " \
+               f"{short_reason(t.get('error'), 80)}"
+    items = {i["id"]: i["verdict"] for i in ((report.get("checklist") or {}).get("targets") or {}).get(tid, [])}
+    parts = []
+    for qid in sorted(items):
+        phrase = _finding(report, tid, qid, items[qid])
+        if phrase:
+            parts.append(f"{verdict_symbol(items[qid])} {phrase}")
+    return " · ".join(parts) or "no checklist"
+
+
+def _finding(report: dict, tid: str, qid: int, verdict: str) -> str | None:
+    """A few words on one question's verdict, from the report's own numbers (None: not worth a place)."""
+    t = report["targets"][tid]
+    if qid == 4:
+        worst = (t.get("drift") or {}).get("worst") or {}
+        rel = f" (rel L2 {fmt_sci(worst['rel_l2'])})" if worst.get("rel_l2") is not None else ""
+        return {"pass": "outputs match", "warn": "outputs drift" + rel,
+                "fail": "outputs differ" + rel if rel else "outputs could not be compared"}.get(
+                    verdict, "outputs not compared")
+    if verdict == "not applicable" or (verdict == "pass" and qid != 2):
+        return None
+    if qid == 1:
+        compute = [n for n in t["graph"]["nodes"] if n["kind"] == "compute"]
+        unknown = sum(1 for n in compute if n.get("backend") in (None, "unknown"))
+        if unknown:
+            return f"{_ops(unknown)} without a device"
+        return "devices predicted by xc's rules" if t["graph"].get("evidence") == "predicted-rules" \
+            else "compilation report not read"
+    if qid == 2:
+        n = sum(1 for x in t["graph"]["nodes"] if x.get("fallback"))
+        return "nothing falls back to the CPU" if not n else f"{_ops(n)} fall{'s' if n == 1 else ''} back to the CPU"
+    if qid == 3:
+        n = len(catalogue_rows(report, [tid], only_failed=True))
+        return f"{n} fusion(s) did not fire" if n else "no fusion"
+    if qid == 5:
+        mix = (t.get("precision") or {}).get("mix") or {}
+        lowered = [k for k in ("fp16", "bf16", "int8", "uint8") if mix.get(k)]
+        return f"runs {'/'.join(lowered)}" if lowered else "precision differs"
+    return None
+
+
+def _ops(n: int) -> str:
+    return f"{n} op" + ("" if n == 1 else "s")
+
+
+def verdict_lines(report: dict) -> list[tuple[str, str]]:
+    """(target, its one-line verdict) for every target, in the report's order."""
+    return [(tid, verdict_line(report, tid)) for tid in report["targets"]]
+
+
 # ---- heat map ---------------------------------------------------------------------------------------------
 ACCELERATORS = {"nnapi", "coreml", "ane", "gpu", "npu"}
 HEAT_CATEGORIES = ["accelerator", "accelerator (fused)", "CPU", "CPU (fused)", "CPU fallback", "unknown",
@@ -192,16 +317,88 @@ def _cell_category(cell: dict) -> str:
     return "unknown"
 
 
+def not_compiled(report: dict) -> dict[str, str]:
+    """Targets that came back without a graph (an error, or unavailable here), each with its status and the start
+    of its reason ("error: killed by SIGSEGV in compile"): per-target grids show them as a labelled empty column."""
+    return {tid: f"{t['status'] if t['status'] != 'ok' else 'no graph'}: {short_reason(t.get('error'))}"
+            for tid, t in report["targets"].items() if not t.get("graph")}
+
+
+def not_compiled_accelerated(report: dict) -> dict[str, str]:
+    """not_compiled, for targets that would have an accelerator to fall back from (the Fallbacks page's)."""
+    from .errors import XcInputError
+    from .targets import make_target
+    out = {}
+    for tid, why in not_compiled(report).items():
+        try:
+            accelerated = bool(make_target(tid).accelerated)
+        except XcInputError:       # an imported report's target this xc does not know
+            accelerated = False
+        if accelerated:
+            out[tid] = why
+    return out
+
+
+def not_compiled_coreml(report: dict) -> dict[str, str]:
+    """not_compiled, for the Core ML targets (the Core ML page's)."""
+    return {tid: why for tid, why in not_compiled(report).items()
+            if ((report["targets"][tid].get("id") or tid).startswith("coreml-"))}
+
+
+def short_reason(text, limit: int = 40) -> str:
+    """The start of a one-line error, cut at a word, for a column label."""
+    words = " ".join(str(text or "no reason given").split())
+    if len(words) <= limit:
+        return words
+    return words[:limit].rsplit(" ", 1)[0].rstrip(" ,;:(") + " …"
+
+
+def module_rows(paths, depth: int) -> dict[str, str]:
+    """Each module path → its row at `depth` levels of the hierarchy, counting only levels where it branches: a
+    wrapper with a single child (Hugging Face's `model` → `model.vit` → `model.vit.encoder` → its layers) is no
+    level of its own, so depth 1 already splits the model into parts. Ops that sit on a module itself count as one
+    more child of it."""
+    children: dict[tuple, set] = {}
+    split = {p: tuple(p.split(".")) if p else () for p in set(paths)}
+    for parts in split.values():
+        for i in range(len(parts)):
+            children.setdefault(parts[:i], set()).add(parts[i])
+        children.setdefault(parts, set()).add(None)
+    out = {}
+    for path, parts in split.items():
+        level = i = 0
+        while i < len(parts) and level < depth:
+            level += len(children[parts[:i]]) > 1
+            i += 1
+        out[path] = ".".join(parts[:i]) if parts else "(root)"
+    return out
+
+
+def module_depth(report: dict) -> int:
+    """Levels where the module hierarchy branches, down to its deepest module (the heat map's largest depth)."""
+    paths = {r["module_path"] or "" for r in (report.get("alignment") or {}).get("source_ops", [])}
+    deepest = 1
+    for d in range(1, 1 + max((p.count(".") + 1 for p in paths if p), default=0)):
+        deepest = d
+        # Each branching level splits some row in two or more; past the last, the rows stay the same.
+        if len(set(module_rows(paths, d).values())) == len(set(module_rows(paths, d + 1).values())):
+            break
+    return deepest
+
+
 def heatmap_rows(report: dict, by_module: bool = True, depth: int = 2) -> tuple[list[str], list[str], list[list]]:
-    """Rows (modules at `depth`, or source ops), columns (targets), cells {category, hover} for the heat map.
-    A module's cell is its worst op: a CPU fallback anywhere in it shows, then the most common category."""
+    """Rows (modules `depth` branching levels deep — see module_rows —, or source ops), columns (every target),
+    cells {category, hover} for the heat map. A module's cell is its worst op: a CPU fallback anywhere in it shows,
+    then the most common category. A target without a graph keeps its column, every cell's category None (an empty
+    column; not_compiled labels it)."""
     rows = (report.get("alignment") or {}).get("source_ops", [])
-    targets = [t for t in report["targets"] if report["targets"][t].get("graph")]
+    targets = list(report["targets"])
+    missing = not_compiled(report)
+    keys = module_rows([r["module_path"] or "" for r in rows], depth) if by_module else {}
     groups: dict[str, list[dict]] = {}
     for r in rows:
         if by_module:
-            path = r["module_path"] if r["module_path"] else "(root)"
-            key = ".".join(path.split(".")[:depth]) if path != "(root)" else path
+            key = keys[r["module_path"] or ""]
         else:
             key = f"{r['source_op']} · {r['op_type']}" + (f" · {r['module_path']}" if r["module_path"] else "")
         groups.setdefault(key, []).append(r)
@@ -210,6 +407,9 @@ def heatmap_rows(report: dict, by_module: bool = True, depth: int = 2) -> tuple[
         labels.append(key)
         line = []
         for tid in targets:
+            if tid in missing:
+                line.append({"category": None, "hover": plotly_text(f"{tid}: {missing[tid]}")})
+                continue
             cats = [_cell_category(m["targets"][tid]) for m in members if tid in m["targets"]]
             if not cats:
                 line.append({"category": "not present", "hover": "no data"})
@@ -277,9 +477,10 @@ def fmt_count(x) -> str:
 
 
 def target_summary_rows(report: dict) -> list[dict]:
-    """The Overview / Markdown target table: seven columns that fit 1280 px (a failed target's status is in its
-    first cell). The rest of overview_rows (partitions,
-    ORT's verdict, the latency-cliff estimate, casts, MIL op counts, every evidence key) is one click away."""
+    """The Overview / Markdown target table: eight short columns (a failed target's status is in its first cell;
+    the Markdown leaves out the checklist tally, which has its own table there). The rest of overview_rows
+    (partitions, ORT's verdict, the latency-cliff estimate, casts, MIL op counts, every evidence key) is one click
+    away."""
     out = []
     for row in overview_rows(report):
         t = report["targets"][row["target"]]
@@ -290,8 +491,9 @@ def target_summary_rows(report: dict) -> list[dict]:
         elif "Core ML units" in row:
             accel = row["Core ML units"] or "—"
         ev = t.get("evidence") or {}
-        # A target that did not compile says so in its first cell (the table keeps to seven columns).
+        # A target that did not compile says so in its first cell (the table keeps to eight columns).
         out.append({"target": row["target"] if row["status"] == "ok" else f"{row['target']} ({row['status']})",
+                    "checklist": checklist_tally(report, row["target"]),
                     "ops": row["ops"],
                     "fused": fmt_count(row["fused groups"]) if row["fused groups"] != "—" else "—",
                     "accelerator": accel, "precision": row["precision"], "worst drift (rel L2)":
@@ -588,3 +790,107 @@ def _fmt_bytes(n) -> str:
         if n >= size:
             return f"{n / size:.1f} {unit}"
     return f"{int(n)} B"
+
+
+# ------------------------------------------------------------------------------------------------ downloads
+MODEL_EXPLORER_ZIP = "model_explorer.zip"
+
+# What a file is, where its name alone does not say (target id without options → file name → note). OpenVINO's
+# runtime model is the graph the CPU plugin executes: Netron draws it, but read_model refuses it (its layers carry
+# no opset version); the IR beside it is the model it compiled, which read_model loads.
+ARTIFACT_NOTES = {
+    "openvino-cpu": {
+        "runtime_model.xml": "execution graph — open in Netron; not loadable by read_model",
+        "runtime_model.bin": "execution graph — open in Netron; not loadable by read_model",
+        "model.xml": "IR — loadable by openvino.Core().read_model (keep model.bin beside it)",
+        "model.bin": "IR — loadable by openvino.Core().read_model (keep model.bin beside it)",
+    },
+}
+
+
+def artifact_groups(report: dict, rels) -> list[dict]:
+    """The run's files for the Downloads page, grouped: each target's artifacts (report order), then the captured
+    model, the inputs and the rest. The Model Explorer export is left out (it downloads as one zip, see
+    model_explorer_command) and so are the reports. Each group: {"group", "title", "parts": [(note, [{"rel",
+    "label"}])]} — files without a note first, then one part per note in ARTIFACT_NOTES' order, so a note sits
+    above the files it is about."""
+    from .pipeline import MODEL_EXPLORER_DIR
+    from .report.sidecar import SIDECAR_FILE
+    folder = MODEL_EXPLORER_DIR + "/"
+    by_group: dict[str, list[str]] = {}
+    for rel in sorted(rels):
+        if rel in ("report.json", SIDECAR_FILE) or rel.startswith(folder):
+            continue
+        parts = rel.split("/")
+        group = parts[1] if parts[0] == "artifacts" and len(parts) > 2 else \
+            {"inputs.npz": "inputs"}.get(parts[0], parts[0])
+        by_group.setdefault(group, []).append(rel)
+    targets = report["targets"]
+    # A variant's folder is not its id ("openvino-cpu--precision-f32" for "openvino-cpu[precision=f32]"): the
+    # report's artifact paths say whose folder is whose.
+    owner = {a.split("/")[1]: tid for tid, t in targets.items() for a in t.get("artifacts") or []
+             if a.startswith("artifacts/") and a.count("/") >= 2}
+    owner.update({tid: tid for tid in targets})
+    rank = {tid: i for i, tid in enumerate(targets)}
+    order = sorted(by_group, key=lambda g: (0, rank[owner[g]], g) if g in owner else (1, 0, g))
+    out = []
+    for g in order:
+        tid = owner.get(g)
+        t = targets.get(tid) or {}
+        notes = ARTIFACT_NOTES.get(t.get("id") or str(tid).split("[", 1)[0], {})
+        parts: dict[str, list[dict]] = {}
+        for rel in by_group[g]:
+            name = rel.rsplit("/", 1)[-1]
+            parts.setdefault(notes.get(name, ""), []).append({"rel": rel, "label": name})
+        title = f"{tid} — {t['label']}" if t.get("label") else (tid or g)
+        note_rank = {note: i for i, note in enumerate(dict.fromkeys(notes.values()))}
+        out.append({"group": g, "title": title, "count": len(by_group[g]),
+                    "parts": sorted(parts.items(), key=lambda kv: note_rank.get(kv[0], -1))})
+    return out
+
+
+def model_explorer_files(files: dict) -> dict[str, str]:
+    """The Model Explorer export among the run's files: name in the zip ("model_explorer/…") → file on disk."""
+    from .pipeline import MODEL_EXPLORER_DIR
+    return {rel: path for rel, path in sorted(files.items()) if rel.startswith(MODEL_EXPLORER_DIR + "/")}
+
+
+def model_explorer_index(explorer: dict[str, str]) -> dict:
+    """The export's index.json (which file is which) from model_explorer_files; {} when it is missing or unreadable."""
+    import json
+    path = next((p for rel, p in explorer.items() if rel.endswith("/index.json")), None)
+    if path is None:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            index = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return index if isinstance(index, dict) else {}
+
+
+def zip_files(entries: dict[str, str]) -> bytes:
+    """A zip of files on disk, each under its name in the zip."""
+    import io
+    import zipfile
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, path in sorted(entries.items()):
+            z.write(path, name)
+    return buf.getvalue()
+
+
+def model_explorer_command(report: dict, index: dict) -> str:
+    """How to open model_explorer.zip: unzip it, then open two graphs in Model Explorer — the first pair the
+    Overview compares, else the first target and the captured graph — the first with its backends coloured. ""
+    when the export holds no target graph."""
+    from .export.model_explorer import CAPTURED, open_command
+    from .pipeline import MODEL_EXPLORER_DIR
+    graphs = index.get("graphs") or {}
+    pair = next((list(p) for p in default_pairs(report) if all(g in graphs for g in p)), None)
+    if pair is None:
+        first = next((g for g in graphs if g != CAPTURED), None)
+        if first is None:
+            return ""
+        pair = [first, CAPTURED]
+    return f"unzip {MODEL_EXPLORER_ZIP} && " + open_command(index, pair, folder=MODEL_EXPLORER_DIR)

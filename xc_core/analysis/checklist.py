@@ -41,7 +41,10 @@ def _unavailable(t) -> dict | None:
 
 def _q1(t) -> dict:
     if t["status"] != "unavailable" and t.get("graph") is None:
-        return {"verdict": FAIL, "evidence": None, "detail": f"no compiled graph: {t['error']}"}
+        # Nothing came back to judge. The failure is the target's status and error (with whose it is and
+        # what to do), not a verdict on a report nobody could read.
+        return {"verdict": NA, "evidence": None,
+                "detail": f"no compiled graph came back, so there is no report to read: {t['error']}"}
     bad = _unavailable(t)
     if bad:
         return bad

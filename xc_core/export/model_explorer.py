@@ -503,6 +503,24 @@ def _coverage(view: _GraphView, entries: list[dict], side: str) -> float:
 
 # --- index ---------------------------------------------------------------------------------------------------
 
+def open_command(index: dict, graph_ids: list[str], folder: str = "") -> str:
+    """The `model-explorer` command that opens the graphs `graph_ids` (ids of index["graphs"]; unknown ids are
+    left out) from `folder`, the first with its backend overlay: its CLI applies a --node_data_paths file to the
+    first model it is given. File names are quoted for a POSIX shell."""
+    import shlex
+
+    def path(name: str) -> str:
+        return shlex.quote(f"{folder}/{name}" if folder else name)
+
+    ids = [g for g in dict.fromkeys(graph_ids) if g in index.get("graphs", {})]
+    if not ids:
+        return ""
+    cmd = "model-explorer " + ",".join(path(index["graphs"][g]) for g in ids)
+    overlay = (index.get("node_data") or {}).get(ids[0], {}).get("backend")
+    return cmd + (f" --node_data_paths={path(overlay)}" if overlay else "")
+
+
+
 def _readme(index: dict) -> str:
     lines = [f"Model Explorer files for {index['source'] or 'an xc run'}, written by xc.", "",
              "Open with Google's Model Explorer (pip install ai-edge-model-explorer):", "",
@@ -513,7 +531,11 @@ def _readme(index: dict) -> str:
              "graph selector with 'Open in split pane', then 'Sync' between the panes > 'Upload mapping from "
              "computer' > Upload, and pick <left>.vs.<right>.sync.json (the left pane's graph first).",
              "index.json lists the same in machine-readable form, with each mapping's coverage of compute nodes.",
-             "", "Graphs:"]
+             ""]
+    targets = [g for g in index["graphs"] if g != CAPTURED]
+    if targets:      # a command to paste: the first target beside the captured graph, with its backends coloured
+        lines += ["For example, from this folder:", "", "  " + open_command(index, [targets[0], CAPTURED]), ""]
+    lines += ["Graphs:"]
     lines += [f"  {gid}: {name}" for gid, name in index["graphs"].items()]
     lines += ["", "Node data (backend, precision: category per node; fallback: 1 = the node fell back to CPU; "
               "drift: rel L2 against the reference at the node's deepest measured source op):"]

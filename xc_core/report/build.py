@@ -6,6 +6,7 @@ import platform
 
 from .. import __version__
 from .. import evidence as ev
+from ..analysis.advice import advise
 from ..analysis.alignment import coverage, source_op_table
 from ..analysis.checklist import checklist
 from ..analysis.fusion_diff import fusion_matrix
@@ -58,6 +59,8 @@ def build_report(source, captured, inputs_info: dict, reference, results: list, 
         report["reference"] = {
             "id": reference.target, "status": reference.status, "error": reference.error,
             "error_detail": reference.error_detail,
+            "advice": advise(reference.target, reference.error, reference.traceback, reference.error_detail)
+            if reference.status == "error" else None,
             "outputs": {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in reference.outputs.items()},
             "evidence": ev.MEASURED, "timings": reference.timings,
         }
@@ -121,6 +124,8 @@ def target_block(r, captured, reference, stage_graphs: GraphStore | None = None,
     }
     if r.status == "error" and r.traceback:
         block["traceback"] = r.traceback
+    if r.status == "error":
+        block["advice"] = advise(tid, r.error, r.traceback, r.error_detail)
     if r.graph is not None and captured is not None:
         g = r.graph
         before = captured.before

@@ -4,6 +4,12 @@ Source ops are matched by where they sit, not by their names: a model edit renum
 (`relu_3` becomes `hardswish`), so a source op's key is (module path, op type, its index among the ops of that
 type in that module). Fallbacks are matched the same way on the compiled node (module path, compiled op type),
 as a multiset. Everything in the result is plain data (JSON); `diff_text` and `diff_markdown` render it.
+
+Two runs of different models still diff (targets line up by id), but op by op the comparison means nothing, so
+`models` says first whether base and new are one model: the same file (same sha256), a new version of it (same
+file name), or an edited model under another name (at least SAME_MODEL_SHARE of the source ops line up by module
+path and op type). Anything else — another model, or one model in two formats whose captured ops do not line up
+(aten `conv2d` in a .pt2, ONNX `Conv` in an .onnx) — is "different", with a line that says so before any change.
 """
 from __future__ import annotations
 
@@ -14,11 +20,13 @@ from ..views import ACCELERATORS, fmt_sci
 from .markdown import code, table, text
 
 WORSE = {"pass": 0, "not applicable": 0, "warn": 1, "fail": 2}
+SAME_MODEL_SHARE = 0.5      # of the larger model's source ops, lined up by module path and op type
 
 
 def diff_reports(base: dict, new: dict) -> dict:
     b_ops, n_ops = _source_ops(base), _source_ops(new)
     out = {
+        "models": _models(base, new, b_ops, n_ops),     # first: it says how to read everything after it
         "base": _about(base), "new": _about(new),
         "targets_added": [t for t in new["targets"] if t not in base["targets"]],
         "targets_removed": [t for t in base["targets"] if t not in new["targets"]],
@@ -42,6 +50,35 @@ def _about(report: dict) -> dict:
     src = report["source"]
     return {"name": src["name"], "kind": src["kind"], "sha256": src["sha256"],
             "run": (report.get("run") or {}).get("key")}
+
+
+def _models(base: dict, new: dict, b_ops: dict, n_ops: dict) -> dict:
+    """Are base and new one model? {relation, common_source_ops, line}: relation is same-file, new-version,
+    edited or different; line (None unless different) is the sentence every format puts first."""
+    b, n = base["source"], new["source"]
+    larger = max(len(b_ops), len(n_ops))
+    common = sum(1 for k in n_ops if k in b_ops) / larger if larger else None
+    if b["sha256"] == n["sha256"]:
+        relation = "same-file"
+    elif b["name"] == n["name"]:
+        relation = "new-version"
+    elif common is not None and common >= SAME_MODEL_SHARE:
+        relation = "edited"
+    else:
+        relation = "different"
+    line = None
+    if relation == "different":
+        def about(src, report):
+            ops = (report.get("capture") or {}).get("op_count_before")
+            # A file name may hold a newline or a terminal escape: the sentence stays one printable line.
+            name = "".join(ch if ch.isprintable() else "?" for ch in " ".join(str(src["name"]).split()))
+            return (f"{name} ({src['kind']}, sha256 {src['sha256'][:12]}"
+                    + (f", {ops} captured ops" if ops is not None else ", no captured graph") + ")")
+        shared = (f"{100 * common:.0f}% of source ops line up" if common is not None
+                  else "no captured graph to line up")
+        line = (f"base and new are different models: {about(b, base)} vs {about(n, new)}, {shared} — the "
+                "comparison below lines up targets, not the same ops")
+    return {"relation": relation, "common_source_ops": None if common is None else round(common, 3), "line": line}
 
 
 # ---- source ops ---------------------------------------------------------------------------------------------
@@ -272,9 +309,15 @@ def _ratio(r: float | None) -> str:
     return "∞×" if math.isinf(r) else f"{r:.2f}×"
 
 
+def different_models(d: dict) -> str | None:
+    """The sentence saying base and new are different models, or None (also for a diff made before it existed)."""
+    return (d.get("models") or {}).get("line")
+
+
 def diff_text(d: dict, regressions: list[dict] | None = None) -> str:
-    out = [f"base: {d['base']['name']} ({d['base']['sha256'][:12]})",
-           f"new:  {d['new']['name']} ({d['new']['sha256'][:12]})"]
+    out = [f"NOTE: {different_models(d)}"] if different_models(d) else []
+    out += [f"base: {d['base']['name']} ({d['base']['sha256'][:12]})",
+            f"new:  {d['new']['name']} ({d['new']['sha256'][:12]})"]
     lines = change_lines(d)
     out += [f"  {tid:24} {line}" for tid, line in lines] or ["  no change in any compiler decision"]
     if regressions is not None:
@@ -284,8 +327,10 @@ def diff_text(d: dict, regressions: list[dict] | None = None) -> str:
 
 
 def diff_markdown(d: dict, regressions: list[dict] | None = None, max_rows: int = 200) -> str:
-    out = [f"### xc diff: {text(d['base']['name'])} → {text(d['new']['name'])}",
-           f"base sha256 {code(d['base']['sha256'][:12])} · new sha256 {code(d['new']['sha256'][:12])}", ""]
+    out = [f"### xc diff: {text(d['base']['name'])} → {text(d['new']['name'])}"]
+    if different_models(d):
+        out += ["", f"> **⚠️ {text(different_models(d))}**", ""]
+    out += [f"base sha256 {code(d['base']['sha256'][:12])} · new sha256 {code(d['new']['sha256'][:12])}", ""]
     if regressions is not None:
         if regressions:
             out += [f"**❌ {len(regressions)} regression(s)**", ""]

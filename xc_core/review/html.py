@@ -1,15 +1,24 @@
 """One self-contained HTML file of a run, for reviewers who get it as a CI artifact and open it offline.
 
-Everything is inlined: plotly.js once in the head, every figure after it without the library, CSS in a <style>,
-no font, stylesheet or script fetched from anywhere. The figures are the dashboard's own (xc_core.figures and
-xc_core.layout), at the pages' default settings. Every string from the report is escaped: model, module and node
-names come from untrusted uploads. A block the report lacks (no reference, a failed target, no accelerator, no
-captured graph) leaves its section with a sentence saying why, never an exception.
+Everything is inlined, nothing is fetched from anywhere (no font, stylesheet, script or CDN). The first screen is
+text and tables and shows at once; figures cost time, so none is drawn at load. Each figure's JSON sits inert in a
+`<script type="application/json">` (the plotly template they share, once), and a small script draws a figure when
+it comes near the viewport (IntersectionObserver) — scrolled to, jumped to from the contents, or in a `<details>`
+the reader opened. plotly.js itself is inlined once, gzip-compressed and base64-encoded (4.8 MB of JavaScript
+becomes 1.9 MB), and is unpacked (the browser's DecompressionStream) and run only when the first figure is drawn.
+The figures are the dashboard's own (xc_core.figures and xc_core.layout), at the pages' default settings. Every
+string from the report is escaped — as HTML in the page, as JSON safe inside a <script> in the figures' data: model,
+module and node names come from untrusted uploads. A block the report lacks (no reference, a failed target, no
+accelerator, no captured graph) leaves its section with a sentence saying why, never an exception.
 """
 from __future__ import annotations
 
+import base64
+import functools
+import gzip
 import html
 import itertools
+import json
 import re
 
 import plotly.io as pio
@@ -33,6 +42,14 @@ VERDICT_LABEL = {"pass": "pass", "warn": "warn", "fail": "FAIL", "not applicable
 DRIFT_ATOL = DRIFT_RTOL = 1e-3          # the drift page's default tolerances
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
 SCROLL_ROWS = 20
+DEFAULT_FIG_HEIGHT = 450                # plotly's, for a figure whose layout sets none
+# The Overview's targets table keeps the columns every target has; the family-specific ones get a table of their own,
+# with only the targets they apply to, so no table is wider than the page.
+TARGET_COLS = ("target", "status", "ops", "fused groups", "precision", "worst drift (rel L2)", "evidence",
+               "checklist")
+FAMILY_TABLES = (("Accelerated targets: partitioning and fallbacks",
+                  ("accelerated share", "partitions", "fallbacks", "ORT verdict", "latency cliff (est.)")),
+                 ("Core ML: predicted compute units", ("Core ML units", "casts", "MIL ops")))
 
 CSS = """
 body { font-family: -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; color: #1f2328;
@@ -55,6 +72,14 @@ table { border-collapse: collapse; font-size: 12.5px; }
 th, td { border: 1px solid #d0d7de; padding: 3px 8px; text-align: left; vertical-align: top; }
 th { background: #f6f8fa; position: sticky; top: 0; }
 tr:nth-child(even) td { background: #fafbfc; }
+table.fit { width: 100%; }
+.num, .tid { white-space: nowrap; }
+.xc-fig { width: 100%; position: relative; }
+.xc-fig .wait { position: absolute; inset: 0; display: flex; align-items: center; justify-content: center;
+                color: #59636e; background: #f6f8fa; border: 1px dashed #d0d7de; border-radius: 6px;
+                font-size: 12.5px; }
+details.fig { border: 1px solid #d0d7de; border-radius: 6px; padding: 4px 10px; margin: 6px 0; }
+details.fig > summary { cursor: pointer; }
 .badge { display: inline-block; color: #fff; border-radius: 10px; padding: 0 8px; font-size: 11.5px;
          white-space: nowrap; }
 .v-pass { color: #1a7f37; font-weight: 600; } .v-warn { color: #bc4c00; font-weight: 600; }
@@ -95,7 +120,7 @@ def _caption(text: str) -> str:
     return f'<p class="caption">{text}</p>'
 
 
-def _table(rows: list[dict], html_cols: tuple[str, ...] = (), scroll_over: int = SCROLL_ROWS) -> str:
+def _table(rows: list[dict], html_cols: tuple[str, ...] = (), scroll_over: int = SCROLL_ROWS, cls: str = "") -> str:
     """A table of dict rows (columns: the union of keys in first-seen order). Cells are escaped, except the
     columns in html_cols, which the caller built from escaped parts. Over `scroll_over` rows it scrolls in a box
     of its own (header kept in view), so one long table does not push the next sections pages down."""
@@ -104,7 +129,8 @@ def _table(rows: list[dict], html_cols: tuple[str, ...] = (), scroll_over: int =
     body = "".join("<tr>" + "".join(f"<td>{r.get(c, '—') if c in html_cols else _e(r.get(c, '—'))}</td>"
                                     for c in cols) + "</tr>" for r in rows)
     tall = len(rows) > scroll_over
-    return (f'<div class="scroll{" tall" if tall else ""}"><table><thead><tr>{head}</tr></thead><tbody>{body}'
+    klass = f' class="{cls}"' if cls else ""
+    return (f'<div class="scroll{" tall" if tall else ""}"><table{klass}><thead><tr>{head}</tr></thead><tbody>{body}'
             "</tbody></table></div>" + (_caption(f"{len(rows)} rows: scroll the table.") if tall else ""))
 
 
@@ -116,18 +142,107 @@ def _target_evidence(report: dict, block: str) -> str:
 
 
 class _Figures:
-    """Figure → HTML div, with ids numbered in document order so the output is deterministic."""
+    """Figure → a placeholder div and its inert JSON, with ids numbered in document order so the output is
+    deterministic. The plotly template the figures share is kept once (`templates`) instead of in every figure."""
 
     def __init__(self):
         self.count = 0
+        self.templates: dict[str, str] = {}      # template JSON → its element id
+        self.data: list[str] = []                # each figure's <script type="application/json">
 
     def div(self, fig, name: str) -> str:
         self.count += 1
-        # plotly writes the id unescaped into an attribute and a script: keep only safe characters of a name
-        # that may carry a target id from the report.
-        safe = re.sub(r"[^A-Za-z0-9_-]", "_", name)
-        return pio.to_html(fig, include_plotlyjs=False, full_html=False, config=PLOT_CONFIG,
-                           div_id=f"fig-{self.count}-{safe}")
+        # The id lands in attributes and a selector: keep only safe characters of a name that may carry a target id.
+        fid = f"fig-{self.count}-{re.sub(r'[^A-Za-z0-9_-]', '_', name)}"
+        # plotly's encoder (numpy arrays, dates); a NaN or infinity it lets through becomes null, as JSON.parse wants.
+        spec = json.loads(pio.to_json(fig, validate=False), parse_constant=lambda _: None)
+        layout = spec.get("layout") or {}
+        template = layout.pop("template", None)
+        out = {"data": spec.get("data") or [], "layout": layout, "config": PLOT_CONFIG}
+        if template is not None:
+            key = json.dumps(template, sort_keys=True, separators=(",", ":"))
+            out["template"] = self.templates.setdefault(key, f"xc-template-{len(self.templates) + 1}")
+        height = layout.get("height") or DEFAULT_FIG_HEIGHT
+        self.data.append(f'<script type="application/json" id="{fid}-json">{_inert_json(out)}</script>')
+        return (f'<div id="{fid}" class="xc-fig" data-state="waiting" style="height:{int(height)}px">'
+                '<span class="wait">figure: drawn when it comes into view</span></div>')
+
+    def data_scripts(self) -> str:
+        """Every figure's JSON and the templates, for the end of the body (after the text the reader sees first)."""
+        return "".join(self.data) + "".join(
+            f'<script type="application/json" id="{tid}">{_inert_json(json.loads(key))}</script>'
+            for key, tid in self.templates.items())
+
+
+def _inert_json(value) -> str:
+    """JSON safe inside a <script> element: "<", ">" and "&" only occur in JSON strings, where their \\u escapes
+    mean the same, so no `</script>` or `<!--` in a name from the upload can end the element early."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+@functools.lru_cache(maxsize=1)
+def _plotly_packed() -> str:
+    """plotly.js, gzip (mtime 0, so the output is deterministic) and base64: 1.9 MB instead of 4.8 MB."""
+    return base64.b64encode(gzip.compress(get_plotlyjs().encode("utf-8"), 9, mtime=0)).decode("ascii")
+
+
+# Draws each figure when it nears the viewport. A figure in a closed <details> has no box, so it is drawn when the
+# details is opened; one far down the page, when the reader gets there. plotly.js is unpacked and run once, for the
+# first figure drawn.
+LOADER_JS = """
+(function () {
+  var figs = document.querySelectorAll('.xc-fig[data-state="waiting"]');
+  var plotly = null;
+  function loadPlotly() {
+    if (plotly) return plotly;
+    var packed = document.getElementById('xc-plotly-js').textContent.trim();
+    if (typeof DecompressionStream === 'undefined') {
+      plotly = Promise.reject(new Error('this browser cannot unpack the figures (it has no DecompressionStream)'));
+      return plotly;
+    }
+    var bin = atob(packed), bytes = new Uint8Array(bin.length);
+    for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'));
+    plotly = new Response(stream).text().then(function (code) {
+      var s = document.createElement('script');
+      s.textContent = code;
+      document.head.appendChild(s);
+      return window.Plotly;
+    });
+    return plotly;
+  }
+  function fail(div, e) {
+    div.dataset.state = 'error';
+    var note = div.querySelector('.wait') || div.appendChild(document.createElement('span'));
+    note.className = 'wait';
+    note.textContent = 'figure not drawn: ' + (e && e.message || e);
+  }
+  function draw(div) {
+    div.dataset.state = 'drawing';
+    div.querySelector('.wait').textContent = 'drawing…';
+    loadPlotly().then(function (Plotly) {
+      var spec = JSON.parse(document.getElementById(div.id + '-json').textContent);
+      if (spec.template) spec.layout.template = JSON.parse(document.getElementById(spec.template).textContent);
+      div.textContent = '';
+      return Plotly.newPlot(div, spec.data, spec.layout, spec.config);
+    }).then(function () { div.dataset.state = 'drawn'; }, function (e) { fail(div, e); });
+  }
+  if (!('IntersectionObserver' in window)) { figs.forEach(draw); return; }
+  var seen = new IntersectionObserver(function (entries) {
+    entries.forEach(function (e) {
+      if (e.isIntersecting) { seen.unobserve(e.target); draw(e.target); }
+    });
+  }, {rootMargin: '300px 0px'});
+  figs.forEach(function (d) { seen.observe(d); });
+})();
+"""
+
+
+def _tid(tid: str) -> str:
+    """An escaped target id that wraps only after "[" and "," (a variant's options), never at a hyphen of the id
+    itself: a long variant does not widen a table, `openvino-cpu` does not break in two."""
+    return "<wbr>".join(f'<span class="tid">{_e(part)}</span>' for part in re.split(r"(?<=[\[,])", tid) if part)
 
 
 # ---- sections -------------------------------------------------------------------------------------------------
@@ -150,19 +265,28 @@ def _overview(report: dict, figs: _Figures) -> str:
         out.append(_note("The report has no target."))
         return "".join(out)
     checks = (report.get("checklist") or {}).get("targets") or {}
-    rows = []
-    for row in overview_rows(report):
+    rows = overview_rows(report)
+    main = []
+    for row in rows:
         items = checks.get(row["target"]) or []
         counts = {v: sum(i["verdict"] == v for i in items) for v in VERDICT_LABEL}
-        row = {k: v for k, v in row.items() if k != "error"}
         evidence = (report["targets"][row["target"]].get("evidence") or {}).items()
-        row["evidence"] = " ".join(f'<span class="nowrap">{_e(k)} {_badge(v)}</span>' for k, v in evidence) or "—"
-        row["checklist"] = (" · ".join(f"{n} {VERDICT_LABEL[v]}" for v, n in counts.items() if n)
-                            or "no checklist")
-        rows.append(row)
-    out.append(_table(rows, html_cols=("evidence",)))
+        cells = {c: _e(row.get(c, "—")) for c in TARGET_COLS}
+        cells.update(target=_tid(row["target"]),
+                     ops=f'<span class="num">{_e(row.get("ops"))}</span>',
+                     evidence=" ".join(f'<span class="nowrap">{_e(k)} {_badge(v)}</span>'
+                                       for k, v in evidence) or "—",
+                     checklist=_e(" · ".join(f"{n} {VERDICT_LABEL[v]}" for v, n in counts.items() if n)
+                                  or "no checklist"))
+        main.append(cells)
+    out.append(_table(main, html_cols=TARGET_COLS, cls="fit"))
     out.append(_caption("One row per target. The evidence column says how each block was obtained; the "
                         "checklist column counts the verdicts of the Checklist section."))
+    for title, cols in FAMILY_TABLES:
+        family = [{"target": _tid(r["target"]), **{c: _e(r.get(c, "—")) for c in cols}}
+                  for r in rows if any(c in r for c in cols)]
+        if family:
+            out.append(f"<h3>{_e(title)}</h3>" + _table(family, html_cols=("target", *cols), cls="fit"))
     failed = [(t, b) for t, b in report["targets"].items() if b.get("status") != "ok"]
     for tid, b in failed:
         out.append(_note(f"<code>{_e(tid)}</code> {_e(b.get('status'))}"
@@ -179,8 +303,9 @@ def _heatmap(report: dict, figs: _Figures) -> str:
     if fig is None:
         return _note("No source-op alignment in this report (no captured framework graph to align the compiled "
                      "graphs to, as for a compiled artifact).")
-    return (_caption("Rows: source modules at depth 2; columns: targets; each cell what runs it (a module shows "
-                     "its worst op: a CPU fallback anywhere in it shows). Hover a cell for the ops and the fallback "
+    return (_caption("Rows: source modules two levels down where the module tree branches (a wrapper with one "
+                     "child is no level of its own); columns: targets; each cell what runs it (a module shows its "
+                     "worst op: a CPU fallback anywhere in it shows). Hover a cell for the ops and the fallback "
                      "reason.")
             + figs.div(fig, "heatmap")
             + _caption("Evidence per target: " + _target_evidence(report, "graph")))
@@ -276,11 +401,14 @@ def _drift(report: dict, figs: _Figures) -> str:
                         + (" Assumptions: " + " · ".join(assumptions) if assumptions else "")))
 
     out.append("<h3>Error distribution of each target's worst output</h3>")
+    out.append(_caption("Open a target to draw its histogram and scatter."))
     for tid in targets:
         d = report["targets"][tid]["drift"]
         name = (d.get("worst") or {}).get("output")
         m = (d.get("outputs") or {}).get(name) or {}
         head = f"<p><b>{_e(tid)}</b> · output <code>{_e(name)}</code> {_badge(d.get('evidence'))}</p>"
+        summary = (f"<summary><b>{_e(tid)}</b> · output <code>{_e(name)}</code> {_badge(d.get('evidence'))} · "
+                   f"rel L2 {_e(fmt_sci(m.get('rel_l2')))}</summary>")
         if d.get("failed"):
             out.append(head + _note("Emulation failed (xc's), no figures.", "error"))
             continue
@@ -294,12 +422,13 @@ def _drift(report: dict, figs: _Figures) -> str:
         left = (figs.div(hist, f"drift-hist-{tid}") if hist is not None
                 else _note("Every element equals the reference exactly: no error to plot."))
         right = figs.div(scatter, f"drift-scatter-{tid}") if scatter is not None else _note("No sampled element.")
-        out.append(head + f'<div class="grid2"><div>{left}'
+        # Closed: two figures per target would make the page screens long; the table above has the numbers.
+        out.append('<details class="fig">' + summary + f'<div class="grid2"><div>{left}'
                    + _caption(f"{_e(h.get('exact'))} element(s) exactly equal to the reference; dashed line: "
                               f"atol {DRIFT_ATOL:g}.")
                    + f"</div><div>{right}"
                    + _caption(f"{sc.get('sampled', 0):,} of {sc.get('total', 0):,} elements (seeded sample), "
-                              "reference vs target, y = x dotted.") + "</div></div>")
+                              "reference vs target, y = x dotted.") + "</div></div></details>")
 
     out.append("<h3>Per-layer drift</h3>")
     layer = figures.layer_drift_series(report)
@@ -490,7 +619,8 @@ BUILDERS = {"overview": _overview, "heatmap": _heatmap, "fusion": _fusion, "stag
 
 
 def report_html(report: dict) -> str:
-    """The whole run as one HTML document: plotly.js inlined once, every section with an id and an h2."""
+    """The whole run as one HTML document: every section with an id and an h2, then the figures' data, plotly.js
+    (once, packed) and the script that draws a figure when it comes into view."""
     figs = _Figures()
     body = []
     for sid, title in SECTIONS:
@@ -502,11 +632,16 @@ def report_html(report: dict) -> str:
         body.append(f'<section id="{sid}"><h2>{_e(title)}</h2>{content}</section>')
     src = report.get("source") or {}
     toc = "".join(f'<a href="#{sid}">{_e(title)}</a>' for sid, title in SECTIONS)
+    # The figures' data and plotly.js come after the content, so the parser reaches (and paints) the text first.
+    tail = ""
+    if figs.count:
+        tail = (figs.data_scripts()
+                + f'<script type="application/octet-stream" id="xc-plotly-js" data-encoding="gzip+base64">'
+                  f"{_plotly_packed()}</script><script>{LOADER_JS}</script>")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>xc report — {_e(src.get('name'))}</title><style>{CSS}{topology.MARK_CSS}</style>"
-            f'<script type="text/javascript">{get_plotlyjs()}</script></head>'
+            f"<title>xc report — {_e(src.get('name'))}</title><style>{CSS}{topology.MARK_CSS}</style></head>"
             f"<body><main><h1>xc report — {_e(src.get('name'))}</h1>"
             f'<p class="meta">What each target\'s compiler did with one model, read back from the compilers. '
             f"Rendered from report.json; open the dashboard for the interactive views.</p>"
-            f'<nav class="toc">{toc}</nav>{"".join(body)}</main></body></html>\n')
+            f'<nav class="toc">{toc}</nav>{"".join(body)}</main>{tail}</body></html>\n')

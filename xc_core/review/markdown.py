@@ -82,8 +82,11 @@ def _render(report: dict, cap: int) -> str:
         parts += [stages]
     errors = [(tid, t) for tid, t in report["targets"].items() if t.get("error")]
     if errors:
-        parts += ["", "#### Errors", ""] + [f"- **{text(tid)}** ({text(t['status'])}): {text(t['error'])}"
-                                              for tid, t in errors]
+        from ..analysis.advice import advice_line
+        parts += ["", "#### Errors", ""]
+        for tid, t in errors:
+            advice = f"  \n  ↳ {text(advice_line(t['advice']))}" if t.get("advice") else ""
+            parts.append(f"- **{text(tid)}** ({text(t['status'])}): {text(t['error'])}{advice}")
     parts += ["", "<sub>Evidence kinds: measured (ran here) · reported (the compiler said so) · predicted-runtime "
                   "(the runtime's own checker) · predicted-rules (xc's cited rule table) · emulated (xc computed "
                   "what this host cannot run).</sub>", ""]

@@ -18,8 +18,8 @@ from .spec import InputSpec, ShapeOverrides, Source
 
 ACCEPTED = ("accepted: sample:NAME, a PyTorch ExportedProgram .pt2 (torch.export.save), a TorchScript archive "
             "(torch.jit.save: .pt, .jit, .ptl), a state_dict of a bundled sample's architecture (.pt or "
-            ".safetensors), an ONNX model, a Core ML ML program (.mlmodel, or a .mlpackage zipped), or an "
-            "OpenVINO IR (.xml + .bin, zipped)")
+            ".safetensors), an ONNX model (or a zip of its folder with its external data), a Core ML ML program "
+            "(.mlmodel, or a .mlpackage zipped), or an OpenVINO IR (.xml + .bin, zipped)")
 
 
 def sha256_file(path: str) -> str:
@@ -53,6 +53,8 @@ def load_source(spec: str, shapes: ShapeOverrides | None = None, limits: Limits 
     # By content, not by name: the extension only spares parsing an .onnx / .mlmodel twice.
     kind = sniff.sniff(spec, limits) if ext not in (".onnx", ".mlmodel") or safe_zip.is_zip(spec) else \
         (sniff.ONNX if ext == ".onnx" else sniff.MLMODEL)
+    if kind == sniff.UNKNOWN and _holds_onnx(spec, name, limits):
+        kind = ONNX_ZIP
     try:
         src = _load_kind(kind, spec, name, shapes, limits)
     except XcInputError as e:
@@ -69,13 +71,26 @@ def load_source(spec: str, shapes: ShapeOverrides | None = None, limits: Limits 
     return src
 
 
+ONNX_ZIP = "onnx-zip"     # a zip holding an .onnx (with its external data): no sniff kind of its own
 _EXTENSIONS = {sniff_kind: exts for sniff_kind, exts in (
     ("pt2", (".pt2",)), ("torchscript", (".pt", ".pth", ".jit", ".ptl", ".torchscript")),
     ("torch-zip", (".pt", ".pth", ".bin", ".ckpt")), ("onnx", (".onnx",)), ("mlmodel", (".mlmodel",)),
-    ("mlpackage-zip", (".zip",)), ("openvino-ir-zip", (".zip",)), ("safetensors", (".safetensors",)))}
+    ("mlpackage-zip", (".zip",)), ("openvino-ir-zip", (".zip",)), ("safetensors", (".safetensors",)),
+    (ONNX_ZIP, (".zip",)))}
 _KIND_LABEL = {"pt2": "a torch.export archive", "torchscript": "TorchScript", "torch-zip": "a torch.save file",
                "onnx": "ONNX", "mlmodel": "a Core ML model", "mlpackage-zip": "a zipped .mlpackage",
-               "openvino-ir-zip": "a zipped OpenVINO IR", "safetensors": "safetensors weights"}
+               "openvino-ir-zip": "a zipped OpenVINO IR", "safetensors": "safetensors weights",
+               ONNX_ZIP: "a zipped ONNX model"}
+
+
+def _holds_onnx(spec: str, name: str, limits: Limits) -> bool:
+    """A zip of an ONNX model's folder: the model and its external data, as torch.onnx.export(dynamo=True) writes
+    them (model.onnx + model.onnx.data), in one file an upload can carry."""
+    if not safe_zip.is_zip(spec):
+        return False
+    from .onnx_file import zipped_onnx_models
+    with safe_zip.open_zip(spec, name, limits) as z:
+        return bool(zipped_onnx_models([i.filename for i in z.infolist() if not i.is_dir()]))
 
 
 def _load_kind(kind: str, spec: str, name: str, shapes, limits: Limits) -> Source:
@@ -83,6 +98,9 @@ def _load_kind(kind: str, spec: str, name: str, shapes, limits: Limits) -> Sourc
     if kind == sniff.ONNX:
         from .onnx_file import load_onnx
         return load_onnx(spec, shapes, limits)
+    if kind == ONNX_ZIP:
+        from .onnx_file import load_onnx_zip
+        return load_onnx_zip(spec, shapes, limits)
     if kind == sniff.PT2:
         from .pytorch import load_exported_program
         return load_exported_program(spec, shapes, limits)
@@ -104,8 +122,8 @@ def _load_kind(kind: str, spec: str, name: str, shapes, limits: Limits) -> Sourc
     ext = os.path.splitext(name)[1].lower()
     if safe_zip.is_zip(spec):
         raise XcInputError(f"{name}: a zip archive, but not of a model — it holds no torch.export program, "
-                           "TorchScript code, torch.save data, .mlpackage folder or OpenVINO .xml + .bin pair "
-                           f"({ACCEPTED})")
+                           "TorchScript code, torch.save data, .onnx model, .mlpackage folder or OpenVINO .xml + .bin "
+                           f"pair ({ACCEPTED})")
     if ext in (".pt2", ".pt", ".pth", ".zip", ".ptl", ".jit"):
         raise XcInputError(f"{name}: not a readable archive — a {ext} file is a zip, and this one has no readable zip "
                            "directory (truncated or damaged?); for .pt2 re-save it with torch.export.save")

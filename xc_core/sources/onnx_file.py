@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 from ..errors import XcInputError, hide_paths
 from .spec import InputSpec, ShapeOverrides, Source
@@ -14,7 +15,8 @@ ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "
                10: "float16", 11: "float64", 16: "bfloat16"}
 
 
-def load_onnx(path: str, shapes: "ShapeOverrides | None" = None, limits=None) -> Source:
+def load_onnx(path: str, shapes: "ShapeOverrides | None" = None, limits=None, zipped: str | None = None) -> Source:
+    """`zipped` names the zip the model was unpacked from (load_onnx_zip), for the words of a refusal."""
     import onnx
     name = os.path.basename(path)
     try:
@@ -28,14 +30,16 @@ def load_onnx(path: str, shapes: "ShapeOverrides | None" = None, limits=None) ->
     if _uses_external_data(model):
         # Weights beside the file (model.onnx.data): each data file inside the model's folder and within the
         # file-size limit before onnx reads it.
-        _check_external_files(model, os.path.dirname(os.path.abspath(path)), name, limits)
+        _check_external_files(model, os.path.dirname(os.path.abspath(path)), name, limits, zipped)
         try:
             from onnx.external_data_helper import load_external_data_for_model
             load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
         except Exception as e:
-            raise XcInputError(f"{name}: the model keeps its weights in external data that could not be read "
-                               f"({type(e).__name__}: {hide_paths(str(e).splitlines()[0])[:120] if str(e) else ''});"
-                               " put the data file beside the model, or save the model as one file") from None
+            said = (f"{name}: the model keeps its weights in external data that could not be read "
+                    f"({type(e).__name__}: {hide_paths(str(e).splitlines()[0])[:120] if str(e) else ''})")
+            raise XcInputError(f"{said}; put the data file beside the model, or save the model as one file",
+                               dashboard=f"{said}; upload the model with its data files as the exporter wrote them, "
+                                         "or save the model as one file") from None
     try:
         onnx.checker.check_model(model)
     except Exception as e:
@@ -214,7 +218,24 @@ def onnx_branch_inputs(model) -> dict[str, str]:
     return out
 
 
-def _check_external_files(model, folder: str, name: str, limits) -> None:
+def _missing_data(name: str, location: str, zipped: str | None) -> XcInputError:
+    """The one line for a data file the model names but nobody gave: where to put it depends on how the model came
+    (beside it for the CLI, in the same upload in the dashboard, in the same folder of a zip)."""
+    shown = repr(location[:80])
+    if zipped:
+        return XcInputError(f"{zipped}: the model {name} keeps its weights in {shown}, which is not beside it in the "
+                            "zip; zip the model's folder with its external-data files")
+    # An upload's name is reduced to letters, digits, '.', '_' and '-', so a data file named otherwise no longer
+    # matches what the model says: a zip keeps names as they are.
+    renamed = re.search(r"[^A-Za-z0-9._-]", location) is not None
+    return XcInputError(
+        f"{name}: the external data file {shown} is missing; put it beside the model, or save the model as one file",
+        dashboard=f"{name}: the model keeps its weights in {shown}, which is not among the uploaded files; add it to "
+                  "the upload (select the model and its data files together) or upload a zip of the model's folder"
+                  + ("; its name has characters an upload's name loses, so zip the folder" if renamed else ""))
+
+
+def _check_external_files(model, folder: str, name: str, limits, zipped: str | None = None) -> None:
     from onnx import TensorProto
     from ..limits import Limits
     from . import check_file_size
@@ -232,11 +253,52 @@ def _check_external_files(model, folder: str, name: str, limits) -> None:
             raise XcInputError(f"{name}: external data location {location[:80]!r} points outside the model's "
                                "folder")
         if not os.path.isfile(target):
-            raise XcInputError(f"{name}: the external data file {location[:80]!r} is missing; put it beside the "
-                               "model, or save the model as one file")
+            raise _missing_data(name, location, zipped)
         check_file_size(target, limits)
 
 
 def _uses_external_data(model) -> bool:
     from onnx import TensorProto
     return any(t.data_location == TensorProto.EXTERNAL for t in model.graph.initializer)
+
+
+def zipped_onnx_models(names: list[str]) -> list[str]:
+    """The ONNX model files in a zip's listing; macOS's __MACOSX/ copies and hidden files are no models."""
+    return [n for n in names if n.lower().endswith(".onnx") and "__MACOSX/" not in n
+            and not n.rsplit("/", 1)[-1].startswith(".")]
+
+
+def load_onnx_zip(path: str, shapes: "ShapeOverrides | None" = None, limits=None) -> Source:
+    """A zip of an ONNX model's folder (the model and the external-data files it names): unpacked with bounds into a
+    temporary folder, removed when the analysis ends (also on error); then read like a model on disk, its data
+    only from files inside its own folder."""
+    import shutil
+    import tempfile
+
+    from ..limits import Limits
+    from . import safe_zip, sha256_file
+    limits = limits or Limits.from_env()
+    name = os.path.basename(path)
+    workdir = tempfile.mkdtemp(prefix="xc-onnx-zip-")
+    try:
+        with safe_zip.open_zip(path, name, limits) as z:
+            models = zipped_onnx_models([i.filename for i in z.infolist() if not i.is_dir()])
+            if len(models) != 1:
+                listed = ", ".join(safe_zip._short(m, 60) for m in models[:3]) + (", …" if len(models) > 3 else "")
+                raise XcInputError(f"{name}: the zip holds {len(models)} ONNX models ({listed}); accepted: a zip of "
+                                   "one model's folder (its .onnx and the external-data files it names)")
+            safe_zip.extract_all(z, workdir, name, limits)
+        try:
+            src = load_onnx(os.path.join(workdir, *models[0].split("/")), shapes, limits, zipped=name)
+        except XcInputError as e:
+            if str(e).startswith(f"{name}:"):
+                raise
+            # The model's own name alone would not say it came from this zip.
+            raise XcInputError(f"{name}: {e}", fix=e.fix, inputs=e.inputs,
+                               dashboard=f"{name}: {e.dashboard}" if e.dashboard else None) from None
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    src.name, src.sha256 = name, sha256_file(path)
+    src.temp_dirs.append(workdir)
+    return src

@@ -225,14 +225,36 @@ def exported_program_dim_bounds(ep) -> dict[str, tuple[int | None, int | None]]:
     return {str(sym): (bound(vr.lower), bound(vr.upper)) for sym, vr in (ep.range_constraints or {}).items()}
 
 
+# Ops that move token ids around without changing them: ids reach the embedding through these (Hugging Face
+# models view input_ids as (-1, seq) first).
+_ID_PRESERVING = {"view", "reshape", "_unsafe_view", "unsqueeze", "squeeze", "flatten", "clone", "contiguous",
+                  "expand", "_to_copy", "to", "slice", "select", "alias", "detach", "permute", "transpose"}
+
+
 def _embedding_bounds(ep) -> dict[str, int]:
+    """input name -> the number of rows of the (smallest) embedding its ids index, following the ids through
+    views and reshapes."""
     import torch
     out = {}
     for node in ep.graph.nodes:
-        if node.op == "call_function" and node.target in (torch.ops.aten.embedding.default,):
-            weight, idx = node.args[0], node.args[1]
-            if getattr(idx, "op", None) == "placeholder" and isinstance(weight.meta.get("val"), torch.Tensor):
-                out[idx.name] = int(weight.meta["val"].shape[0])
+        if node.op != "placeholder":
+            continue
+        sizes, stack, seen = [], [node], set()
+        while stack:
+            n = stack.pop()
+            for user in n.users:
+                if user in seen or user.op != "call_function":
+                    continue
+                seen.add(user)
+                name = getattr(getattr(user.target, "_overloadpacket", None), "__name__", "")
+                if user.target is torch.ops.aten.embedding.default and len(user.args) > 1 and user.args[1] is n:
+                    weight = user.args[0].meta.get("val")
+                    if isinstance(weight, torch.Tensor):
+                        sizes.append(int(weight.shape[0]))
+                elif name in _ID_PRESERVING and user.args and user.args[0] is n:
+                    stack.append(user)
+        if sizes:
+            out[node.name] = min(sizes)
     return out
 
 

@@ -173,6 +173,9 @@ class CoreMLTarget(Target):
                 decomposed = ep.run_decompositions(table) if table is not None else ep.run_decompositions()
             except Exception:  # noqa: BLE001
                 continue
+            aliases = _drop_aliases(decomposed)
+            if aliases:
+                label += f", {aliases} aten.alias removed"
             self._decomposed = decomposed
             yield label, decomposed, {}
 
@@ -556,6 +559,22 @@ def _drop_survivors(after: Graph, before: Graph) -> None:
                 n.fused_from = kept
                 ops = [op for b in kept if b in index for op in index[b].source_ops]
                 n.source_ops = list(dict.fromkeys(ops)) or n.source_ops
+
+
+def _drop_aliases(ep) -> int:
+    """torch's default decomposition table leaves `aten.alias` (a view of the whole tensor: Hugging Face's mask
+    code makes them) and coremltools 9.0's torch frontend has no converter for it ("Unsupported fx node alias"):
+    each is replaced by its input, which computes the same. Returns how many."""
+    import torch
+    n = 0
+    for node in list(ep.graph.nodes):
+        if node.op == "call_function" and node.target is torch.ops.aten.alias.default:
+            node.replace_all_uses_with(node.args[0])
+            ep.graph.erase_node(node)
+            n += 1
+    if n:
+        ep.graph_module.recompile()
+    return n
 
 
 def _onnx_origin(name: str | None, index: dict) -> str | None:

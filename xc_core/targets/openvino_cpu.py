@@ -14,6 +14,8 @@ from .base import Target, register
 
 LAYER_KINDS = {"Input": IO, "Parameter": IO, "Output": IO, "Result": IO, "Const": CONSTANT, "Constant": CONSTANT,
                "Reorder": LAYOUT, "Convert": CAST}
+# Artifact names (each .xml with its .bin): the CPU plugin's execution graph, and the model it compiled as an IR.
+RUNTIME_MODEL, IR_MODEL = "runtime_model.xml", "model.xml"
 
 
 @register
@@ -70,9 +72,14 @@ class OpenVinoCpu(Target):
         model = core.read_model(captured.ir_path or captured.onnx_path)
         compiled = core.compile_model(model, "CPU", self._config())
         os.makedirs(workdir, exist_ok=True)
-        runtime_xml = os.path.join(workdir, "runtime_model.xml")
+        # The execution graph: what the plugin runs, for Netron; read_model refuses it (its layers carry no opset
+        # version). So the model it compiled is kept beside it as an IR that read_model loads, weights as they
+        # were compiled (save_model would compress them to fp16 by default).
+        runtime_xml = os.path.join(workdir, RUNTIME_MODEL)
         ov.serialize(compiled.get_runtime_model(), runtime_xml)
-        result.artifacts += [runtime_xml, runtime_xml[:-4] + ".bin"]
+        ir_xml = os.path.join(workdir, IR_MODEL)
+        ov.save_model(model, ir_xml, compress_to_fp16=False)
+        result.artifacts += [runtime_xml, runtime_xml[:-4] + ".bin", ir_xml, ir_xml[:-4] + ".bin"]
         result.info["openvino_version"] = ov.get_version()
         # What the plugin runs (bf16 by itself on AMX / avx512_bf16 CPUs), and what was asked for, if anything.
         hint = compiled.get_property("INFERENCE_PRECISION_HINT")

@@ -53,11 +53,27 @@ class OrtCpuInt8(OrtTarget):
         root = logging.getLogger()
         level = root.level
         root.setLevel(logging.ERROR)  # quantize_dynamic logs a pre-processing hint on the root logger
-        try:
-            quantize_dynamic(captured.onnx_path, path, weight_type=getattr(QuantType, self.options.get(
+        source, preprocessed = captured.onnx_path, None
+
+        def quantize(model_path):
+            quantize_dynamic(model_path, path, weight_type=getattr(QuantType, self.options.get(
                 "weight_type", "QInt8")), per_channel=bool(self.options.get("per_channel", False)))
+        try:
+            try:
+                quantize(source)
+            except ValueError as e:
+                if "to be an initializer" not in str(e):
+                    raise
+                # A weight the graph computes (weight_norm's g·v/‖v‖, a transposed or reshaped constant):
+                # quantize_dynamic quantizes initializers only. ORT's documented pre-quantization step folds such
+                # subgraphs to constants (onnxruntime.ai/docs/performance/model-optimizations/quantization.html,
+                # "Pre-processing"); the quantized model is then the one a user following the docs would ship.
+                preprocessed = self._preprocess(source, workdir, str(e))
+                quantize(preprocessed)
         finally:
             root.setLevel(level)
+        if preprocessed:
+            result.artifacts.append(preprocessed)
         result.artifacts.append(path)
         quantized = onnx_ir_graph(onnx.load(path), "quantized")
         map_optimized_graph(quantized, captured.onnx_graph)
@@ -69,12 +85,29 @@ class OrtCpuInt8(OrtTarget):
         per_channel = bool(self.options.get("per_channel", False))
         result.info["quantization"] = {"method": "quantize_dynamic", "weight_type": weight_type,
                                        "per_channel": per_channel,
+                                       "preprocessing": self._preprocessing_note if preprocessed else None,
                                        "quantized_nodes": sum(n.precision in ("int8", "uint8")
                                                               for n in quantized.nodes)}
         result.numerics_assumption = (f"{'u' if weight_type == 'QUInt8' else ''}int8 weights"
                                       f"{' (a scale per output channel)' if per_channel else ''}, activations "
                                       "quantised per tensor at run time")
         return path
+
+    def _preprocess(self, source: str, workdir: str, why: str) -> str:
+        """onnxruntime.quantization's quant_pre_process (shape inference, then ORT's basic optimizations, which fold
+        constant subgraphs); without its symbolic shape inference when that cannot read the model."""
+        from onnxruntime.quantization.shape_inference import quant_pre_process
+        out = os.path.join(workdir, "model.preprocessed.onnx")
+        try:
+            quant_pre_process(source, out)
+            how = "shape inference and ORT's basic optimizations"
+        except Exception:  # noqa: BLE001 — symbolic shape inference refuses some graphs; folding is what counts
+            quant_pre_process(source, out, skip_symbolic_shape=True)
+            how = "ORT's basic optimizations (its symbolic shape inference could not read the model)"
+        self._preprocessing_note = (f"quant_pre_process ({how}) before quantize_dynamic, which refused the model as "
+                                    f"exported: {why.strip().splitlines()[0][:160]} — a weight computed in the "
+                                    "graph, folded to a constant first, as ORT's quantization docs advise")
+        return out
 
     def level_steps(self, compiled, original, final):
         """The ONNX as exported, then the quantized model ORT loads, then ORT's levels over it."""

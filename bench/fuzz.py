@@ -58,7 +58,6 @@ def _vi(name, shape, dtype=None):
 
 
 def _save(model, path) -> str:
-    import onnx
     with open(path, "wb") as f:
         f.write(model.SerializeToString())
     return path

@@ -102,7 +102,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     from xc_core.errors import XcInputError
-    from xc_core.inputs import check_input_size, read_npz
+    from xc_core.inputs.values import check_input_size, read_npz
     from xc_core.limits import Limits
     from xc_core.sources import load_source
 

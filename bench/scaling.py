@@ -48,11 +48,11 @@ def _one(family: str, size: int, targets: list[str] | None, profile: str | None)
 
         def progress(ev):
             now = time.perf_counter()
-            if ev["stage"] == "capture" and ev["status"] == "done":
+            if ev.step == "capture" and ev.status == "done":
                 marks["capture"] = now
-            elif ev["stage"] == "target" and ev["status"] != "running":
+            elif ev.step == "target" and ev.status != "running":
                 marks["targets"] = now
-            elif ev["stage"] == "report" and ev["status"] == "done":
+            elif ev.step == "report" and ev.status == "done":
                 marks["report"] = now
         prof = None
         if profile:

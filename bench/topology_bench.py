@@ -213,14 +213,14 @@ def flatten(report: dict) -> dict:
 
 def largest_group(tree, expanded: set[str]) -> str | None:
     """The biggest group drawn collapsed under these expansions (what a user opens first)."""
-    from xc_core import topology
+    from xc_core.views import topology
     v = topology.view(tree, expanded)
     groups = [b for b in v["boxes"] if b["kind"] == "group"]
     return max(groups, key=lambda b: b["nodes"])["path"] if groups else None
 
 
 def run_inprocess(n_nodes: int, repeat: int, flat: bool) -> dict:
-    from xc_core import layout, topology
+    from xc_core.views import graph_layout as layout, topology
 
     t0 = time.perf_counter()
     report = synthetic_report(n_nodes)

@@ -10,19 +10,12 @@ import streamlit as st
 from pages._graph_pane import HIERARCHY_NOTES, graph_pane, pane_items
 from pages._ui import EVIDENCE_HELP, evidence_badge
 from xc_core import evidence as ev_kinds
-from xc_core import layout, topology
+from xc_core.views import graph_layout as layout, topology
 from xc_core.sources.spec import BEFORE_STAGE_WORDS
+from xc_core.views.progress import captured_event
 
 EXPANDED = "capture_preview_expanded"
 PANE_HEIGHT = 640
-
-
-def captured_file(events: list[dict]) -> dict | None:
-    """The capture-done event that names the captured graph's file, if capture has finished."""
-    for ev in reversed(list(events)):
-        if ev.get("stage") == "capture" and ev.get("status") == "done" and ev.get("captured"):
-            return ev
-    return None
 
 
 @st.cache_resource(max_entries=4, show_spinner="Reading the captured graph…")
@@ -49,8 +42,8 @@ def _on_toggle() -> None:
 
 def show(analysis) -> bool:
     """Draw the captured graph of a running analysis; False when capture has not finished (nothing drawn)."""
-    ev = captured_file(analysis.events) if analysis is not None else None
-    path = ev and ev["captured"]
+    ev = captured_event(analysis.events) if analysis is not None else None
+    path = ev and ev.captured
     try:
         mtime = os.path.getmtime(path) if path else None
     except OSError:      # the run folder went: the analysis just ended and the page reruns with the report
@@ -77,8 +70,8 @@ def show(analysis) -> bool:
     st.subheader("Captured graph, while the targets compile")
     # The graph as torch.export or the uploaded file records it: what the report's capture block calls reported.
     st.markdown(evidence_badge(ev_kinds.REPORTED), help=EVIDENCE_HELP.get(ev_kinds.REPORTED, ""))
-    stage = BEFORE_STAGE_WORDS.get(ev.get("graph"), "captured graph")
-    st.caption(f"The {stage} every target starts from: {ev.get('nodes', v['n_nodes'])} ops, "
+    what = BEFORE_STAGE_WORDS.get(ev.graph, "captured graph")
+    st.caption(f"The {what} every target starts from: {ev.nodes if ev.nodes is not None else v['n_nodes']} ops, "
                f"{v['n_boxes']} boxes · click a ▸ group to open it. The compiled graphs side by side, with "
                "backends, fusions and fallbacks, replace this when the report is ready.")
     items, clusters = pane_items(v)

@@ -1,10 +1,10 @@
-"""One Topology pane: the SVG Graphviz drew (xc_core/topology.py) in a scrollable, zoomable box, reporting clicks
+"""One Topology pane: the SVG Graphviz drew (xc_core/views/topology.py) in a scrollable, zoomable box, reporting clicks
 back to Python. A Streamlit v2 component with inline JS: clicking a node selects it (`select` = the node's box id),
 clicking a collapsed group or an expanded group's title toggles it (`toggle` = the group path). Highlights
 (selected, no counterpart, search matches) are CSS classes set from `data`, so changing them never re-lays out."""
 import streamlit as st
 
-from xc_core.topology import MARK_CSS
+from xc_core.views.topology import MARK_CSS
 
 _CSS = """
 .xc-pane { border: 1px solid #d0d7de; border-radius: 6px; background: #fff; }

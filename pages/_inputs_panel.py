@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from xc_core.inputs import INPUT_DTYPES
+from xc_core.inputs.values import INPUT_DTYPES
 
 
 def _t(text) -> str:

@@ -8,12 +8,13 @@ import re
 import streamlit as st
 
 from pages import _inputs_panel
-from xc_core.evidence import HELP as EVIDENCE_HELP
 from xc_core.service import DONE, FAILED
 from xc_core.store import run_key
 from xc_core.sources.samples import DEFAULT_SAMPLE, SAMPLES
-from xc_core.sources.spec import BEFORE_STAGE_WORDS
 from xc_core.targets import REGISTRY, base_id, target_ids
+from xc_core.evidence import HELP as EVIDENCE_HELP  # noqa: F401 — the pages read it as _ui.EVIDENCE_HELP
+from xc_core.views.progress import progress_lines
+from xc_core.views.text import markdown_plain
 
 # Model files, and the names exporters give an ONNX model's external data (torch: model.onnx.data; Hugging Face
 # optimum: model.onnx_data; others: .bin, which is also an accepted model name).
@@ -53,7 +54,7 @@ def warm_start() -> str | None:
     from xc_core.service import warm_start_enabled
     import pandas  # noqa: F401
     import xc_core.api  # noqa: F401
-    import xc_core.views  # noqa: F401
+    import xc_core.views.rows  # noqa: F401
     from pages import _capture_preview  # noqa: F401
     from xc_core.analysis import advice  # noqa: F401
     from xc_core.worker import WorkerLimits
@@ -161,7 +162,7 @@ def sidebar_and_analyze() -> None:
     if report is not None:
         if not edits:
             _inputs_panel.remember_auto(source_key, report)
-        from xc_core.views import run_status
+        from xc_core.views.rows import run_status
         label, state = run_status(report)
         (sb.warning if state == "error" else sb.caption)(plain(label))
         run_id = (report.get("run") or {}).get("key")
@@ -369,44 +370,6 @@ def _take_finished(key: str) -> bool:
     return True
 
 
-def progress_lines(events: list[dict]) -> tuple[list[str], float]:
-    """The analysis so far, one line per step or target, from analyze()'s progress events."""
-    lines: dict[str, str] = {}
-    fraction = 0.0
-    for ev in list(events):
-        stage = ev["stage"]
-        if stage in ("load", "inputs", "capture", "onnx"):
-            words = {"load": "Loading the model", "inputs": "Choosing input shapes",
-                     "capture": "Capturing the graph (PyTorch: torch.export)",
-                     "onnx": "Exporting it to ONNX (torch.onnx) for the targets that compile ONNX"}[stage]
-            lines[stage] = f"{words} …" if ev["status"] == "running" else f":green-badge[done] {words}"
-            if ev["status"] == "error":
-                lines[stage] = f":red-badge[failed] {words}: {plain(ev.get('error') or '')}"
-            if stage == "inputs" and ev["status"] == "done":
-                failed = [p for p in ev["resolution"].get("probes", []) if not p["ok"]]
-                if failed:
-                    lines[stage] += (f" — {len(failed)} size(s) failed on the reference before one ran "
-                                     f"({plain(str(failed[0]['dims']))})")
-            if stage == "capture" and ev["status"] == "done" and ev.get("nodes"):
-                what = BEFORE_STAGE_WORDS.get(ev.get("graph"), "graph")
-                lines[stage] = (f":green-badge[done] Captured the {what}: {ev['nodes']} ops — the Topology page "
-                                "draws it while the targets compile")
-        elif stage == "target":
-            tid = ev["target"]
-            if ev["status"] == "running":
-                lines[tid] = f"`{tid}` {ev.get('step', 'starting')} …"
-            else:
-                mark = {"ok": ":green-badge[ok]", "error": ":red-badge[error]",
-                        "unavailable": ":gray-badge[unavailable]"}.get(ev["status"], "")
-                lines[tid] = f"{mark} `{tid}`" + (f": {plain(ev['error'])}" if ev.get("error") else "")
-                fraction = min(1.0, ev["index"] / max(1, ev["total"]))
-        elif stage == "report":
-            lines["report"] = ":green-badge[done] Report"
-    if fraction >= 1.0 and "report" not in lines:
-        lines["report"] = "Comparing the targets and building the report …"
-    return list(lines.values()), fraction
-
-
 def pages() -> dict:
     """The page list st.navigation shows (paths relative to app.py)."""
     return {
@@ -495,13 +458,37 @@ def full_message(detail: str | None) -> None:
 def plain(text: str) -> str:
     """Text from a file or a compiler, shown as is: Markdown would turn `__import__` into bold "import", and
     "https://…" or "www.…" into a link (a word joiner after "://", "www" and "@" keeps them text)."""
-    from xc_core.review.markdown import inert
-    return inert(re.sub(r"([\\`*_{}\[\]()#+\-!|~<>$])", r"\\\1", str(text)))
+    return markdown_plain(text)
 
 
 def code(text) -> str:
     """Untrusted text as a Markdown code span: shown literally; a backtick would end the span, a newline the line."""
     return "`" + " ".join(str(text).split()).replace("`", "'") + "`"
+
+
+def stop_unless_targets(targets: list[str], failed: dict[str, str], none_message: str) -> None:
+    """The head of a page with a column per target: with no target to show, the failed ones' columns (each saying
+    why it has nothing to show) or `none_message`, and the page stops."""
+    if not targets:
+        if failed:
+            _failed_columns(st.columns(len(failed)), failed)
+        else:
+            st.info(none_message)
+        st.stop()
+
+
+def target_columns(targets: list[str], failed: dict[str, str]) -> list:
+    """A column per shown target, then a labelled column per failed one; returns the shown targets' columns."""
+    cols = st.columns(len(targets) + len(failed))
+    _failed_columns(cols[len(targets):], failed)
+    return cols[:len(targets)]
+
+
+def _failed_columns(cols, failed: dict[str, str]) -> None:
+    for col, (tid, why) in zip(cols, failed.items()):
+        with col:
+            st.subheader(plain(tid))
+            st.error(f"{plain(why)} — nothing to show; the Overview has the whole message.")
 
 
 def evidence_badge(kind: str | None) -> str:
@@ -563,7 +550,7 @@ def stage_graph_file(report: dict, files: dict | None = None) -> str | None:
 
 @st.cache_resource(max_entries=4, show_spinner="Reading the step graphs…")
 def _stage_graphs(path: str) -> dict:
-    from xc_core.analysis.stages import read_stage_graphs
+    from xc_core.analysis.stage_trace import read_stage_graphs
     return read_stage_graphs(path)
 
 
@@ -577,7 +564,7 @@ def request_stage_graph(report: dict, tid: str, step: int) -> None:
     """A button callback: the Topology page, when next opened, shows this step graph beside its target's compiled
     graph. Kept under a plain key (widget keys of a page not on screen are dropped at the end of a run) and
     applied by the Topology page before it draws its widgets."""
-    from xc_core.views import stage_graph_choices
+    from xc_core.views.rows import stage_graph_choices
     label = next((lab for t, i, lab in stage_graph_choices(report) if (t, i) == (tid, step)), None)
     if label is not None:
         st.session_state[STAGE_REQUEST] = {"picks": [label], "targets": [label, tid]}

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from pages import _ui
-from xc_core.views import checklist_grid, style_verdicts, verdict_text
+from xc_core.views.rows import checklist_grid, style_verdicts, verdict_text
 
 report = _ui.require_report()
 _ui.header(report, "Checklist")

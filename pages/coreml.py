@@ -4,36 +4,21 @@ import pandas as pd
 import streamlit as st
 
 from pages import _ui
-from xc_core.views import coreml_op_rows, coreml_targets, fmt_sci, not_compiled_coreml
+from xc_core.views.rows import coreml_op_rows, coreml_targets, fmt_sci, not_compiled_coreml
 
 report = _ui.require_report()
 _ui.header(report, "Core ML")
 
 targets = coreml_targets(report)
 failed = not_compiled_coreml(report)      # a Core ML target that did not compile keeps its column
-
-
-def failed_columns(cols) -> None:
-    for col, (tid, why) in zip(cols, failed.items()):
-        with col:
-            st.subheader(_ui.plain(tid))
-            st.error(f"{_ui.plain(why)} — nothing to show; the Overview has the whole message.")
-
-
-if not targets:
-    if failed:
-        failed_columns(st.columns(len(failed)))
-    else:
-        st.info("No Core ML target in this report. Pick `coreml-ane` or `coreml-cpu` in the sidebar.")
-    st.stop()
+_ui.stop_unless_targets(targets, failed, "No Core ML target in this report. Pick `coreml-ane` or `coreml-cpu` in "
+                                         "the sidebar.")
 
 st.caption("Linux cannot ask Core ML where ops run: units come from xc's rule table, each rule citing its public "
            "source (`predicted-rules`); numerics come from executing the compiled MIL program in numpy with its own "
            "dtypes (`emulated`). On macOS 14.4+ MLComputePlan and predict replace both (`reported`, `measured`).")
 
-cols = st.columns(len(targets) + len(failed))
-failed_columns(cols[len(targets):])
-for col, tid in zip(cols, targets):
+for col, tid in zip(_ui.target_columns(targets, failed), targets):
     t = report["targets"][tid]
     info = t["info"]
     units = info["compute_units_predicted"]

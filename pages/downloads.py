@@ -10,8 +10,14 @@ import streamlit as st
 
 from pages import _ui
 from xc_core.report.sidecar import SIDECAR_FILE
-from xc_core.views import (MODEL_EXPLORER_ZIP, artifact_groups, model_explorer_command, model_explorer_files,
-                           model_explorer_index, zip_files)
+from xc_core.views.rows import (
+    MODEL_EXPLORER_ZIP,
+    artifact_groups,
+    model_explorer_command,
+    model_explorer_files,
+    model_explorer_index,
+    zip_files,
+)
 
 report = _ui.require_report()
 _ui.header(report, "Downloads")

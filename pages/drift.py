@@ -5,8 +5,8 @@ import streamlit as st
 
 from pages import _ui
 from xc_core.analysis.drift import passes_at
-from xc_core.figures import drift_histogram_figure, drift_scatter_figure, layer_drift_figure, layer_drift_series
-from xc_core.views import fmt_sci
+from xc_core.views.figures import drift_histogram_figure, drift_scatter_figure, layer_drift_figure, layer_drift_series
+from xc_core.views.rows import fmt_sci
 
 report = _ui.require_report()
 _ui.header(report, "Numerical drift")

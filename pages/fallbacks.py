@@ -3,33 +3,24 @@ import pandas as pd
 import streamlit as st
 
 from pages import _ui
-from xc_core.analysis.boundaries import latency_cliff
-from xc_core.views import accelerated_targets, fallback_rows, not_compiled_accelerated
+from xc_core.views.fallbacks import (
+    accelerated_targets,
+    boundary_rows,
+    fallback_rows,
+    not_compiled_accelerated,
+    split_summary,
+)
 
 report = _ui.require_report()
 _ui.header(report, "Fallbacks")
 
 targets = accelerated_targets(report)
 failed = not_compiled_accelerated(report)     # an accelerated target that did not compile keeps its column
-
-
-def failed_columns(cols) -> None:
-    for col, (tid, why) in zip(cols, failed.items()):
-        with col:
-            st.subheader(_ui.plain(tid))
-            st.error(f"{_ui.plain(why)} — nothing to show; the Overview has the whole message.")
-
-
-if not targets:
-    if failed:
-        failed_columns(st.columns(len(failed)))
-    else:
-        st.info("None of the selected targets has an accelerator to fall back from. Pick `ort-nnapi` or "
-                "`ort-coreml` in the sidebar.")
-    st.stop()
+_ui.stop_unless_targets(targets, failed, "None of the selected targets has an accelerator to fall back from. Pick "
+                                         "`ort-nnapi`, `ort-coreml` or `coreml-ane` in the sidebar.")
 
 with st.expander("Cost model (latency-cliff estimate)", expanded=False):
-    first = report["targets"][targets[0]]["info"]["boundaries"]["latency_cliff"]["assumptions"]
+    first = split_summary(report, targets[0])
     c1, c2 = st.columns(2)
     bandwidth = c1.number_input("Copy bandwidth (GB/s)", 0.1, 100.0, float(first["bandwidth_gb_s"]), 0.5,
                                 key="fb_bandwidth")
@@ -38,40 +29,41 @@ with st.expander("Cost model (latency-cliff estimate)", expanded=False):
     st.caption("estimate = Σ boundary bytes / bandwidth + transitions × overhead. Every boundary counts: tensors "
                "are sized at the input shapes that ran, and measured in a run where no shape says.")
 
-cols = st.columns(len(targets) + len(failed))
-failed_columns(cols[len(targets):])
-for col, tid in zip(cols, targets):
-    t = report["targets"][tid]
-    part, bounds = t["info"]["partitioning"], t["info"]["boundaries"]
-    est = latency_cliff(bounds["total_bytes"], bounds["count"], bandwidth, overhead)
+for col, tid in zip(_ui.target_columns(targets, failed), targets):
+    s = split_summary(report, tid, bandwidth, overhead)
     with col:
         st.subheader(_ui.plain(tid))
-        st.markdown(_ui.evidence_badge(part["evidence"]) + f" ORT verdict: **{part['suitability']}**")
+        st.markdown(_ui.evidence_badge(s["evidence"])
+                    + (f" ORT verdict: **{_ui.plain(s['verdict'])}**" if s["verdict"] else
+                       f" split decided by {_ui.plain(s['decided_by'])}"))
         a, b, c = st.columns([1.4, 1, 1])   # room for "Latency cliff (est.)", not "(e…"
-        a.metric("Latency cliff (est.)", f"{est['estimate_ms']:.2f} ms",
-                 help=f"{est['transfer_ms']:.3f} ms transfer + {est['overhead_ms']:.2f} ms overhead")
-        b.metric("Partitions", part["num_partitions"], help="sizes: " + str(part["partition_sizes"]))
-        c.metric("Boundaries", bounds["count"], help=f"{bounds['total_bytes']:,} bytes cross")
-        st.caption(f"{part['num_supported_nodes']}/{part['num_nodes']} nodes on {_ui.plain(part['ep'])}; "
+        est = s["cliff"]
+        a.metric("Latency cliff (est.)", f"{est['estimate_ms']:.2f} ms" if est else "—",
+                 help=f"{est['transfer_ms']:.3f} ms transfer + {est['overhead_ms']:.2f} ms overhead" if est else
+                 "no boundaries were recorded")
+        if s["partitions"] is not None:
+            b.metric("Partitions", s["partitions"], help="sizes: " + str(s["partition_sizes"]))
+        else:
+            b.metric("Accelerated", f"{100 * s['share']:.0f}%" if s["share"] is not None else "—",
+                     help="share of compute ops the accelerator takes")
+        c.metric("Boundaries", s["boundaries"], help=f"{s['boundary_bytes']:,} bytes cross")
+        st.caption(f"{s['on_accelerator']}/{s['nodes']} nodes on {_ui.plain(s['accelerator'])}; "
                    f"assumes {bandwidth:g} GB/s and {overhead:g} ms per transition"
-                   + (f"; {bounds['symbolic_count']} boundary(ies) no shape or run could size (bytes not counted)"
-                      if bounds["symbolic_count"] else ""))
-        if part["unsupported_ops"]:
-            st.caption("Unsupported ops: " + ", ".join(part["unsupported_ops"]))
-        shipped = t["info"].get("partitioning_as_shipped")
+                   + (f"; {s['unsized_boundaries']} boundary(ies) no shape or run could size (bytes not counted)"
+                      if s["unsized_boundaries"] else ""))
+        if s["ops_on_cpu"]:
+            st.caption(f"{s['ops_on_cpu_label']}: " + ", ".join(_ui.plain(o) for o in s["ops_on_cpu"]))
+        shipped = s["shipped"]
         if shipped:
-            sb = shipped["boundaries"]
-            sest = latency_cliff(sb["total_bytes"], sb["count"], bandwidth, overhead)
             st.markdown("**As shipped, with its dynamic dims** "
-                        + _ui.evidence_badge(shipped["evidence"]) + f" ORT verdict: **{shipped['suitability']}**")
+                        + _ui.evidence_badge(shipped["evidence"]) + f" ORT verdict: **{shipped['verdict']}**")
             a, b, c = st.columns([1, 1, 1.4])
-            a.metric("Accelerated", f"{100 * shipped['accelerated_share_nodes']:.0f}%",
-                     delta=f"{100 * (shipped['accelerated_share_nodes'] - part['accelerated_share_nodes']):.0f} pts",
+            a.metric("Accelerated", f"{100 * shipped['share']:.0f}%", delta=f"{shipped['share_change_pts']:.0f} pts",
                      help="share of nodes the EP takes when the input dims stay symbolic")
-            b.metric("Partitions", shipped["num_partitions"])
-            c.metric("Latency cliff (est.)", f"{sest['estimate_ms']:.2f} ms")
-            reasons = ", ".join(f"{k} × {v}" for k, v in shipped.get("fallbacks_by_reason", {}).items())
-            st.caption(f"{shipped['nodes_unsupported_due_to_dynamic_input']} node(s) left on the CPU for a dynamic "
+            b.metric("Partitions", shipped["partitions"])
+            c.metric("Latency cliff (est.)", f"{shipped['cliff']['estimate_ms']:.2f} ms")
+            reasons = ", ".join(f"{k} × {v}" for k, v in shipped["reasons"].items())
+            st.caption(f"{shipped['left_for_dynamic_shape']} node(s) left on the CPU for a dynamic "
                        f"input shape ({reasons or 'none'}). Fix the input shapes before converting for the "
                        "device (onnxruntime.tools.make_dynamic_shape_fixed) to get the figures above.")
 
@@ -85,18 +77,13 @@ else:
     st.success("No fallback nodes: every node runs on the accelerator.")
 
 st.subheader("Boundaries")
-brows = []
-for tid in picked:
-    for b in report["targets"][tid]["info"]["boundaries"]["items"]:
-        brows.append({"target": tid, "tensor": b["tensor"], "direction": b["direction"], "from": b["from_node"],
-                      "to": ", ".join(b["consumers"]), "shape": str(b["shape"]), "dtype": b["dtype"],
-                      "bytes": b["bytes"] if b["bytes"] is not None else "symbolic"})
+brows = boundary_rows(report, picked)
 if brows:
     st.dataframe(pd.DataFrame(brows), hide_index=True, width="stretch")
 else:
     st.write("No accelerator ↔ CPU boundaries.")
 
-caveats = {tid: report["targets"][tid]["info"]["partitioning"]["unchecked_caveats"] for tid in picked}
+caveats = {tid: split_summary(report, tid)["caveats"] for tid in picked}
 if any(caveats.values()):
     with st.expander("Caveats ORT's checker lists but does not check"):
         for tid, items in caveats.items():

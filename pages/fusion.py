@@ -6,8 +6,8 @@ import streamlit as st
 
 from pages import _ui
 from xc_core.analysis.fusion_diff import not_fired_by_pattern
-from xc_core.figures import fusion_counts_figure, fusion_targets
-from xc_core.views import catalogue_entries, catalogue_rows
+from xc_core.views.figures import fusion_counts_figure, fusion_targets
+from xc_core.views.rows import catalogue_entries, catalogue_rows
 
 report = _ui.require_report()
 _ui.header(report, "Fusion")

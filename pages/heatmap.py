@@ -2,8 +2,8 @@
 import streamlit as st
 
 from pages import _ui
-from xc_core.figures import heatmap_figure, heatmap_targets
-from xc_core.views import module_depth, not_compiled
+from xc_core.views.figures import heatmap_figure, heatmap_targets
+from xc_core.views.rows import module_depth, not_compiled
 
 report = _ui.require_report()
 _ui.header(report, "Backend heat map")

@@ -10,8 +10,19 @@ import streamlit as st
 
 from pages import _ui
 from xc_core.analysis.advice import advice_line
-from xc_core.views import (default_pairs, fmt_sci, input_rows, overview_rows, pair_sentence, probe_rows,
-                            style_verdicts, target_summary_rows, verdict_lines, verdict_text)
+from xc_core.views.rows import (
+    all_columns_rows,
+    default_pairs,
+    drift_output_rows,
+    fmt_sci,
+    input_rows,
+    pair_sentence,
+    probe_rows,
+    style_verdicts,
+    target_summary_rows,
+    verdict_lines,
+    verdict_text,
+)
 
 report = _ui.require_report()
 _ui.header(report, "Overview")
@@ -59,13 +70,8 @@ st.caption(f"Checklist: how many of its questions fail and warn ({verdict_text('
            "Accelerator: share of nodes the accelerator takes (weights under All columns), ops left on the CPU; "
            "Core ML: predicted compute units. Evidence: how the assignment · the numbers were obtained.",
            help=" · ".join(f"{k} — {v}" for k, v in _ui.EVIDENCE_HELP.items()))
-rows = overview_rows(report)
 with st.expander("All columns"):
-    columns = list(dict.fromkeys(k for r in rows for k in r if k != "error"))
-    # A blank is "—" before pandas sees it: a column with a gap would otherwise turn its counts into floats.
-    df = pd.DataFrame([{c: str(r[c]) if c in r and r[c] is not None else "—" for c in columns} for r in rows])
-    df = df[[c for c in df.columns if c != "evidence"] + ["evidence"]]
-    st.dataframe(df, hide_index=True, width="stretch")
+    st.dataframe(pd.DataFrame(all_columns_rows(report)), hide_index=True, width="stretch")
 
 ref = report.get("reference") or {}
 if ref.get("status") == "error":
@@ -123,16 +129,7 @@ else:
                           if "error" not in m), default=None)
         st.caption(f"Includes the ONNX → PyTorch conversion (onnx2torch), whose own error is rel L2 "
                    f"{fmt_sci(worst_conv)} — measured apart, see the Core ML page.")
-    out_rows = []
-    for name, m in (drift.get("outputs") or {}).items():
-        if "error" in m:
-            out_rows.append({"output": name, "error": m["error"]})
-        else:
-            out_rows.append({"output": name, "max abs": fmt_sci(m["max_abs"]),
-                             "mean abs": fmt_sci(m["mean_abs"]), "rel L2": fmt_sci(m["rel_l2"]),
-                             "cosine": f"{m['cosine']:.6f}" if m["cosine"] is not None else "—",
-                             "SNR dB": f"{m['snr_db']:.1f}" if m["snr_db"] is not None else "∞",
-                             "min atol": fmt_sci(m["min_atol"]), "min rtol": fmt_sci(m["min_rtol"])})
+    out_rows = drift_output_rows(t)
     if out_rows:
         st.dataframe(pd.DataFrame(out_rows), hide_index=True, width="stretch")
     else:

@@ -3,7 +3,7 @@ import pandas as pd
 import streamlit as st
 
 from pages import _ui
-from xc_core.views import precision_rows
+from xc_core.views.rows import precision_rows
 
 report = _ui.require_report()
 _ui.header(report, "Precision audit")

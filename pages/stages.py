@@ -7,8 +7,15 @@ import pandas as pd
 import streamlit as st
 
 from pages import _ui
-from xc_core.views import (divergence_counts, divergence_rows, layout_move_rows, layout_summary_rows, stage_matrix,
-                           stage_targets, step_rows)
+from xc_core.views.rows import (
+    divergence_counts,
+    divergence_rows,
+    layout_move_rows,
+    layout_summary_rows,
+    stage_matrix,
+    stage_targets,
+    step_rows,
+)
 
 report = _ui.require_report()
 _ui.header(report, "Stages")

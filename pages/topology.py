@@ -10,8 +10,8 @@ import streamlit as st
 
 from pages import _capture_preview, _ui
 from pages._graph_pane import HIERARCHY_NOTES, graph_pane, pane_items
-from xc_core import layout, topology
-from xc_core.views import stage_graph_choices, with_stage_graphs
+from xc_core.views import graph_layout as layout, topology
+from xc_core.views.rows import stage_graph_choices, with_stage_graphs
 
 # While the targets compile, the captured graph (what every target starts from) is drawn instead.
 report = _ui.require_report(while_running=_capture_preview.show)

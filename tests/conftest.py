@@ -48,7 +48,7 @@ def pytest_sessionfinish(session, exitstatus):
     """No run may leave folders behind: none in xc's scratch area, no xc-* folder in the system temp dir."""
     if "xc_core.service" in sys.modules:    # AppTest runs start background analyses: let them end first
         sys.modules["xc_core.service"].AnalysisService.all_idle(600)
-    from xc_core.store import home
+    from xc_core.paths import home
     work = os.path.join(home(), "work")
     left = sorted(os.listdir(work)) if os.path.isdir(work) else []
     new_temp = sorted(_xc_temp_entries() - _TEMP_BEFORE)

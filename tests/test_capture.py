@@ -1,7 +1,7 @@
 """Capture: the ExportedProgram is the "before" graph; every ONNX node is traced back to a source op."""
 from tiny_models import conv_bn_relu
 from xc_core.capture import capture
-from xc_core.inputs import random_inputs
+from xc_core.inputs.values import random_inputs
 from xc_core.sources.spec import InputSpec, Source
 
 

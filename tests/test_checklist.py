@@ -94,7 +94,9 @@ def test_q5_warns_on_a_runtime_chosen_bf16_with_its_drift_and_the_switch():
     q5 = _q5(t)
     assert q5["verdict"] == "warn" and "by the runtime's own choice" in q5["detail"]
     assert "3.20e-03" in q5["detail"] and "INFERENCE_PRECISION_HINT" in q5["detail"]
-    asked = _q5({**t, "info": {"inference_precision": "bf16", "inference_precision_requested": "bf16"}})
+    # Asked for: the target's typed declared_precisions (what openvino-cpu sets from inference_precision=bf16).
+    asked = _q5({**t, "info": {"inference_precision": "bf16", "inference_precision_requested": "bf16"},
+                 "declared_precisions": ["bf16"]})
     assert "as configured" in asked["detail"]
 
 

@@ -36,6 +36,6 @@ def test_an_analysis_in_this_process_uses_them_and_gives_the_callers_back():
     before = gc.get_threshold()
     seen = []
     analyze("sample:vision-mini", ["ort-cpu"], isolate=False,
-            progress=lambda ev: seen.append(gc.get_threshold()) if ev["stage"] == "target" else None)
+            progress=lambda ev: seen.append(gc.get_threshold()) if ev.step == "target" else None)
     assert seen and all(s == gc_policy.THRESHOLDS for s in seen)
     assert gc.get_threshold() == before

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 
 import numpy as np
 import pytest
@@ -13,7 +12,7 @@ import pytest
 from conftest import ALL_TARGETS
 from hostile_names import (hostile_module_names, hostile_onnx, hostile_op_type_onnx, hostile_torch_module,
                            payloads)
-from xc_core import figures, layout, topology
+from xc_core.views import figures, graph_layout as layout, topology
 from xc_core.cli import main
 
 

@@ -6,14 +6,13 @@ import struct
 import zipfile
 
 import numpy as np
-import onnx
 import pytest
 import torch
 from onnx import TensorProto, helper
 
 from xc_core.cli import main
 from xc_core.errors import XcInputError
-from xc_core.inputs import read_npz
+from xc_core.inputs.values import read_npz
 from xc_core.limits import Limits
 
 
@@ -229,7 +228,7 @@ def test_malformed_input_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch, k
 
 def _scratch_left() -> list[str]:
     """Run folders (and the workers' temp folders inside them) still in xc's scratch area."""
-    from xc_core.store import home
+    from xc_core.paths import home
     work = os.path.join(home(), "work")
     return os.listdir(work) if os.path.isdir(work) else []
 

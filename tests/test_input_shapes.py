@@ -6,7 +6,7 @@ import pytest
 from realistic_models import branch_onnx, detector_onnx, text_onnx, two_in_three_out_onnx
 from xc_core.api import analyze
 from xc_core.errors import XcInputError
-from xc_core.input_shapes import resolve_inputs
+from xc_core.inputs.shapes import resolve_inputs
 from xc_core.sources import load_source
 from xc_core.sources.spec import InputSpec
 

@@ -5,7 +5,8 @@ import numpy as np
 import torch
 
 from xc_core.api import analyze
-from xc_core.capture import _module_path_from_scopes, capture
+from xc_core.readers.exported_program import _module_path_from_scopes
+from xc_core.capture import capture
 from xc_core.sources import load_source
 
 

@@ -7,7 +7,7 @@ import json
 import pytest
 from test_pages import _page_with_report, run_page
 
-from xc_core.review.markdown import VERDICT
+from xc_core.analysis.checklist import VERDICT
 
 SYMBOLS = tuple(v.split(" ", 1)[0] for v in VERDICT.values())
 
@@ -68,7 +68,8 @@ def test_a_target_that_did_not_compile_keeps_a_labelled_column(overview):
     assert "ort-nnapi<br>error: compile failed: killed by SIGSEGV in …" in columns
     assert len(columns) == len(report["targets"])
     at = _page_with_report("fallbacks", report)
-    assert [h.value for h in at.subheader][:2] == ["ort\\-coreml", "ort\\-nnapi"]
+    # The accelerated targets that compiled (the ORT CoreML EP, Core ML's ANE units), then the failed one's column.
+    assert [h.value for h in at.subheader][:3] == ["ort\\-coreml", "coreml\\-ane", "ort\\-nnapi"]
     assert "error: compile failed" in at.error[0].value
     at = _page_with_report("overview", report)
     lines = next(m.value for m in at.markdown if m.value.startswith("**ort\\-cpu** ")).split("  \n")

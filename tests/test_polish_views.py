@@ -7,9 +7,10 @@ import zipfile
 
 import pytest
 
-from xc_core import views
-from xc_core.figures import heatmap_figure
-from xc_core.review.markdown import VERDICT
+from xc_core.views import fallbacks
+from xc_core.views import rows as views
+from xc_core.views.figures import heatmap_figure
+from xc_core.analysis.checklist import VERDICT
 
 HOSTILE = '<img src=x onerror=alert(1)>'
 
@@ -148,7 +149,7 @@ def test_accelerated_and_core_ml_targets_that_did_not_compile():
                            "someone-elses-target")}
     targets["ort-coreml"] = {"status": "ok", "graph": {"nodes": []}, "id": "ort-coreml"}
     r = {"targets": targets}
-    assert set(views.not_compiled_accelerated(r)) == {"ort-nnapi", "coreml-ane"}
+    assert set(fallbacks.not_compiled_accelerated(r)) == {"ort-nnapi", "coreml-ane"}
     assert set(views.not_compiled_coreml(r)) == {"coreml-ane", "coreml-cpu", "coreml-ane[compute_units=CPU_ONLY]"}
     assert views.not_compiled(r)["ort-cpu"] == "error: boom"
 

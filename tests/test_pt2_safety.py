@@ -1,7 +1,6 @@
 """.pt2 archives load without running anything from the file: every crafted payload is refused with one line and
 its canary file never appears; ordinary torch.export.save archives keep loading and compute what torch's own
 loader computes."""
-import os
 
 import pytest
 import torch

@@ -65,7 +65,7 @@ def test_onnx_with_symbolic_dims_gets_documented_defaults(tmp_path):
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     src = load_source(str(path))
     assert src.inputs[0].dim_names == ("batch", None, "len")
-    from xc_core.input_shapes import resolve_inputs
+    from xc_core.inputs.shapes import resolve_inputs
     (spec,), record = resolve_inputs(src.inputs)
     assert spec.shape == [1, 3, 16]
     assert "batch=1 (batch)" in spec.note and "len=16 (sequence)" in spec.note
@@ -136,7 +136,7 @@ def test_unsupported_extension_and_missing_file(tmp_path):
 
 
 def test_npz_inputs_are_read_without_pickle(tmp_path):
-    from xc_core.inputs import read_npz
+    from xc_core.inputs.values import read_npz
     p = tmp_path / "in.npz"
     np.savez(p, x=np.array([object()], dtype=object))
     with pytest.raises(XcInputError, match="is an object array"):
@@ -154,7 +154,6 @@ def test_npz_inputs_are_read_without_pickle(tmp_path):
 ])
 def test_external_data_outside_the_model_folder_is_refused_in_one_line(tmp_path, location, needle):
     import numpy as np
-    import onnx
     from onnx import TensorProto, helper, numpy_helper
     from xc_core.errors import XcInputError
     from xc_core.sources import load_source

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from xc_core.analysis.stages import read_stage_graphs
-from xc_core.stages import FUSION, GRAPH_OPT, IMPORT, KERNEL, STAGES
+from xc_core.analysis.stage_trace import read_stage_graphs
+from xc_core.lowering import FUSION, GRAPH_OPT, IMPORT, KERNEL, STAGES
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -145,7 +145,7 @@ def test_step_graphs_are_stored_once_beside_the_report(sample_report):
 def test_first_divergence_names_the_stage_where_targets_part_ways(sample_report):
     """ORT and OpenVINO fold BatchNorm into the Conv while optimising the graph; coremltools keeps them apart
     until its fuse_conv_batchnorm pass; ORT and OpenVINO then also fuse the ReLU6 (Clip), Core ML does not."""
-    from xc_core.views import divergence_rows
+    from xc_core.views.rows import divergence_rows
     report, _ = sample_report("vision-mini")
     rows = {r["source op"]: r for r in divergence_rows(report, "ort-cpu", "coreml-ane", only_diverging=False)}
     assert rows["conv2d"]["first diverges at"] == "Graph optimisation"
@@ -175,7 +175,7 @@ def test_layout_audit_lists_openvino_reorders_with_layouts_and_bytes(sample_repo
 
 
 def test_stage_views_render_every_target_and_add_step_graphs_as_panes(sample_report):
-    from xc_core.views import stage_graph_choices, stage_matrix, with_stage_graphs
+    from xc_core.views.rows import stage_graph_choices, stage_matrix, with_stage_graphs
     report, out = sample_report("vision-mini")
     matrix = stage_matrix(report)
     assert [r["stage"] for r in matrix] == ["Import", "Graph optimisation", "Fusion", "Backend selection",
@@ -223,7 +223,7 @@ def test_a_report_from_before_steps_were_recorded_renders_without_them(sample_re
     from xc_core.review.diff import diff_reports
     from xc_core.review.html import report_html
     from xc_core.review.markdown import report_markdown
-    from xc_core.views import divergence_rows, layout_summary_rows, stage_graph_choices, stage_matrix
+    from xc_core.views.rows import divergence_rows, layout_summary_rows, stage_graph_choices, stage_matrix
     report, _ = sample_report("vision-mini")
     old = copy.deepcopy(report)
     for t in old["targets"].values():

@@ -6,7 +6,8 @@ import subprocess
 import sys
 import time
 
-from xc_core.store import RunStore, run_key, scratch_dir, sweep_scratch
+from xc_core.store import RunStore, run_key
+from xc_core.paths import scratch_dir, sweep_scratch
 
 
 def _run_dir(tmp_path, name, size=1000):

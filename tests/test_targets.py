@@ -6,7 +6,7 @@ import pytest
 from tiny_models import TwoOutputs, conv_bn_relu
 from xc_core.api import analyze
 from xc_core.capture import capture
-from xc_core.inputs import random_inputs
+from xc_core.inputs.values import random_inputs
 from xc_core.sources.spec import InputSpec, Source
 from xc_core.targets import ERROR, OK, execute_target, make_target
 from xc_core.targets.base import REGISTRY, Target, register

@@ -8,8 +8,8 @@ import pytest
 
 import re
 
-from xc_core import layout as topo
-from xc_core import topology
+from xc_core.views import graph_layout as topo
+from xc_core.views import topology
 from xc_core.analysis.alignment import source_op_table
 from xc_core.ir import Graph
 

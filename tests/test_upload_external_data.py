@@ -119,7 +119,7 @@ def test_the_model_and_its_data_analyse(exported):
 
 def test_a_missing_data_file_is_named_in_one_line(exported):
     from xc_core.service import REFUSED, take_upload
-    from xc_core.store import home
+    from xc_core.paths import home
     up = take_upload(_named(exported, "m.onnx"))
     a = _analyse(up.files, up.model_file)
     assert a.state == REFUSED

@@ -87,7 +87,7 @@ def test_openvino_precision_and_core_ml_options_are_compiled_for_real(variants_r
 
 
 def test_variants_of_one_target_are_the_first_pair_on_the_overview(variants_report):
-    from xc_core.views import default_pairs
+    from xc_core.views.rows import default_pairs
     report, _ = variants_report
     assert default_pairs(report)[0] == ("ort-cpu", "ort-cpu[level=basic]")
 

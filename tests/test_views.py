@@ -1,5 +1,5 @@
 """The status line above every page: never "Compiled" when nothing compiled, and the likely cause when it did not."""
-from xc_core.views import run_status
+from xc_core.views.rows import run_status
 
 
 def _report(targets: dict, reference: str = "ok") -> dict:
@@ -42,7 +42,7 @@ def test_default_pairs_follow_the_reports_target_order():
     """The Overview offers every pair in the report's order; a default pair in the other order would not be one of
     its options (a crash of the page, seen with --targets coreml-ane,...,ort-nnapi)."""
     import itertools
-    from xc_core.views import default_pairs
+    from xc_core.views.rows import default_pairs
     order = ["ort-cpu", "ort-cpu[level=basic]", "coreml-ane", "ort-nnapi", "inductor-cpu"]
     report = {"targets": {t: {"graph": {"nodes": []}} for t in order}}
     offered = set(itertools.combinations(order, 2))

@@ -19,7 +19,7 @@ LANDLOCK = landlock_status()["abi"]
 
 
 # -- job functions (imported by name in the child) ------------------------------------------------------------
-def job_environment(args, workdir, stage):
+def job_environment(args, workdir, phase):
     import tempfile
     out = {"environ": dict(os.environ), "tempdir": tempfile.gettempdir(), "home": os.path.expanduser("~"),
            "mkstemp": tempfile.mkstemp()[1]}
@@ -35,7 +35,7 @@ def job_environment(args, workdir, stage):
     return out
 
 
-def job_write(args, workdir, stage):
+def job_write(args, workdir, phase):
     out = {}
     for name, path in args["paths"].items():
         try:

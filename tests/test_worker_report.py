@@ -1,9 +1,11 @@
 """A limit or a fault while building the report is a finding, not a lost analysis: every target had finished, so
 the report is built again without its optional parts (run.report_error says why and what was left out), and if
 even that fails, a report of the targets' statuses is made."""
+import dataclasses
 import os
 
 import xc_core.api as api
+import xc_core.scheduler as scheduler
 from xc_core.report.schema import validate_report
 from xc_core.worker import WorkerLimits
 
@@ -14,22 +16,28 @@ def _hoard():
         hoard.append(bytearray(64 << 20))
 
 
-def greedy_full_report(args, workdir, stage):
+def greedy_full_report(args, workdir, phase):
     """The real report job, except that the full report runs out of memory (the lean one does not)."""
     from xc_core.pipeline import report_job
     if not args.get("lean"):
-        stage("report")
+        phase("report")
         _hoard()
-    return report_job(args, workdir, stage)
+    return report_job(args, workdir, phase)
 
 
-def greedy_always(args, workdir, stage):
-    stage("report")
+def greedy_always(args, workdir, phase):
+    phase("report")
     _hoard()
 
 
+def _report_job_is(monkeypatch, job: str) -> None:
+    """The plan's report step runs `job` (a function of this module) in its worker instead."""
+    *before, report = scheduler.PLAN
+    monkeypatch.setattr(scheduler, "PLAN", (*before, dataclasses.replace(report, job=f"test_worker_report:{job}")))
+
+
 def _analyze(tmp_path, monkeypatch, job: str):
-    monkeypatch.setattr(api, "REPORT_JOB", f"test_worker_report:{job}")
+    _report_job_is(monkeypatch, job)
     events = []
     report = api.analyze("sample:vision-mini", ["ort-cpu", "openvino-cpu"], out_dir=str(tmp_path / "out"),
                          worker_limits=WorkerLimits(timeout_s=300, memory_gib=2.5), progress=events.append)
@@ -50,7 +58,7 @@ def test_a_memory_limit_while_building_the_report_keeps_every_target(tmp_path, m
     assert "divergence" not in report and report["stage_graphs"]["file"] is None
     assert report["exports"]["model_explorer"]["error"].startswith("left out: building the report exceeded")
     assert not os.path.exists(tmp_path / "out" / "model_explorer")
-    assert any(e["stage"] == "report-retry" and "memory limit" in e["error"] for e in events)
+    assert any(e.step == "report-retry" and "memory limit" in e.error for e in events)
     assert not os.path.exists(tmp_path / "out" / "work")
 
 
@@ -68,7 +76,7 @@ def test_when_no_report_can_be_built_the_targets_statuses_are_kept(tmp_path, mon
 def test_the_cli_finishes_and_records_a_run_whose_report_hit_a_limit(tmp_path, monkeypatch, capsys):
     from xc_core.cli import main
     from xc_core.store import RunStore
-    monkeypatch.setattr(api, "REPORT_JOB", "test_worker_report:greedy_full_report")
+    _report_job_is(monkeypatch, "greedy_full_report")
     monkeypatch.setenv("XC_HOME", str(tmp_path / "home"))
     assert main(["analyze", "sample:vision-mini", "--targets", "ort-cpu", "--out", str(tmp_path / "out"),
                  "--memory", "2.5", "--quiet"]) == 0

@@ -10,6 +10,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from xc_core.progress import ProgressEvent
 from xc_core.worker import Job, WorkerLimits, run_jobs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -17,37 +18,37 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 # -- job functions the worker tests run (imported by name in the child) ---------------------------------------
-def job_ok(args, workdir, stage):
+def job_ok(args, workdir, phase):
     import tempfile
-    stage("compile")
+    phase("compile")
     return {"answer": args["x"] * 2, "tmp": tempfile.gettempdir()}
 
 
-def job_segfault(args, workdir, stage):
+def job_segfault(args, workdir, phase):
     import ctypes
-    stage("compile")
+    phase("compile")
     ctypes.string_at(0)
 
 
-def job_abort(args, workdir, stage):
-    stage("run")
+def job_abort(args, workdir, phase):
+    phase("run")
     os.abort()
 
 
-def job_hang(args, workdir, stage):
-    stage("run")
+def job_hang(args, workdir, phase):
+    phase("run")
     time.sleep(3600)
 
 
-def job_greedy(args, workdir, stage):
-    stage("compile")
+def job_greedy(args, workdir, phase):
+    phase("compile")
     hoard = []
     while True:
         hoard.append(bytearray(64 << 20))
 
 
-def job_raises(args, workdir, stage):
-    stage("inspect")
+def job_raises(args, workdir, phase):
+    phase("inspect")
     raise RuntimeError("bad graph\nsecond line")
 
 
@@ -64,7 +65,7 @@ def test_each_way_a_worker_can_die_is_a_reason_in_words(tmp_path):
     assert out["abort"].error == "killed by SIGABRT in run"
     assert out["hang"].error == "exceeded 4 s in run"
     assert out["greedy"].error.startswith("exceeded the 0.75 GiB memory limit in compile")
-    assert out["raises"].error == "RuntimeError: bad graph" and out["raises"].stage == "inspect"
+    assert out["raises"].error == "RuntimeError: bad graph" and out["raises"].phase == "inspect"
     assert not any(o.ok for n, o in out.items() if n != "ok")
 
 
@@ -237,7 +238,7 @@ def test_every_target_result_crosses_the_boundary_unchanged(tmp_path):
 
     from xc_core.api import analyze  # noqa: F401 — registers targets
     from xc_core.capture import capture
-    from xc_core.inputs import random_inputs
+    from xc_core.inputs.values import random_inputs
     from xc_core.sources import load_source
     from xc_core.targets import REGISTRY, execute_target, make_target
     from xc_core.targets.base import TargetResult
@@ -280,13 +281,13 @@ def test_the_captured_graph_is_on_disk_before_any_target_finishes(tmp_path):
     seen = []
 
     def progress(ev):
-        if ev["stage"] == "capture" and ev.get("captured"):
-            with open(ev["captured"]) as f:
+        if ev.step == "capture" and ev.captured:
+            with open(ev.captured) as f:
                 data = json.load(f)
             graph = data["before"] or data["onnx_graph"]
-            seen.append(("captured", ev["nodes"], ev["graph"], sorted(n["op_type"] for n in graph["nodes"])))
-        elif ev["stage"] == "target" and ev["status"] != "running":
-            seen.append(("target", ev["target"]))
+            seen.append(("captured", ev.nodes, ev.graph, sorted(n["op_type"] for n in graph["nodes"])))
+        elif ev.step == "target" and ev.status != "running":
+            seen.append(("target", ev.target))
 
     analyze(path, ["ort-cpu"], progress=progress)
     assert seen[0] == ("captured", 3, "onnx", ["MatMul", "Relu", "Sigmoid"]), seen
@@ -299,7 +300,7 @@ def test_targets_that_compile_the_exported_program_start_before_the_onnx_export_
     from xc_core.api import analyze
     events = []
     report = analyze("sample:tts-mini", ["ort-cpu"], jobs=2, progress=events.append)
-    order = [(e["stage"], e.get("target"), e["status"]) for e in events if e["stage"] in ("onnx", "target", "capture")]
+    order = [(e.step, e.target, e.status) for e in events if e.step in ("onnx", "target", "capture")]
     onnx_done = order.index(("onnx", None, "done"))
     assert order.index(("capture", None, "done")) < order.index(("onnx", None, "running")) < onnx_done
     assert order.index(("target", "torch", "running")) < onnx_done < order.index(("target", "ort-cpu", "running"))
@@ -339,7 +340,7 @@ def test_a_failed_onnx_export_fails_the_onnx_targets_only(tmp_path):
         t = report["targets"][tid]
         assert t["status"] == "error" and t["error"] == f"no ONNX to compile: {why}" and t["error_stage"] == "capture"
     assert report["reference"]["status"] == "ok"
-    assert {"stage": "onnx", "status": "error", "error": why} in events
+    assert ProgressEvent("onnx", "error", error=why) in events
     assert "ort-cpu" in report_markdown(report) and report_html(report).startswith("<!DOCTYPE html>")
     servers = [p for p in psutil.Process().children() if "forkserver" in " ".join(p.cmdline())]
     assert servers      # workers are the forkserver's children: none may be left

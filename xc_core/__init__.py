@@ -9,7 +9,8 @@ def _inductor_cache_beside_the_store() -> None:
     """Importing torch creates TorchInductor's cache folder in /tmp unless told otherwise; xc keeps it beside its run
     store ($XC_HOME/cache/inductor), so an analysis leaves nothing in /tmp."""
     import os
-    from .store import home
+
+    from .paths import home
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(home(), "cache", "inductor"))
 
 

@@ -18,6 +18,7 @@ import os
 import sys
 
 from .errors import XcInputError
+from .views.progress import cli_line
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 EXIT_REGRESSED, EXIT_DIFF_INTERNAL = 1, 3
@@ -155,8 +156,9 @@ def _environment_error(e: Exception) -> str | None:
     """One line for an error of the machine xc runs on (also when a worker met it: its error arrives as text), or
     None for anything else."""
     import errno
+
     from .errors import hide_paths
-    from .store import home
+    from .paths import home
     elsewhere = "or write elsewhere (--out; XC_HOME for the run store and scratch), then run again"
     if isinstance(e, OSError) and errno.errorcode.get(e.errno) in _ENVIRONMENT_ERRNOS:
         where = e.filename if isinstance(e.filename, str) and e.filename else ""
@@ -279,7 +281,12 @@ def _samples() -> int:
 
 def _analyze(args) -> int:
     from .api import analyze
-    from .inputs import parse_dim_flags, parse_range_flags, parse_shape_flags, parse_value_flags
+    from .inputs.values import (
+        parse_dim_flags,
+        parse_range_flags,
+        parse_shape_flags,
+        parse_value_flags,
+    )
     from .limits import LIMITS, Limits
     from .targets import parse_target_list, parse_target_options
     targets = parse_target_list(args.targets)
@@ -301,19 +308,9 @@ def _analyze(args) -> int:
         raise XcInputError(f"--out {args.out}: cannot create the directory ({e.strerror})") from None
 
     def progress(ev):
-        if args.quiet:
-            return
-        if ev["stage"] == "target" and ev["status"] != "running":
-            msg = ev["status"] + (f" — {ev['error']}" if ev.get("error") else "")
-            print(f"  {ev['target']:20} {msg}", file=sys.stderr)
-        elif ev["stage"] == "capture" and ev["status"] == "running":
-            print("  capturing (torch.export / ONNX)…", file=sys.stderr)
-        elif ev["stage"] == "onnx" and ev["status"] == "error":
-            print(f"  no ONNX — {ev['error']}; the targets that compile ONNX fail with it", file=sys.stderr)
-        elif ev["stage"] == "capture" and ev.get("captured"):
-            rel = os.path.relpath(ev["captured"])
-            print(f"  captured {ev['nodes']} ops in {ev['seconds']:.1f} s "
-                  f"({ev['captured'] if rel.startswith('..') else rel}); compiling…", file=sys.stderr)
+        line = None if args.quiet else cli_line(ev)
+        if line:
+            print(line, file=sys.stderr)
 
     # SIGTERM (a cancelled CI job, `kill`) unwinds like Ctrl-C: the workers' process groups are killed and the
     # scratch folders removed on the way out; then one line, and exit 143 (128 + SIGTERM, as a shell reports it).
@@ -407,12 +404,12 @@ def _record(args, report: dict, targets, options, shapes, limits) -> None:
 def _file_sha(path: str | None) -> str | None:
     if not path:
         return None
-    from .sources import sha256_file
+    from .paths import sha256_file
     return sha256_file(path)
 
 
 def inputs_table(report: dict) -> str:
-    from .views import input_rows, probe_rows
+    from .views.rows import input_rows, probe_rows
     lines = ["inputs:"]
     for r in input_rows(report):
         lines.append(f"  {r['input']} {r['shape']} {r['dtype']} — shape from {r['shape from']}, values from "
@@ -428,7 +425,7 @@ def inputs_table(report: dict) -> str:
 
 
 def summary_table(report: dict) -> str:
-    from .views import overview_rows
+    from .views.rows import overview_rows
     rows = overview_rows(report)
     cols = ["target", "status", "ops", "fused groups", "precision", "worst drift (rel L2)"]
     extra = ["accelerated share", "partitions", "fallbacks", "ORT verdict", "latency cliff (est.)",

@@ -118,3 +118,11 @@ def _cut(text: str, limit: int) -> str:
         return text
     cut = text[:limit].rsplit(" ", 1)[0]
     return cut.rstrip(",;:") + " …"
+
+
+def first_line(e: BaseException, limit: int = 200) -> str:
+    """An exception's first non-empty line, cut to `limit` characters; its type's name when it says nothing."""
+    for line in str(e).strip().splitlines():
+        if line.strip():
+            return line.strip()[:limit]
+    return type(e).__name__

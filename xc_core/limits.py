@@ -131,3 +131,10 @@ def human_bytes(n: float) -> str:
         if n >= size:
             return f"{n / size:.2f} {unit}"
     return f"{int(n)} bytes"
+
+
+def check_file_size(path: str, limits: Limits) -> None:
+    """One line naming the file and the limit when the file is bigger than XC_MAX_FILE_MB allows."""
+    size = os.path.getsize(path)
+    if size > limits.bytes("max_file_mb"):
+        raise exceeded("max_file_mb", f"{os.path.basename(path)}: the file is", size, limits)

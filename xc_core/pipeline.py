@@ -17,33 +17,81 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field, fields
 
-from . import inputs as inputs_mod
 from .capture import Captured, capture
+from .export.model_explorer import MODEL_EXPLORER_DIR
+from .inputs import values as inputs_mod
 from .ir import Graph
 from .limits import Limits
 from .sources.spec import InputSpec, Source
 
 CAPTURE_DIR, INPUTS_FILE = "capture", "inputs.npz"
-# The prepare worker's step once torch.export has finished and the ExportedProgram is on disk (ONNX export next).
+# The prepare worker's phase once torch.export has finished and the ExportedProgram is on disk (ONNX export next).
 EXPORTED = "exported"
+
+
+@dataclass(frozen=True)
+class PlanStep:
+    """One step of an analysis: the progress step it reports as, the worker entry that runs it in isolation, and
+    the step whose end it waits for (`early`: the worker phase of that step some targets may start at)."""
+    name: str
+    job: str
+    after: str | None = None
+    early: str | None = None
+
+
+# The analysis, written once: prepare (load, inputs, capture), then every target (the reference first), then the
+# report. scheduler.run_here walks it one step after another in this process; scheduler.IsolatedRun starts each
+# step's jobs in workers as soon as what it waits for has finished — the targets that compile the ExportedProgram
+# as soon as the prepare worker has written it (EXPORTED), while it goes on to the ONNX export.
+PREPARE, TARGETS = "prepare", "targets"
+PLAN = (
+    PlanStep(PREPARE, "xc_core.pipeline:prepare_job"),
+    PlanStep(TARGETS, "xc_core.pipeline:target_job", after=PREPARE, early=EXPORTED),
+    PlanStep("report", "xc_core.pipeline:report_job", after=TARGETS),
+)
+PLAN_STEP = {step.name: step for step in PLAN}
+
+
+@dataclass
+class Prepared:
+    """What `prepare` hands on to the targets and the report. The plain fields cross from the prepare worker to
+    the parent as JSON (`to_dict` / `from_dict`); `captured` and `feeds` exist only in the process that prepared
+    (the in-process path runs its targets on them)."""
+    inputs_info: dict
+    reference_id: str | None          # "torch" for a PyTorch source, "onnx-reference" for ONNX, None otherwise
+    capture_seconds: float
+    source_name: str
+    output_names: list[str]
+    onnx_error: str | None = None     # why a PyTorch source has no ONNX (its ONNX targets fail with it)
+    captured: Captured | None = field(default=None, repr=False, compare=False)
+    feeds: dict | None = field(default=None, repr=False, compare=False)
+
+    _LIVE = ("captured", "feeds")
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in self._LIVE}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Prepared":
+        return cls(**{f.name: data.get(f.name) for f in fields(cls) if f.name not in cls._LIVE})
 
 
 # ------------------------------------------------------------------------------------------------- prepare ----
 def prepare(src: Source, run_dir: str, *, shapes=None, dims=None, values=None, ranges=None, user_arrays=None,
-            loader_shapes=None, inputs_npz: str | None = None, limits: Limits, stage=lambda s: None,
-            exported=None) -> dict:
-    """Resolve the inputs, capture, and write both into run_dir. Returns what the parent needs (plain data);
-    the in-process caller also gets the live objects under "_live".
+            loader_shapes=None, inputs_npz: str | None = None, limits: Limits, phase=lambda s: None,
+            exported=None) -> Prepared:
+    """Resolve the inputs, capture, and write both into run_dir. Returns what the targets and the report need,
+    with the live captured model and input values for a caller in this process.
 
     With `exported`, a PyTorch source's ExportedProgram is written to run_dir as soon as torch.export has
-    finished, with a captured.json that has no ONNX yet, and `exported(data)` is called with what the parent
-    needs at that point (the same keys as the return value): targets that compile from the ExportedProgram start
-    while the ONNX export runs. The final captured.json replaces that one when capture ends."""
-    from .api import reference_probe
-    from .input_shapes import resolve_inputs
-    stage("inputs")
+    finished, with a captured.json that has no ONNX yet, and `exported(prepared)` is called with what is known
+    at that point (no ONNX yet): targets that compile from the ExportedProgram start while the ONNX export runs.
+    The final captured.json replaces that one when capture ends."""
+    from .inputs.probe import reference_probe
+    from .inputs.shapes import resolve_inputs
+    phase("inputs")
     ts_given = set(loader_shapes or {}) if src.kind == "torchscript" else set()
     specs, resolution = resolve_inputs(
         src.inputs, shapes={k: v for k, v in (shapes or {}).items() if k not in ts_given}, dims=dims,
@@ -62,66 +110,63 @@ def prepare(src: Source, run_dir: str, *, shapes=None, dims=None, values=None, r
     import numpy as np
     np.savez(os.path.join(run_dir, INPUTS_FILE), **feeds)
 
-    stage("capture")
+    phase("capture")
     t0 = time.perf_counter()
     handed_on = []
 
     def hand_on(partial: Captured) -> None:
         save_captured(partial, os.path.join(run_dir, CAPTURE_DIR))
         handed_on.append(True)
-        exported({"inputs_info": inputs_info, "reference_id": "torch", "source_name": src.name,
-                  "capture_seconds": time.perf_counter() - t0, "output_names": list(partial.output_names)})
+        exported(Prepared(inputs_info, "torch", time.perf_counter() - t0, src.name, list(partial.output_names)))
     captured = capture(src, os.path.join(run_dir, "artifacts", CAPTURE_DIR), feeds,
                        exported=hand_on if exported is not None else None)
     capture_seconds = time.perf_counter() - t0
     save_captured(captured, os.path.join(run_dir, CAPTURE_DIR), save_program=not handed_on)
     reference_id = ("torch" if src.module is not None else "onnx-reference" if captured.onnx_path else None)
-    return {"inputs_info": inputs_info, "reference_id": reference_id, "capture_seconds": capture_seconds,
-            "source_name": src.name, "output_names": list(captured.output_names), "onnx_error": captured.onnx_error,
-            "_live": (captured, feeds)}
+    return Prepared(inputs_info, reference_id, capture_seconds, src.name, list(captured.output_names),
+                    captured.onnx_error, captured=captured, feeds=feeds)
 
 
-def prepare_job(args: dict, workdir: str, stage) -> dict:
+def prepare_job(args: dict, workdir: str, phase) -> dict:
     """Worker entry: load the source from its spec, then `prepare`."""
     from .sources import load_source
     limits = Limits(**args["limits"])
     user_arrays = inputs_mod.read_npz(args["inputs_npz"], limits) if args.get("inputs_npz") else None
-    stage("load")
+    phase("load")
     src = load_source(args["spec"], _shapes(args.get("loader_shapes")), limits)
     try:
         out = prepare(src, args["run_dir"], shapes=_shapes(args.get("shapes")), dims=args.get("dims"),
                       values=args.get("values"), ranges=_ranges(args.get("ranges")), user_arrays=user_arrays,
                       loader_shapes=_shapes(args.get("loader_shapes")), inputs_npz=args.get("inputs_npz"),
-                      limits=limits, stage=stage, exported=lambda data: stage(EXPORTED, data))
+                      limits=limits, phase=phase, exported=lambda early: phase(EXPORTED, early.to_dict()))
     finally:
         src.close()
-    out.pop("_live")
-    return out
+    return out.to_dict()
 
 
 # -------------------------------------------------------------------------------------------------- target ----
-def run_target(target, captured: Captured, feeds: dict, run_dir: str, probes: list[str], on_stage=None):
+def run_target(target, captured: Captured, feeds: dict, run_dir: str, probes: list[str], on_phase=None):
     from .targets import execute_target
     return execute_target(target, captured, feeds, os.path.join(run_dir, "artifacts", target.folder_name),
-                          probes=probes, on_stage=on_stage)
+                          probes=probes, on_phase=on_phase)
 
 
-def target_job(args: dict, workdir: str, stage) -> dict:
+def target_job(args: dict, workdir: str, phase) -> dict:
     """Worker entry: rebuild the captured model from the run folder, run one target, save its result."""
     import importlib
     module, name = args["target_class"].split(":")
     cls = getattr(importlib.import_module(module), name)
     target = cls(**args.get("options", {}))
     target.limits = Limits(**args["limits"])
-    stage("load")
+    phase("load")
     captured = captured_summary(args["run_dir"])
     if target.needs_live_source(captured.source.kind):
         captured = with_live_source(captured, args["spec"], _shapes(args.get("loader_shapes")),
                                     Limits(**args["limits"]))
     try:
         feeds = read_feeds(args["run_dir"])
-        result = run_target(target, captured, feeds, args["run_dir"], args.get("probes") or [], on_stage=stage)
-        stage("save")
+        result = run_target(target, captured, feeds, args["run_dir"], args.get("probes") or [], on_phase=phase)
+        phase("save")
         result.save(workdir)
     finally:
         captured.source.close()
@@ -140,8 +185,8 @@ def assemble_report(captured: Captured, inputs_info: dict, reference, results: l
     from .report.build import build_report, host_info
     for r in ([reference] if reference is not None else []) + list(results):
         label_outputs(r, captured.output_label_map())
+    from .analysis.stage_trace import STAGES_FILE, GraphStore
     from .report.schema import validate_report
-    from .analysis.stages import STAGES_FILE, GraphStore
     stage_graphs = GraphStore()
     report = build_report(captured.source, captured, inputs_info, reference, results, host_info(),
                           module_boundaries(captured.before), stage_graphs, lean=lean)
@@ -171,18 +216,19 @@ LEFT_OUT_WHEN_LEAN = ["the Model Explorer export", "the lowering stages and thei
                       "the layout audit"]
 
 
-def report_job(args: dict, workdir: str, stage) -> dict:
+def report_job(args: dict, workdir: str, phase) -> dict:
     """Worker entry: read every target's result from its folder and write the Report to workdir/report.json.
     With args["lean"] (why the full report failed), the report leaves out its optional parts and says so in
     run.report_error: every target's result is kept."""
     from .report.sidecar import write as write_report
     from .targets import TargetResult
     lean = args.get("lean")
-    stage("report")
+    phase("report")
     captured = captured_summary(args["run_dir"])
     if lean:        # what the failed attempt may have half-written
-        from .analysis.stages import STAGES_FILE
         import shutil
+
+        from .analysis.stage_trace import STAGES_FILE
         shutil.rmtree(os.path.join(args["run_dir"], MODEL_EXPLORER_DIR), ignore_errors=True)
         if os.path.exists(os.path.join(args["run_dir"], STAGES_FILE)):
             os.remove(os.path.join(args["run_dir"], STAGES_FILE))
@@ -203,7 +249,7 @@ def report_job(args: dict, workdir: str, stage) -> dict:
         if args.get("export"):
             report["exports"] = {"model_explorer": {"error": f"left out: building the report {lean['error']}"}}
     elif args.get("export"):
-        stage("export")
+        phase("export")
         report["exports"] = export_files(report, args["run_dir"])
     write_report(report, workdir)
     return {"targets": len(loaded)}
@@ -229,9 +275,6 @@ def label_outputs(result, labels: dict[str, str]) -> None:
     for key in ("outputs_not_compared",):
         if isinstance(result.info.get(key), dict):
             result.info[key] = {labels.get(k, k): v for k, v in result.info[key].items()}
-
-
-MODEL_EXPLORER_DIR = "model_explorer"
 
 
 def export_files(report: dict, run_dir: str) -> dict:

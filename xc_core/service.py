@@ -20,7 +20,8 @@ import weakref
 from dataclasses import dataclass, field
 
 from .errors import XcInputError
-from .store import RunStore, StoreUnavailable, say_once, scratch_dir, sweep_scratch
+from .paths import scratch_dir, sweep_scratch
+from .store import RunStore, StoreUnavailable, say_once
 
 QUEUED, RUNNING, DONE, REFUSED, FAILED = "queued", "running", "done", "refused", "failed"
 MAX_REMEMBERED_REFUSALS = 256
@@ -139,7 +140,7 @@ def warm_start_enabled() -> bool:
     return os.environ.get("XC_WARM_START", "1").strip().lower() not in ("0", "false", "no", "off")
 
 
-def _ready_job(args: dict, workdir: str, stage) -> dict:
+def _ready_job(args: dict, workdir: str, phase) -> dict:
     """A job that only starts (start_workers)."""
     return {}
 

@@ -32,6 +32,8 @@ import threading
 import time
 import uuid
 
+from .paths import home, list_folder, write_json_atomic
+
 DEFAULT_STORE_MB = 4096
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -50,60 +52,6 @@ _COLUMNS = ("key", "created", "last_used", "bytes", "source_name", "source_sha25
             "summary")
 # A report object bigger than this is not parsed when recovering a store without records (memory, not taste).
 MAX_RECOVER_BYTES = 512 << 20
-
-
-def home() -> str:
-    """xc's data folder: $XC_HOME, else the platform's user data dir."""
-    explicit = os.environ.get("XC_HOME")
-    if explicit:
-        return os.path.abspath(explicit)
-    import platformdirs
-    return platformdirs.user_data_dir("xc", appauthor=False)
-
-
-def scratch_dir(prefix: str) -> str:
-    """A new scratch folder under $XC_HOME/work, named by this process so a crash's leftovers can be swept."""
-    root = os.path.join(home(), "work")
-    os.makedirs(root, exist_ok=True)
-    path = os.path.join(root, f"{prefix}-{os.getpid()}-{uuid.uuid4().hex[:10]}")
-    os.makedirs(path)
-    return path
-
-
-def sweep_scratch() -> int:
-    """Remove scratch folders whose process is gone (a crash, a kill, a restart). Returns how many."""
-    root = os.path.join(home(), "work")
-    removed = 0
-    for name in _listdir(root):        # a folder that is missing or cannot be read: nothing to sweep
-        parts = name.split("-")
-        pid = int(parts[-2]) if len(parts) >= 3 and parts[-2].isdigit() else None
-        if pid is not None and pid != os.getpid() and not _alive(pid):
-            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
-            removed += 1
-    return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-
-
-def write_json_atomic(path: str, data) -> None:
-    # One compact json.dumps: json.dump streams through the pure-Python encoder, several times slower on the
-    # megabytes of a big model's report, and indenting adds a third to the size.
-    write_text_atomic(path, json.dumps(data, separators=(",", ":")))
-
-
-def write_text_atomic(path: str, text: str) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}-{threading.get_ident()}"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def run_key(**parts) -> str:
@@ -356,8 +304,8 @@ class RunStore:
             records.add(_record_name(key))
         objects = os.path.join(self.root, OBJECTS_DIR)
         cutoff = time.time() - 60   # younger than this, an object or record may belong to a run being committed now
-        for sub in _listdir(objects):
-            for name in _listdir(os.path.join(objects, sub)):
+        for sub in list_folder(objects):
+            for name in list_folder(os.path.join(objects, sub)):
                 path = os.path.join(objects, sub, name)
                 with contextlib.suppress(OSError):
                     if name not in live and os.path.getmtime(path) < cutoff:
@@ -527,8 +475,8 @@ class RunStore:
         from .report.sidecar import SIDECAR_FILE
         reports, sidecars = [], {}
         objects = os.path.join(self.root, OBJECTS_DIR)
-        for sub in sorted(_listdir(objects)):
-            for digest in sorted(_listdir(os.path.join(objects, sub))):
+        for sub in sorted(list_folder(objects)):
+            for digest in sorted(list_folder(os.path.join(objects, sub))):
                 if digest in referenced or not _HEX64.fullmatch(digest):
                     continue
                 path = os.path.join(objects, sub, digest)
@@ -617,7 +565,7 @@ class RunStore:
         return os.path.join(self.root, RECORDS_DIR)
 
     def _record_names(self) -> list[str]:
-        return [n for n in _listdir(self._records()) if n.endswith(".json") and ".tmp-" not in n]
+        return [n for n in list_folder(self._records()) if n.endswith(".json") and ".tmp-" not in n]
 
     def _write_record(self, row: dict) -> None:
         os.makedirs(self._records(), exist_ok=True)
@@ -650,7 +598,7 @@ class RunStore:
 
     def _has_objects(self) -> bool:
         objects = os.path.join(self.root, OBJECTS_DIR)
-        return any(_listdir(os.path.join(objects, sub)) for sub in _listdir(objects))
+        return any(list_folder(os.path.join(objects, sub)) for sub in list_folder(objects))
 
     # -- objects ----------------------------------------------------------------------------------------------
     def _object(self, digest: str) -> str:
@@ -753,8 +701,3 @@ def _loads(text, default):
         return default
 
 
-def _listdir(path: str) -> list[str]:
-    try:
-        return os.listdir(path)
-    except OSError:
-        return []

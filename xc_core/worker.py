@@ -84,9 +84,9 @@ class WorkerLimits:
 
 @dataclass
 class Job:
-    """`func` is "module:function", called in the child as func(args, workdir, stage) and returning JSON-able
-    data; `stage(name)` tells the parent which step is running (for progress and for the reason of a kill), and
-    `stage(name, data)` hands it JSON-able data as that step begins (what a finished step produced)."""
+    """`func` is "module:function", called in the child as func(args, workdir, phase) and returning JSON-able
+    data; `phase(name)` tells the parent which phase of the job is running (for progress and for the reason of a
+    kill), and `phase(name, data)` hands it JSON-able data as that phase begins (what a finished one produced)."""
     name: str
     func: str
     args: dict
@@ -102,7 +102,7 @@ class Outcome:
     ok: bool
     value: Any = None
     error: str | None = None          # the reason in words, when not ok
-    stage: str | None = None          # the last stage the child announced
+    phase: str | None = None          # the last phase the child announced
     detail: str | None = None         # the end of the child's stderr (a native crash prints there)
     input_error: dict | None = None   # an XcInputError raised in the child: message, fix, inputs
     # Why it is not ok: "input" (XcInputError), "exception" (raised in the child), "signal" (killed by one),
@@ -110,16 +110,16 @@ class Outcome:
     cause: str | None = None
     seconds: float = 0.0
     peak_rss_mib: float = 0.0
-    stages: list[str] = field(default_factory=list)
+    phases: list[str] = field(default_factory=list)
 
 
-Events = Callable[[str, str, Any], None]   # (job name, stage, the data the child sent with it or None)
+Events = Callable[[str, str, Any], None]   # (job name, phase, the data the child sent with it or None)
 
 
-def run_jobs(jobs: list[Job], limits: WorkerLimits, parallel: int = 1, on_stage: Events | None = None,
+def run_jobs(jobs: list[Job], limits: WorkerLimits, parallel: int = 1, on_phase: Events | None = None,
              on_done: Callable[[Outcome], None] | None = None, cancel: threading.Event | None = None) -> dict:
     """Run every job in its own child, at most `parallel` at once, in list order; return name -> Outcome.
-    Jobs that `on_stage` or `on_done` append to `jobs` while it runs are run too (work that can start once an
+    Jobs that `on_phase` or `on_done` append to `jobs` while it runs are run too (work that can start once an
     earlier job has produced something). Never raises for what a job does: a crash, a limit or an exception is
     that job's Outcome. `cancel` is anything with is_set()."""
     ctx = _context()
@@ -140,7 +140,7 @@ def run_jobs(jobs: list[Job], limits: WorkerLimits, parallel: int = 1, on_stage:
             time.sleep(_POLL_S)
             for name in list(running):
                 r = running[name]
-                r.drain(on_stage)
+                r.drain(on_phase)
                 outcome = r.check(limits, cancelled=cancel is not None and cancel.is_set())
                 if outcome is not None:
                     del running[name]
@@ -202,23 +202,23 @@ class _Running:
     def __init__(self, proc, conn, job: Job, stderr_path: str):
         self.proc, self.conn, self.job, self.stderr_path = proc, conn, job, stderr_path
         self.t0 = time.monotonic()
-        self.stage: str | None = None
-        self.stages: list[str] = []
+        self.phase: str | None = None
+        self.phases: list[str] = []
         self.final: dict | None = None
         self.peak = 0
         self.rss = 0
         self._rss_at = self._children_at = 0.0
         self._proc = self._children = None
 
-    def drain(self, on_stage: Events | None) -> None:
+    def drain(self, on_phase: Events | None) -> None:
         try:
             while self.conn.poll():
                 msg = json.loads(self.conn.recv_bytes())
-                if "stage" in msg:
-                    self.stage = msg["stage"]
-                    self.stages.append(self.stage)
-                    if on_stage:
-                        on_stage(self.job.name, self.stage, msg.get("data"))
+                if "phase" in msg:
+                    self.phase = msg["phase"]
+                    self.phases.append(self.phase)
+                    if on_phase:
+                        on_phase(self.job.name, self.phase, msg.get("data"))
                 else:
                     self.final = msg
         except (EOFError, OSError):
@@ -247,8 +247,8 @@ class _Running:
             self.kill()
         self.proc.join(5)
         self.drain(None)
-        out = Outcome(self.job.name, False, stage=self.stage, seconds=round(elapsed, 3),
-                      peak_rss_mib=round(self.peak / 2**20, 1), stages=self.stages, detail=self._stderr_tail())
+        out = Outcome(self.job.name, False, phase=self.phase, seconds=round(elapsed, 3),
+                      peak_rss_mib=round(self.peak / 2**20, 1), phases=self.phases, detail=self._stderr_tail())
         final = self.final or {}
         if reason is None and "value" in final:
             out.ok, out.value = True, final["value"]
@@ -267,7 +267,7 @@ class _Running:
         return out
 
     def _where(self) -> str:
-        return f" in {self.stage}" if self.stage else ""
+        return f" in {self.phase}" if self.phase else ""
 
     def _exit_reason(self) -> str:
         code = self.proc.exitcode
@@ -349,8 +349,8 @@ def _child_main(job: Job, conn, stderr_path: str, env: dict, landlock_abi: int) 
     from . import gc_policy
     gc_policy.apply()
 
-    def stage(name: str, data=None) -> None:
-        conn.send_bytes(json.dumps({"stage": name} if data is None else {"stage": name, "data": data},
+    def phase(name: str, data=None) -> None:
+        conn.send_bytes(json.dumps({"phase": name} if data is None else {"phase": name, "data": data},
                                    default=_json_default).encode())
 
     try:
@@ -366,11 +366,11 @@ def _child_main(job: Job, conn, stderr_path: str, env: dict, landlock_abi: int) 
             os.makedirs(profile_dir, exist_ok=True)
             prof = cProfile.Profile()
             try:
-                value = prof.runcall(func, job.args, job.workdir, stage)
+                value = prof.runcall(func, job.args, job.workdir, phase)
             finally:
                 prof.dump_stats(os.path.join(profile_dir, f"{job.name}-{os.getpid()}.prof"))
         else:
-            value = func(job.args, job.workdir, stage)
+            value = func(job.args, job.workdir, phase)
         conn.send_bytes(json.dumps({"value": value}, default=_json_default).encode())
     except XcInputError as e:
         conn.send_bytes(json.dumps({"input_error": {"message": str(e), "fix": e.fix,
@@ -445,7 +445,7 @@ def _clean_spawns():
 def _job_environment(workdir: str | None) -> dict:
     """worker_environment of this process's environment, with xc's data folder pinned: with HOME moved into the job
     folder, a default XC_HOME (the user data dir, found from HOME) would move with it."""
-    from .store import home
+    from .paths import home
     return {**worker_environment(dict(os.environ), workdir), "XC_HOME": home()}
 
 

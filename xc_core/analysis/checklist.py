@@ -2,6 +2,9 @@
 not applicable — never blank), the evidence kind it rests on, one line of detail, and the page that shows it."""
 from __future__ import annotations
 
+# How a verdict reads wherever it is shown (Markdown, the dashboard's tables, the CLI): a symbol and a word.
+VERDICT = {"pass": "✅ pass", "warn": "⚠️ warn", "fail": "❌ fail", "not applicable": "➖ n/a"}
+
 PASS, WARN, FAIL, NA = "pass", "warn", "fail", "not applicable"
 
 # Output agreement thresholds (relative L2 and cosine) for question 4; written into the report next to verdicts.
@@ -71,19 +74,20 @@ def _q2(t) -> dict:
     bad = _unavailable(t)
     if bad:
         return bad
-    bounds = (t.get("info") or {}).get("boundaries")
-    if bounds is None:
+    if not t.get("accelerated"):
         return {"verdict": NA, "evidence": t["graph"]["evidence"], "detail": "no accelerator on this target"}
+    bounds = (t.get("info") or {}).get("boundaries") or {}
     fallbacks = [n for n in t["graph"]["nodes"] if n.get("fallback")]
     ev = bounds.get("evidence") or t["graph"]["evidence"]
     if not fallbacks:
         return {"verdict": PASS, "evidence": ev, "detail": "every op stays on the accelerator"}
-    cliff = bounds["latency_cliff"]["estimate_ms"]
+    count = bounds.get("count", 0)
+    cliff = (bounds.get("latency_cliff") or {}).get("estimate_ms")
     types = sorted({n["op_type"] for n in fallbacks})
-    verdict = FAIL if bounds["count"] >= 2 else WARN
+    verdict = FAIL if count >= 2 else WARN
     return {"verdict": verdict, "evidence": ev,
-            "detail": f"{len(fallbacks)} op(s) on the CPU ({', '.join(types)}), {bounds['count']} boundaries, "
-                      f"≈{cliff:.2f} ms latency-cliff estimate"}
+            "detail": f"{len(fallbacks)} op(s) on the CPU ({', '.join(types)}), {count} boundaries"
+                      + (f", ≈{cliff:.2f} ms latency-cliff estimate" if cliff is not None else "")}
 
 
 def _q3(tid, t, not_fired) -> dict:
@@ -188,14 +192,5 @@ def _precision_switch(t) -> str:
 
 
 def _declared_precisions(t) -> set[str]:
-    info = t.get("info") or {}
-    out = set()
-    if info.get("compute_precision") == "fp16":
-        out.add("fp16")
-    if "quantization" in info:
-        out |= {"int8", "uint8"}
-    if "partitioning" in info and "fp16" in (info.get("numerics_assumption") or ""):
-        out.add("fp16")
-    if str(info.get("inference_precision_requested") or "").lower() == "bf16":   # asked for, not chosen by the plugin
-        out.add("bf16")
-    return out
+    """What the target's configuration asked for (its typed `declared_precisions`), not what the runtime chose."""
+    return set(t.get("declared_precisions") or [])

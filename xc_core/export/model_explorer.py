@@ -28,6 +28,9 @@ import re
 
 from ..ir import COMPUTE, CONSTANT, IO
 
+# The run folder's subfolder the export is written to.
+MODEL_EXPLORER_DIR = "model_explorer"
+
 CAPTURED = "captured"
 # Labels the built-in adapters give the graph's input and output nodes (builtin-adapter/
 # direct_flatbuffer_to_json_graph_convert.cc); the UI names a GraphInputs output by its tensor_name.

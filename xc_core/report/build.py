@@ -9,14 +9,14 @@ from .. import evidence as ev
 from ..analysis.advice import advise
 from ..analysis.alignment import coverage, source_op_table
 from ..analysis.checklist import checklist
-from ..analysis.fusion_diff import fusion_matrix
 from ..analysis.drift import ReferenceVectors, drift_details, drift_metrics, worst
 from ..analysis.fusion import fusion_groups, pattern_counts
 from ..analysis.fusion_catalogue import check_catalogue
+from ..analysis.fusion_diff import fusion_matrix
 from ..analysis.layout_audit import layout_audit
-from ..analysis.stages import GraphStore, divergence_block, stage_block
 from ..analysis.op_counts import op_counts, other_counts
 from ..analysis.precision import precision_mix
+from ..analysis.stage_trace import GraphStore, divergence_block, stage_block
 from ..targets import OK, REGISTRY
 
 SCHEMA_VERSION = "1.0"
@@ -106,6 +106,11 @@ def target_block(r, captured, reference, stage_graphs: GraphStore | None = None,
         "label": configured.display_label if configured else getattr(cls, "label", tid),
         "description": getattr(cls, "description", ""),
         "status": r.status,
+        # Whether an op can leave the CPU on this target, and for what: the Fallbacks page and the checklist's
+        # CPU-fallback question read these, whichever toolchain decided the split.
+        "accelerated": bool(configured and configured.accelerated),
+        "accelerator": configured.accelerator if configured else None,
+        "declared_precisions": list(r.declared_precisions),
         "error": r.error,
         "error_detail": r.error_detail,
         "error_stage": r.error_stage,

@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 import os
 
+from ..errors import first_line
+
 SIDECAR_FILE = "report.nodes.json"
 DETACH_BYTES = 1 << 20        # a list whose JSON is larger than this (1 MiB) goes to the sidecar
 _MEASURE_FROM = 256           # shorter lists are not measured as a whole: their items are looked into instead
@@ -73,7 +75,7 @@ def _escape(key: str) -> str:
 
 def write(report: dict, folder: str, name: str = "report.json") -> list[str]:
     """Write report.json (and its sidecar when it has one) into `folder`, each atomically; the paths written."""
-    from ..store import write_text_atomic
+    from ..paths import write_text_atomic
     text, side = dumps(report)
     written = []
     sidecar_path = os.path.join(folder, SIDECAR_FILE)
@@ -114,7 +116,7 @@ def attach(report: dict, read_sidecar) -> dict:
     except RecursionError:
         raise SidecarError(f"{SIDECAR_FILE} is nested too deep to be an xc sidecar") from None
     except ValueError as e:
-        raise SidecarError(f"{SIDECAR_FILE} is not JSON ({_first_line(e)})") from None
+        raise SidecarError(f"{SIDECAR_FILE} is not JSON ({first_line(e)})") from None
     values = data.get("values") if isinstance(data, dict) else None
     if not isinstance(values, dict):
         raise SidecarError(f"{SIDECAR_FILE} is not an xc sidecar (no values)")
@@ -146,11 +148,6 @@ def _locate(report: dict, pointer: str):
             return node, key
         node = node[key]
     raise SidecarError(f"report.json has no place {json.dumps(pointer)[:80]} for a list of {SIDECAR_FILE}")
-
-
-def _first_line(e) -> str:
-    text = str(e).strip().splitlines()
-    return text[0][:160] if text else type(e).__name__
 
 
 def read_file(path: str) -> dict:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from ..views import ACCELERATORS, fmt_sci
+from ..views.rows import ACCELERATORS, fmt_sci
 from .markdown import code, table, text
 
 WORSE = {"pass": 0, "not applicable": 0, "warn": 1, "fail": 2}
@@ -156,7 +156,7 @@ def _target_diff(tid: str, base: dict, new: dict, b_ops: dict, n_ops: dict) -> d
 def _stage_ends(t: dict) -> dict[str, int]:
     """Canonical stage → the op count the target's toolchain ended that stage with (its last step there)."""
     out = {}
-    from ..views import target_steps
+    from ..views.rows import target_steps
     for s in target_steps(t):
         if s["op_count"] is not None and s["stage"] not in ("backend-selection", "fallback-insertion"):
             out[s["stage"]] = s["op_count"]
@@ -165,7 +165,7 @@ def _stage_ends(t: dict) -> dict[str, int]:
 
 def _stage_changes(bt: dict, nt: dict) -> list[dict]:
     """Stages whose op count changed: where in the lowering a compiler decided differently."""
-    from ..stages import STAGE_TITLES, STAGES
+    from ..lowering import STAGE_TITLES, STAGES
     b, n = _stage_ends(bt), _stage_ends(nt)
     return [{"stage": STAGE_TITLES[s], "base": b[s], "new": n[s]} for s in STAGES if s in b and s in n
             and b[s] != n[s]]
@@ -247,7 +247,15 @@ def _checklist(tid: str, base: dict, new: dict) -> list[dict]:
 
 
 def _share(t: dict) -> float | None:
-    return ((t.get("info") or {}).get("partitioning") or {}).get("accelerated_share_nodes")
+    """The share of nodes the accelerator takes: ORT's checker's own figure, else the compute ops not left on the
+    CPU (Core ML's predicted units); None on a target without an accelerator or a graph."""
+    part = (t.get("info") or {}).get("partitioning")
+    if part:
+        return part.get("accelerated_share_nodes")
+    if not t.get("accelerated") or not t.get("graph"):
+        return None
+    compute = [n for n in t["graph"]["nodes"] if n.get("kind") == "compute"]
+    return round(sum(not n.get("fallback") for n in compute) / len(compute), 4) if compute else None
 
 
 def _cliff(t: dict) -> float | None:

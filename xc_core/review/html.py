@@ -25,13 +25,22 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from .. import evidence as ev
-from .. import figures
-from .. import layout as topo
-from .. import topology
 from ..analysis.drift import passes_at
 from ..analysis.fusion_diff import not_fired_by_pattern
-from ..views import (accelerated_targets, catalogue_rows, divergence_counts, divergence_rows, fallback_rows, fmt_sci,
-                     layout_move_rows, layout_summary_rows, overview_rows, stage_matrix, stage_targets)
+from ..views import figures, topology
+from ..views import graph_layout as topo
+from ..views.fallbacks import accelerated_targets, fallback_rows, split_summary
+from ..views.rows import (
+    catalogue_rows,
+    divergence_counts,
+    divergence_rows,
+    fmt_sci,
+    layout_move_rows,
+    layout_summary_rows,
+    overview_rows,
+    stage_matrix,
+    stage_targets,
+)
 
 SECTIONS = [("overview", "Overview"), ("heatmap", "Heat map"), ("fusion", "Fusion"), ("stages", "Stages"),
             ("drift", "Drift"), ("checklist", "Checklist"), ("fallbacks", "Fallbacks"), ("topology", "Topology")]
@@ -486,39 +495,40 @@ def _checklist(report: dict, figs: _Figures) -> str:
 def _fallbacks(report: dict, figs: _Figures) -> str:
     targets = accelerated_targets(report)
     if not targets:
-        return _note("None of the targets has an accelerator to fall back from (ort-nnapi and ort-coreml do).")
+        return _note("None of the targets has an accelerator to fall back from (ort-nnapi, ort-coreml and coreml-ane "
+                     "do).")
     out = []
     for tid in targets:
-        info = report["targets"][tid]["info"]
-        part, bounds = info["partitioning"], info.get("boundaries") or {}
-        cliff = bounds.get("latency_cliff")
-        out.append(f"<h3>{_e(tid)}</h3><p>{_badge(part.get('evidence'))} ORT verdict: "
-                   f"<b>{_e(part.get('suitability'))}</b> · {_e(part.get('num_supported_nodes'))}/"
-                   f"{_e(part.get('num_nodes'))} nodes on {_e(part.get('ep'))} · {_e(part.get('num_partitions'))} "
-                   f"partition(s), sizes {_e(part.get('partition_sizes'))} · {_e(bounds.get('count', 0))} "
-                   f"boundary(ies), {bounds.get('total_bytes') or 0:,} bytes cross</p>")
-        if cliff:
-            a = cliff.get("assumptions") or {}
+        s = split_summary(report, tid)
+        judged = (f"ORT verdict: <b>{_e(s['verdict'])}</b>" if s["verdict"] else
+                  f"split decided by {_e(s['decided_by'])}")
+        parts = (f" · {_e(s['partitions'])} partition(s), sizes {_e(s['partition_sizes'])}"
+                 if s["partitions"] is not None else "")
+        out.append(f"<h3>{_e(tid)}</h3><p>{_badge(s['evidence'])} {judged} · {_e(s['on_accelerator'])}/"
+                   f"{_e(s['nodes'])} nodes on {_e(s['accelerator'])}{parts} · {_e(s['boundaries'])} "
+                   f"boundary(ies), {s['boundary_bytes']:,} bytes cross</p>")
+        cliff, a = s["cliff"], s["cliff_assumptions"]
+        if cliff and a:
             out.append(f"<p>Latency cliff (est.): <b>{cliff['estimate_ms']:.2f} ms</b> = "
                        f"{cliff['transfer_ms']:.3f} ms transfer + {cliff['overhead_ms']:.2f} ms overhead "
-                       f"{_badge(bounds.get('evidence'))}</p>"
+                       f"{_badge(s['boundary_evidence'])}</p>"
                        + _caption(f"{_e(a.get('formula'))}, at {_e(a.get('bandwidth_gb_s'))} GB/s and "
                                   f"{_e(a.get('transition_overhead_ms'))} ms per transition; excludes "
                                   f"{_e(a.get('excludes'))}. The dashboard's Fallbacks page recomputes it for "
                                   "other assumptions."))
         else:
             out.append(_note("No latency-cliff estimate in this report."))
-        if part.get("unsupported_ops"):
-            out.append(_caption("Unsupported ops: " + ", ".join(f"<code>{_e(o)}</code>"
-                                                               for o in part["unsupported_ops"])))
-        shipped = info.get("partitioning_as_shipped")
+        if s["ops_on_cpu"]:
+            out.append(_caption(f"{_e(s['ops_on_cpu_label'])}: " + ", ".join(f"<code>{_e(o)}</code>"
+                                                                            for o in s["ops_on_cpu"])))
+        shipped = s["shipped"]
         if shipped:
             out.append(f"<p><b>As shipped, with its dynamic dims</b> {_badge(shipped.get('evidence'))} ORT verdict: "
-                       f"<b>{_e(shipped.get('suitability'))}</b> · accelerated "
-                       f"{100 * shipped['accelerated_share_nodes']:.0f}% of nodes (vs "
-                       f"{100 * part['accelerated_share_nodes']:.0f}% at the shapes that ran) · "
-                       f"{_e(shipped.get('num_partitions'))} partition(s) · "
-                       f"{_e(shipped.get('nodes_unsupported_due_to_dynamic_input'))} node(s) left on the CPU for a "
+                       f"<b>{_e(shipped.get('verdict'))}</b> · accelerated "
+                       f"{100 * shipped['share']:.0f}% of nodes (vs "
+                       f"{100 * s['share']:.0f}% at the shapes that ran) · {_e(shipped.get('partitions'))} "
+                       "partition(s) · "
+                       f"{_e(shipped.get('left_for_dynamic_shape'))} node(s) left on the CPU for a "
                        "dynamic input shape</p>")
     out.append("<h3>Fallback nodes</h3>")
     rows = [r for tid in targets for r in fallback_rows(report, tid)]

@@ -9,30 +9,25 @@ or sorted — so the comment for the same run is the same text, and it stays und
 from __future__ import annotations
 
 import html
-import re
 
-from ..analysis.checklist import SHORT_QUESTION
+from ..analysis.checklist import SHORT_QUESTION, VERDICT
 from ..analysis.fusion_diff import not_fired_by_pattern
-from ..views import (accelerated_targets, catalogue_rows, default_pairs, divergence_counts, divergence_rows,
-                     fallback_rows, fmt_sci, layout_summary_rows, overview_rows, pair_sentence, stage_matrix,
-                     target_summary_rows)
+from ..views.fallbacks import accelerated_targets, fallback_rows
+from ..views.rows import (
+    catalogue_rows,
+    default_pairs,
+    divergence_counts,
+    divergence_rows,
+    fmt_sci,
+    layout_summary_rows,
+    overview_rows,
+    pair_sentence,
+    stage_matrix,
+    target_summary_rows,
+)
+from ..views.text import inert
 
 MAX_CHARS = 60_000
-VERDICT = {"pass": "✅ pass", "warn": "⚠️ warn", "fail": "❌ fail", "not applicable": "➖ n/a"}
-
-
-# U+2060 WORD JOINER: invisible and not a space, so a name reads (and copies) as it is, but it is neither a letter
-# nor a digit, and GitHub links an @mention, an #issue reference, an e-mail address or a bare URL only when one
-# follows "@", "#", "://" or "www." directly. A backslash escape would not do: GitHub finds mentions and references
-# in the rendered text, after escapes are gone; a code span would, but reads as code.
-_WJ = "\u2060"
-_LINKING = re.compile(r"(@|#|:(?=//)|\b[wW]{3}(?=\.))")
-
-
-def inert(s: str) -> str:
-    """Already escaped text with nothing GitHub would turn into a link or a notification: no live @mention (a PR
-    comment would ping that user or team), #123 reference, e-mail address or bare URL."""
-    return _LINKING.sub(lambda m: m.group(0) + _WJ, s)
 
 
 def text(value) -> str:

@@ -7,7 +7,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from ..errors import XcInputError
+from ..errors import XcInputError, first_line
 from ..store import REPORT_FILE, RunStore
 
 MIN_ID_PREFIX = 6
@@ -114,7 +114,7 @@ def parse_report(data: bytes, name: str = REPORT_FILE, sidecar: bytes | None = N
         raise XcInputError(f"{name}: nested deeper than an xc report (at most {REPORT_MAX_DEPTH} levels); "
                            "accepted: the report.json written by python -m xc_core analyze") from None
     except (UnicodeDecodeError, ValueError) as e:
-        raise XcInputError(f"{name}: not JSON ({_first_line(e)}); accepted: an xc report.json") from None
+        raise XcInputError(f"{name}: not JSON ({first_line(e)}); accepted: an xc report.json") from None
     if not isinstance(report, dict) or "targets" not in report or "source" not in report:
         raise XcInputError(f"{name}: JSON but not an xc report (no source/targets); accepted: the report.json "
                            "written by python -m xc_core analyze")
@@ -140,7 +140,7 @@ def parse_report(data: bytes, name: str = REPORT_FILE, sidecar: bytes | None = N
     from ..report.schema import report_problem
     problem = report_problem(report)
     if problem is not None:
-        raise XcInputError(f"{name}: not a valid xc report at {_first_line(problem)[:240]}")
+        raise XcInputError(f"{name}: not a valid xc report at {first_line(problem)[:240]}")
     _check_readable(report, name)
     return report
 
@@ -156,7 +156,7 @@ def _check_readable(report: dict, name: str) -> None:
         diff_reports(report, report)
     except Exception as e:  # noqa: BLE001 — whatever the views trip on, the file is the cause
         raise XcInputError(f"{name}: matches the report schema but is not what xc writes ({type(e).__name__}: "
-                           f"{_first_line(e)[:120]}); accepted: a report.json written by python -m xc_core analyze, "
+                           f"{first_line(e)[:120]}); accepted: a report.json written by python -m xc_core analyze, "
                            "unedited") from None
 
 
@@ -180,6 +180,3 @@ def _deeper_than(value, bound: int) -> bool:
     return False
 
 
-def _first_line(e) -> str:
-    text = str(e).strip().splitlines()
-    return text[0] if text else type(e).__name__

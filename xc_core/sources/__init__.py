@@ -8,11 +8,10 @@ Every file is bounded (`xc_core.limits`) before it is read, and every zip before
 """
 from __future__ import annotations
 
-import hashlib
 import os
 
 from ..errors import XcInputError, hide_paths
-from ..limits import Limits, exceeded
+from ..limits import Limits, check_file_size
 from . import safe_zip
 from .spec import InputSpec, ShapeOverrides, Source
 
@@ -20,14 +19,6 @@ ACCEPTED = ("accepted: sample:NAME, a PyTorch ExportedProgram .pt2 (torch.export
             "(torch.jit.save: .pt, .jit, .ptl), a state_dict of a bundled sample's architecture (.pt or "
             ".safetensors), an ONNX model (or a zip of its folder with its external data), a Core ML ML program "
             "(.mlmodel, or a .mlpackage zipped), or an OpenVINO IR (.xml + .bin, zipped)")
-
-
-def sha256_file(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def load_source(spec: str, shapes: ShapeOverrides | None = None, limits: Limits | None = None) -> Source:
@@ -131,10 +122,4 @@ def _load_kind(kind: str, spec: str, name: str, shapes, limits: Limits) -> Sourc
                        f"({ACCEPTED})")
 
 
-def check_file_size(path: str, limits: Limits) -> None:
-    size = os.path.getsize(path)
-    if size > limits.bytes("max_file_mb"):
-        raise exceeded("max_file_mb", f"{os.path.basename(path)}: the file is", size, limits)
-
-
-__all__ = ["load_source", "Source", "InputSpec", "ACCEPTED", "sha256_file", "check_file_size"]
+__all__ = ["load_source", "Source", "InputSpec", "ACCEPTED"]

@@ -6,7 +6,7 @@ import os
 import shutil
 import tempfile
 
-from ..errors import XcInputError
+from ..errors import XcInputError, first_line
 from ..limits import Limits
 from . import safe_zip
 from .spec import InputSpec, Source
@@ -29,10 +29,12 @@ def load_coreml(path: str, limits: Limits | None = None) -> Source:
 def _load(path: str, workdir: str, limits: Limits) -> Source:
     name = os.path.basename(path)
     try:
-        from ..targets.coreml import _quiet
-        with _quiet():  # coremltools prints version warnings on import
+        from ..quiet import quiet_coremltools
+        with quiet_coremltools():  # coremltools prints version warnings on import
             import coremltools as ct
-            from coremltools.converters.mil.frontend.milproto.load import load as load_milproto
+            from coremltools.converters.mil.frontend.milproto.load import (
+                load as load_milproto,
+            )
     except ImportError:
         raise XcInputError(f"{name}: reading Core ML models needs coremltools") from None
     if path.lower().endswith(".zip") or safe_zip.is_zip(path):
@@ -40,13 +42,13 @@ def _load(path: str, workdir: str, limits: Limits) -> Source:
         try:
             mlmodel = ct.models.MLModel(package, skip_model_load=True)
         except Exception as e:
-            raise XcInputError(f"{name}: not a readable .mlpackage ({_first_line(e)})") from None
+            raise XcInputError(f"{name}: not a readable .mlpackage ({first_line(e)})") from None
         spec, weights = mlmodel.get_spec(), mlmodel.weights_dir
     else:
         try:
             spec = ct.utils.load_spec(path)
         except Exception as e:
-            raise XcInputError(f"{name}: not a readable .mlmodel ({_first_line(e)})") from None
+            raise XcInputError(f"{name}: not a readable .mlmodel ({first_line(e)})") from None
         weights = ""
     if spec.WhichOneof("Type") != "mlProgram":
         raise XcInputError(f"{name}: a Core ML '{spec.WhichOneof('Type')}' model; xc reads ML programs "
@@ -54,7 +56,7 @@ def _load(path: str, workdir: str, limits: Limits) -> Source:
     try:
         prog = load_milproto(spec, spec.specificationVersion, file_weights_dir=weights or "")
     except Exception as e:
-        raise XcInputError(f"{name}: the ML program could not be read back ({_first_line(e)})") from None
+        raise XcInputError(f"{name}: the ML program could not be read back ({first_line(e)})") from None
     inputs = []
     for i in spec.description.input:
         arr = i.type.multiArrayType
@@ -63,7 +65,7 @@ def _load(path: str, workdir: str, limits: Limits) -> Source:
         low, high = (0, 16) if dtype.startswith("int") else (None, None)
         inputs.append(InputSpec(i.name, shape, dtype, low, high, "the model's declared shape"
                                 + ("; integer values drawn from [0, 16)" if low is not None else "")))
-    from . import sha256_file
+    from ..paths import sha256_file
     return Source(kind="coreml", name=name, sha256=sha256_file(path), inputs=inputs, mil_program=prog, path=path,
                   notes=["compiled Core ML model: inspected and emulated as it is; no reference to compare to"])
 
@@ -78,6 +80,3 @@ def _unzip_package(path: str, workdir: str, name: str, limits: Limits) -> str:
     raise XcInputError(f"{name}: the zip holds no .mlpackage folder")
 
 
-def _first_line(e: Exception) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0][:200] if text else type(e).__name__

@@ -7,7 +7,7 @@ import re
 from ..errors import XcInputError, hide_paths
 from .spec import InputSpec, ShapeOverrides, Source
 
-# Provisional values of symbolic dims until xc_core.input_shapes resolves them (by name, role and probing).
+# Provisional values of symbolic dims until xc_core.inputs.shapes resolves them (by name, role and probing).
 DEFAULT_BATCH = 1
 DEFAULT_DIM = 16
 
@@ -48,7 +48,7 @@ def load_onnx(path: str, shapes: "ShapeOverrides | None" = None, limits=None, zi
     _check_fields(model, name)
     if not model.graph.node:
         raise XcInputError(f"{name}: the ONNX graph has no nodes")
-    from . import sha256_file
+    from ..paths import sha256_file
     return Source(kind="onnx", name=name, sha256=sha256_file(path), inputs=onnx_input_specs(model, shapes),
                   onnx_model=model, path=path, value_hints=onnx_branch_inputs(model))
 
@@ -125,7 +125,7 @@ def _repeated(field) -> bool:
 
 def onnx_input_specs(model, shapes: "ShapeOverrides | None" = None) -> list[InputSpec]:
     """Declared inputs. Symbolic or unknown dims are named in `dim_names` (the model's dim_param, or "?") and hold
-    a provisional value until `input_shapes.resolve_inputs` picks one. `shapes` is used only for inputs that
+    a provisional value until `inputs.shapes.resolve_inputs` picks one. `shapes` is used only for inputs that
     declare no shape at all (their rank is unknown)."""
     shapes = shapes or {}
     initializers = {i.name for i in model.graph.initializer}
@@ -237,8 +237,8 @@ def _missing_data(name: str, location: str, zipped: str | None) -> XcInputError:
 
 def _check_external_files(model, folder: str, name: str, limits, zipped: str | None = None) -> None:
     from onnx import TensorProto
-    from ..limits import Limits
-    from . import check_file_size
+
+    from ..limits import Limits, check_file_size
     limits = limits or Limits.from_env()
     root = os.path.realpath(folder)
     for t in model.graph.initializer:
@@ -276,7 +276,8 @@ def load_onnx_zip(path: str, shapes: "ShapeOverrides | None" = None, limits=None
     import tempfile
 
     from ..limits import Limits
-    from . import safe_zip, sha256_file
+    from ..paths import sha256_file
+    from . import safe_zip
     limits = limits or Limits.from_env()
     name = os.path.basename(path)
     workdir = tempfile.mkdtemp(prefix="xc-onnx-zip-")

@@ -48,7 +48,7 @@ def load_openvino_ir(path: str, limits: Limits | None = None) -> Source:
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
-    from . import sha256_file
+    from ..paths import sha256_file
     src = Source(kind="openvino-ir", name=name, sha256=sha256_file(path), inputs=inputs, path=path,
                  notes=["a compiled OpenVINO IR: compiled and read back by openvino-cpu as it is; there is no "
                         "reference to compare its numbers to"])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import XcInputError
+from ..errors import XcInputError, first_line
 from ..limits import Limits
 from . import safe_zip
 from .onnx_file import DEFAULT_BATCH, DEFAULT_DIM
@@ -27,8 +27,9 @@ PICKLED_MODULE = ("{name}: this is a pickled Python object (torch.save of a whol
 
 
 def load_sample(name: str) -> Source:
-    from .samples import SAMPLES
     import hashlib
+
+    from .samples import SAMPLES
     if name not in SAMPLES:
         raise XcInputError(f"unknown sample '{name}'; accepted: {', '.join('sample:' + n for n in SAMPLES)}")
     sample = SAMPLES[name]
@@ -52,8 +53,8 @@ def load_exported_program(path: str, shapes: ShapeOverrides | None = None, limit
         module = ep.module()
     except Exception as e:  # noqa: BLE001 — unlifting checks the signature against the state dict
         raise XcInputError(f"{name}: the exported program cannot be turned into a module "
-                           f"({type(e).__name__}: {_first_line(e)})") from None
-    from . import sha256_file
+                           f"({type(e).__name__}: {first_line(e)})") from None
+    from ..paths import sha256_file
     return Source(kind="exported-program", name=name, sha256=sha256_file(path),
                   inputs=exported_program_inputs(ep), module=module, exported_program=ep, path=path,
                   notes=notes, dim_bounds=exported_program_dim_bounds(ep))
@@ -80,7 +81,7 @@ def _load_torchscript(path: str, shapes: ShapeOverrides | None) -> Source:
     try:
         module = torch.jit.load(path, map_location="cpu").eval()
     except Exception as e:
-        raise XcInputError(f"{name}: torch.jit.load failed ({type(e).__name__}: {_first_line(e)})") from None
+        raise XcInputError(f"{name}: torch.jit.load failed ({type(e).__name__}: {first_line(e)})") from None
     # TorchScript's own parser admits only identifiers as attribute names; checked again all the same, because these
     # names become attribute paths in the code torch.fx generates when the module is converted for the targets.
     from .pt2_archive import check_fqn
@@ -104,7 +105,7 @@ def _load_torchscript(path: str, shapes: ShapeOverrides | None) -> Source:
                                f"{', '.join(missing)}", fix="shapes", inputs=missing)
         shape, dtype = shapes[a.name]
         specs.append(InputSpec(a.name, list(shape), dtype or "float32", None, None, "shape given by the user"))
-    from . import sha256_file
+    from ..paths import sha256_file
     return Source(kind="torchscript", name=name, sha256=sha256_file(path), inputs=specs, module=module,
                   path=path, notes=["TorchScript has no nn.Module hierarchy after conversion: module paths are "
                                     "unavailable for this source"])
@@ -112,7 +113,9 @@ def _load_torchscript(path: str, shapes: ShapeOverrides | None) -> Source:
 
 def _load_state_dict(path: str, shapes: ShapeOverrides | None) -> Source:
     import pickle
+
     import torch
+
     from .samples import SAMPLES
     name = os.path.basename(path)
     try:
@@ -122,7 +125,7 @@ def _load_state_dict(path: str, shapes: ShapeOverrides | None) -> Source:
     except pickle.UnpicklingError:
         raise XcInputError(PICKLED_MODULE.format(name=name)) from None
     except Exception as e:
-        raise XcInputError(f"{name}: torch.load failed ({type(e).__name__}: {_first_line(e)}); the file may be "
+        raise XcInputError(f"{name}: torch.load failed ({type(e).__name__}: {first_line(e)}); the file may be "
                            "truncated") from None
     if not isinstance(obj, dict) or not obj or not all(isinstance(v, torch.Tensor) for v in obj.values()):
         raise XcInputError(f"{name}: a .pt that is not TorchScript must be a state_dict (a dict of tensors) of a "
@@ -137,7 +140,7 @@ def load_safetensors(path: str, limits: Limits | None = None) -> Source:
         from safetensors.torch import load_file
         obj = load_file(path, device="cpu")
     except Exception as e:  # noqa: BLE001 — a malformed header or truncated data
-        raise XcInputError(f"{name}: not readable safetensors ({type(e).__name__}: {_first_line(e)})") from None
+        raise XcInputError(f"{name}: not readable safetensors ({type(e).__name__}: {first_line(e)})") from None
     if not obj:
         raise XcInputError(f"{name}: the safetensors file holds no tensors")
     return _state_dict_source(obj, path, "safetensors weights")
@@ -159,8 +162,8 @@ def _state_dict_source(obj: dict, path: str, what: str) -> Source:
                 model.load_state_dict(obj)
             except Exception as e:  # noqa: BLE001 — a dtype the parameter cannot take
                 raise XcInputError(f"{name}: the {what} fit sample '{sample_name}' by shape but not by type "
-                                   f"({type(e).__name__}: {_first_line(e)})") from None
-            from . import sha256_file
+                                   f"({type(e).__name__}: {first_line(e)})") from None
+            from ..paths import sha256_file
             return Source(kind="state-dict", name=name, sha256=sha256_file(path), inputs=list(sample.inputs),
                           module=model.eval(), path=path,
                           notes=[f"{what} loaded into the architecture of sample '{sample_name}'"])
@@ -258,6 +261,3 @@ def _embedding_bounds(ep) -> dict[str, int]:
     return out
 
 
-def _first_line(e: Exception) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0][:200] if text else type(e).__name__

@@ -72,8 +72,8 @@ def _protobuf_kind(path: str) -> str:
     except Exception:  # noqa: BLE001 — not ONNX; maybe Core ML
         pass
     try:
-        from ..targets.coreml import _quiet
-        with _quiet():  # coremltools prints version warnings on import
+        from ..quiet import quiet_coremltools
+        with quiet_coremltools():  # coremltools prints version warnings on import
             from coremltools.proto import Model_pb2
         spec = Model_pb2.Model()
         with open(path, "rb") as f:

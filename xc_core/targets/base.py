@@ -14,10 +14,10 @@ import traceback
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, ClassVar
 
-from ..errors import summarize_error
+from ..errors import first_line, summarize_error
 from ..ir import Graph
+from ..lowering import Step
 from ..outputs import normalize_outputs
-from ..stages import Step
 
 MAX_ERROR_DETAIL = 20_000
 
@@ -31,10 +31,10 @@ class TargetResult:
     target: str                       # identity: the id, plus options when a target takes any
     status: str = OK
     error: str | None = None
-    error_stage: str | None = None    # compile | inspect | run (or the worker stage a kill happened in)
+    error_stage: str | None = None    # the phase it failed in: compile | inspect | run (or the worker's phase)
     error_detail: str | None = None   # the runtime's whole message; `error` is its one-line summary
     graph: Graph | None = None
-    # The toolchain's steps mapped onto the six canonical stages (xc_core/stages.py), each with the graph after it
+    # The toolchain's steps mapped onto the six canonical stages (xc_core/lowering.py), each with the graph after it
     # where the toolchain gives one. The last step's graph may be the final graph itself (`graph` is then None
     # and `name` says so): it is stored once.
     stages: list[Step] = field(default_factory=list)
@@ -49,6 +49,9 @@ class TargetResult:
     boundaries: dict | None = None              # accelerator <-> CPU boundaries and the latency-cliff estimate
     compute_units: dict | None = None           # Core ML: share and counts per compute unit
     numerics_assumption: str | None = None      # what the output numbers stand for
+    # The precisions other than fp32 this target's configuration asks for (Core ML fp16, int8 quantization, an
+    # fp16 EP emulation, an OpenVINO precision hint): lower precision seen anywhere else is the runtime's own choice.
+    declared_precisions: list[str] = field(default_factory=list)
     numerics_failed: dict | None = None         # xc could not emulate the numbers: why, and what it tried
     evidence: dict[str, str] = field(default_factory=dict)  # assignment / precision / numerics -> kind
     info: dict[str, Any] = field(default_factory=dict)      # target-specific, JSON-serialisable facts
@@ -122,7 +125,10 @@ class Target(abc.ABC):
     # Evidence kinds of what this target reports: where the backend assignment, the precision and the output
     # numbers come from.
     evidence: ClassVar[dict[str, str]]
-    accelerated: ClassVar[bool] = False   # has an accelerator the graph can fall back from
+    # The accelerator the graph can fall back from ("NNAPI", "Apple Neural Engine"), None for a CPU-only target.
+    # The report says it for every target (`accelerated`, `accelerator`); the Fallbacks page and the checklist
+    # read that, not the presence of a toolchain's partitioning record.
+    accelerator: ClassVar[str | None] = None
     option_names: ClassVar[tuple[str, ...]] = ()  # options a user may set (CLI --option, dashboard)
     option_choices: ClassVar[dict[str, tuple]] = {}   # the values an option accepts, where they are a fixed set
     option_help: ClassVar[dict[str, str]] = {}        # what each option sets in the toolchain (`xc targets`)
@@ -141,6 +147,10 @@ class Target(abc.ABC):
         if not self.options:
             return self.id
         return self.id + "[" + ",".join(f"{k}={v}" for k, v in sorted(self.options.items())) + "]"
+
+    @property
+    def accelerated(self) -> bool:
+        return self.accelerator is not None
 
     @property
     def display_label(self) -> str:
@@ -251,10 +261,10 @@ def _error_words(e: BaseException) -> str:
 
 def execute_target(target: Target, captured, inputs: dict, workdir: str,
                    log: Callable[[str], None] | None = None, probes: list[str] | None = None,
-                   on_stage: Callable[[str], None] | None = None) -> TargetResult:
-    """Compile, inspect and run one target; every failure becomes a value in the result. `on_stage` hears each
-    step as it starts (a worker passes it on, so a kill can say which step it interrupted)."""
-    on_stage = on_stage or (lambda s: None)
+                   on_phase: Callable[[str], None] | None = None) -> TargetResult:
+    """Compile, inspect and run one target; every failure becomes a value in the result. `on_phase` hears each
+    phase as it starts (a worker passes it on, so a kill can say which phase it interrupted)."""
+    on_phase = on_phase or (lambda s: None)
     result = TargetResult(target=target.identity, evidence=dict(target.evidence))
     ok, why = target.available()
     if not ok:
@@ -276,13 +286,13 @@ def execute_target(target: Target, captured, inputs: dict, workdir: str,
         result.info["skipped_above_size"] = skip
         return result
     compiled = None
-    for stage in ("compile", "inspect", "run"):
+    for phase in ("compile", "inspect", "run"):
         t0 = time.perf_counter()
-        on_stage(stage)
+        on_phase(phase)
         try:
-            if stage == "compile":
+            if phase == "compile":
                 compiled = target._compile(captured, workdir, result)
-            elif stage == "inspect":
+            elif phase == "inspect":
                 result.graph = target._inspect(compiled, captured, result)
             else:
                 raw = target._run(compiled, inputs, captured, result)
@@ -292,8 +302,8 @@ def execute_target(target: Target, captured, inputs: dict, workdir: str,
                 if matching["matched_by"] != "name" or matching["converted"]:
                     result.info["output_matching"] = matching
         except Exception as e:  # noqa: BLE001 — any compiler failure is a finding, not a crash
-            result.status, result.error_stage = ERROR, stage
-            result.error = f"{stage} failed: {_error_words(e)}"
+            result.status, result.error_stage = ERROR, phase      # the report's key: the phase it failed in
+            result.error = f"{phase} failed: {_error_words(e)}"
             result.error_detail = str(e).strip()[:MAX_ERROR_DETAIL] or None
             result.traceback = traceback.format_exc(limit=6)
             if log:
@@ -301,16 +311,16 @@ def execute_target(target: Target, captured, inputs: dict, workdir: str,
             # A graph that was read back is still worth showing when only running failed.
             return result
         finally:
-            result.timings[stage] = round(time.perf_counter() - t0, 4)
+            result.timings[phase] = round(time.perf_counter() - t0, 4)
     result.contract = check_result(result, captured)
     if probes and target.intermediates_method:
-        on_stage("intermediates")
+        on_phase("intermediates")
         t0 = time.perf_counter()
         try:
             result.intermediates = target._intermediates(compiled, inputs, captured, result, probes)
             result.intermediates_method = target.intermediates_method
         except Exception as e:  # noqa: BLE001 — per-layer drift is optional; say why it is missing
-            result.notes.append(f"intermediate values unavailable: {type(e).__name__}: {_first_line(e)}")
+            result.notes.append(f"intermediate values unavailable: {type(e).__name__}: {first_line(e, 300)}")
         result.timings["intermediates"] = round(time.perf_counter() - t0, 4)
     return result
 
@@ -349,9 +359,3 @@ def check_result(result: TargetResult, captured) -> list[str]:
     return problems
 
 
-def _first_line(e: Exception) -> str:
-    text = str(e).strip()
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()[:300]
-    return type(e).__name__

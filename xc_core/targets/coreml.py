@@ -15,28 +15,45 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import io
-import logging
 import os
 import shutil
 import sys
-import warnings
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from .. import evidence as ev
-from ..analysis.boundaries import DEFAULT_BANDWIDTH_GB_S, DEFAULT_TRANSITION_OVERHEAD_MS, boundaries
+from ..analysis.boundaries import (
+    DEFAULT_BANDWIDTH_GB_S,
+    DEFAULT_TRANSITION_OVERHEAD_MS,
+    boundaries,
+)
+from ..errors import first_line
 from ..ir import CAST, COMPUTE, CONSTANT, Graph
-from ..stages import FINAL, FUSION, GRAPH_OPT, IMPORT, KERNEL, Step, graph_step
+from ..lowering import FINAL, FUSION, GRAPH_OPT, IMPORT, KERNEL, Step, graph_step
+from ..quiet import quiet_coremltools
+from ..readers.mil import attach_source_ops, mil_ir_graph
 from .base import Target, register
 from .coreml_rules import CPU, UNKNOWN, predict
-from .mil_graph import attach_source_ops, mil_ir_graph
 from .onnx_regions import map_optimized_graph
 
 ON_MACOS = sys.platform == "darwin"
 # iOS18 keeps scaled_dot_product_attention as one op (earlier targets decompose it into mul/matmul/softmax).
 DEFAULT_DEPLOYMENT_TARGET = "iOS18"
 
+
+
+@dataclass
+class CoreMLCompiled:
+    """What conversion hands on to read-back and run."""
+    after: Any                      # the MIL program Core ML compiles (after the default pass pipeline)
+    before: Any                     # the program before the passes, BEFORE_IS_FRONTEND, or None (an uploaded model)
+    mlmodel: Any = None             # the ct.models.MLModel (None for an uploaded model)
+    package: str | None = None      # where the .mlpackage was saved
+    decomposed: Any = None          # the ExportedProgram after run_decompositions, for provenance
+    pass_steps: list = field(default_factory=list)   # the recorded pass pipeline, step by step
+    frontend_graph: Any = None      # the IR of the program the frontend produced
 
 class CoreMLTarget(Target):
     fusion_catalogue = "coremltools"
@@ -74,9 +91,11 @@ class CoreMLTarget(Target):
             (f", {target}" if target else "")
 
     @property
-    def accelerated(self) -> bool:
-        """Whether an op can leave the CPU: every unit setting but CPU_ONLY allows the GPU or the ANE."""
-        return self.compute_units != "CPU_ONLY"
+    def accelerator(self) -> str | None:
+        """Where an op can go other than the CPU: every unit setting but CPU_ONLY allows the GPU or the ANE (the
+        rule table predicts for the ANE when it is allowed)."""
+        return {"ALL": "Apple Neural Engine (or GPU)", "CPU_AND_NE": "Apple Neural Engine",
+                "CPU_AND_GPU": "Apple GPU"}.get(self.compute_units)
 
     relative_cost = 3   # ct.convert with run_decompositions: seconds even on tiny models
     from_exported_program = True
@@ -91,7 +110,7 @@ class CoreMLTarget(Target):
     @classmethod
     def available(cls):
         try:
-            with _quiet():
+            with quiet_coremltools():
                 import coremltools  # noqa: F401
         except ImportError:
             return False, "coremltools is not installed"
@@ -109,15 +128,16 @@ class CoreMLTarget(Target):
 
     # -- compile ----------------------------------------------------------------------------------------------
     def _compile(self, captured, workdir, result):
-        with _quiet():
+        with quiet_coremltools():
             import coremltools as ct
             os.makedirs(workdir, exist_ok=True)
             result.info["coremltools_version"] = ct.__version__
             result.info["compute_units"] = self.compute_units
             result.info["compute_precision"] = self.compute_precision
+            result.declared_precisions = ["fp16"] if self.compute_precision == "fp16" else []
             if captured.source.kind == "coreml":
                 result.info["conversion"] = "none: the uploaded Core ML model is inspected as it is"
-                return {"after": captured.source.mil_program, "before": None, "mlmodel": None}
+                return CoreMLCompiled(after=captured.source.mil_program, before=None)
             precision = ct.precision.FLOAT16 if self.compute_precision == "fp16" else ct.precision.FLOAT32
             target = getattr(ct.target, self.options.get("minimum_deployment_target", DEFAULT_DEPLOYMENT_TARGET))
             errors = []
@@ -132,7 +152,7 @@ class CoreMLTarget(Target):
                     result.info["conversion"] = label
                     break
                 except Exception as e:  # noqa: BLE001 — try the next path, report all if none works
-                    errors.append(f"{label}: {_first_line(e)}")
+                    errors.append(f"{label}: {first_line(e)}")
             else:
                 raise RuntimeError("coremltools could not convert the model — " + " | ".join(errors))
             if captured.source.kind == "onnx":
@@ -150,9 +170,9 @@ class CoreMLTarget(Target):
             mlmodel.save(package)
             archive = shutil.make_archive(package, "zip", workdir, "model.mlpackage")
             result.artifacts += [package, archive]
-            return {"after": mlmodel._mil_program, "before": before, "mlmodel": mlmodel, "package": package,
-                    "decomposed": getattr(self, "_decomposed", None), "pass_steps": pass_steps,
-                    "frontend_graph": frontend_graph}
+            return CoreMLCompiled(after=mlmodel._mil_program, before=before, mlmodel=mlmodel, package=package,
+                                  decomposed=getattr(self, "_decomposed", None), pass_steps=pass_steps,
+                                  frontend_graph=frontend_graph)
 
     def _conversion_inputs(self, captured):
         """(label, model, convert kwargs) in the order to try."""
@@ -182,6 +202,7 @@ class CoreMLTarget(Target):
     def _onnx_route(self, captured):
         """ONNX → PyTorch (onnx2torch) → traced TorchScript, converted by coremltools' TorchScript frontend."""
         import coremltools as ct
+
         from .onnx_to_torch import ROUTE, convert_once
         traced, self._onnx_module, self._onnx_conversion = convert_once(captured)
         shapes = [ct.TensorType(name=_mil_name(s.name), shape=s.shape, dtype=_ct_dtype(s.dtype))
@@ -190,20 +211,20 @@ class CoreMLTarget(Target):
 
     # -- inspect ----------------------------------------------------------------------------------------------
     def _inspect(self, compiled, captured, result) -> Graph:
-        after = mil_ir_graph(compiled["after"], "mil-default-pipeline")
-        if compiled["before"] is not None:
-            frontend = compiled["frontend_graph"]
+        after = mil_ir_graph(compiled.after, "mil-default-pipeline")
+        if compiled.before is not None:
+            frontend = compiled.frontend_graph
             _sanitize_like_coremltools(frontend)
             self._attach_provenance(frontend, compiled, captured)
-            if compiled["before"] is BEFORE_IS_FRONTEND:
+            if compiled.before is BEFORE_IS_FRONTEND:
                 before = Graph.from_dict(frontend.to_dict())
             else:
-                before = mil_ir_graph(compiled["before"], "mil-frontend")
+                before = mil_ir_graph(compiled.before, "mil-frontend")
                 _sanitize_like_coremltools(before)
                 self._attach_provenance(before, compiled, captured)
             _trace_to_before(after, before)
             result.stages.append(graph_step(IMPORT, "the MIL program after the frontend", frontend))
-            for step in compiled["pass_steps"]:
+            for step in compiled.pass_steps:
                 if step.graph is not None:
                     _trace_to_before(step.graph, before if step.graph.stage == "mil-pass-with-casts" else frontend)
                 result.stages.append(step)
@@ -218,7 +239,7 @@ class CoreMLTarget(Target):
                 n.attributes["fused_by"] = [p for p in n.attributes["passes"] if p.startswith("fuse")] or \
                     n.attributes["passes"]
         self._place(after, compiled, result)
-        if compiled["before"] is not None:
+        if compiled.before is not None:
             walked = [st for st in result.stages if st.op_count is not None]    # the frontend, then each pass
             final_ops, final_casts = len(after.compute_nodes()), sum(n.kind == CAST for n in after.nodes)
             if walked and final_ops < walked[-1].op_count:
@@ -239,9 +260,9 @@ class CoreMLTarget(Target):
         return after
 
     def _attach_provenance(self, before: Graph, compiled, captured) -> None:
-        from ..capture import decomposed_origin
+        from ..readers.exported_program import decomposed_origin
         source_ids = {n.id for n in captured.before.nodes}
-        decomposed = compiled.get("decomposed")
+        decomposed = compiled.decomposed
         if captured.source.kind == "onnx":
             # Each ONNX node became one onnx2torch submodule named after it; the TorchScript frontend keeps that
             # module name in the op's scope (read into module_path).
@@ -293,10 +314,10 @@ class CoreMLTarget(Target):
             from .onnx_to_torch import conversion_drift_once
             result.info["onnx_conversion"]["conversion_drift"] = conversion_drift_once(
                 captured, self._onnx_module, inputs)
-        prog = compiled["after"]
+        prog = compiled.after
         fn = prog.functions["main"]
-        if ON_MACOS and compiled.get("mlmodel") is not None:
-            outputs = _macos_predict(compiled["mlmodel"], inputs, captured)
+        if ON_MACOS and compiled.mlmodel is not None:
+            outputs = _macos_predict(compiled.mlmodel, inputs, captured)
             if outputs is not None:
                 result.evidence["numerics"] = ev.MEASURED
                 result.numerics_assumption = "Core ML predict on this Mac"
@@ -442,7 +463,9 @@ class _PipelineRecorder:
 
     @contextlib.contextmanager
     def installed(self):
-        from coremltools.converters.mil.mil.passes.pass_pipeline import PassPipelineManager
+        from coremltools.converters.mil.mil.passes.pass_pipeline import (
+            PassPipelineManager,
+        )
         original = PassPipelineManager.__dict__["apply_pipeline"]
         recorder = self
 
@@ -622,7 +645,7 @@ def _compute_plan(compiled, units: str = "ALL") -> dict | None:
     try:
         import coremltools as ct
         from coremltools.models.compute_plan import MLComputePlan
-        compiled_path = compiled["mlmodel"].get_compiled_model_path()
+        compiled_path = compiled.mlmodel.get_compiled_model_path()
         plan = MLComputePlan.load_from_path(compiled_path, compute_units=getattr(ct.ComputeUnit, units))
         program = plan.model_structure.program
         out = {}
@@ -647,21 +670,6 @@ def _macos_predict(mlmodel, inputs, captured) -> dict | None:
                 for i, n in enumerate(names)}
     except Exception:  # noqa: BLE001
         return None
-
-
-@contextlib.contextmanager
-def _quiet():
-    """coremltools prints progress bars and version warnings; keep the CLI output clean."""
-    logging.getLogger("coremltools").setLevel(logging.ERROR)
-    with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()), \
-            contextlib.redirect_stdout(io.StringIO()):
-        warnings.simplefilter("ignore")
-        yield
-
-
-def _first_line(e: Exception) -> str:
-    text = str(e).strip()
-    return text.splitlines()[0][:300] if text else type(e).__name__
 
 
 @register

@@ -15,6 +15,8 @@ import glob
 import json
 import os
 import re
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -24,6 +26,15 @@ from .base import Target, register
 from .onnx_regions import _common_path
 
 _HANDLE = re.compile(r"#\s*\[Provenance debug handles\]\s*(\S+)")
+
+
+
+@dataclass
+class InductorCompiled:
+    """What torch.compile hands on to read-back and run."""
+    module: Any          # the compiled module
+    trace: str           # the folder TORCH_COMPILE_DEBUG wrote (the generated kernels' source)
+    fx: list             # the FX graphs Inductor lowered, as recorded
 
 
 @register
@@ -61,7 +72,8 @@ class InductorCpu(Target):
         import torch
         import torch._dynamo
         import torch._inductor.config as inductor_config
-        from ..store import home
+
+        from ..paths import home
         os.makedirs(workdir, exist_ok=True)
         # Inductor's compiled-kernel cache lives beside xc's run store, not in /tmp (xc_core/__init__ sets it before
         # torch is imported); its FX-graph cache is off so every compile generates (and traces) its code.
@@ -95,12 +107,12 @@ class InductorCpu(Target):
                              if os.path.exists(os.path.join(folder, f))]
         result.info["torch_version"] = torch.__version__
         result.info["compile_mode"] = mode
-        return {"module": compiled, "trace": folder, "fx": recorder.graphs}
+        return InductorCompiled(module=compiled, trace=folder, fx=recorder.graphs)
 
     def _inspect(self, compiled, captured, result) -> Graph:
-        with open(os.path.join(compiled["trace"], "inductor_provenance_tracking_node_mappings.json")) as f:
+        with open(os.path.join(compiled.trace, "inductor_provenance_tracking_node_mappings.json")) as f:
             mapping = json.load(f)
-        with open(os.path.join(compiled["trace"], "output_code.py")) as f:
+        with open(os.path.join(compiled.trace, "output_code.py")) as f:
             order = list(dict.fromkeys(_HANDLE.findall(f.read())))
         kernel_to_post = mapping.get("cppCodeToPost") or {}
         post_to_pre = mapping.get("postToPre") or {}
@@ -145,7 +157,7 @@ class InductorCpu(Target):
         result.info["kernels"] = {"generated": sum(1 for n in g.nodes if n.op_type == "cpp_fused"),
                                   "extern": sum(1 for n in g.nodes if n.op_type != "cpp_fused"),
                                   "layout": sum(1 for n in g.nodes if n.kind == LAYOUT)}
-        result.stages.extend(_steps(compiled["fx"], post_to_pre, before, g))
+        result.stages.extend(_steps(compiled.fx, post_to_pre, before, g))
         return g
 
     def _run(self, compiled, inputs, captured, result):
@@ -153,7 +165,7 @@ class InductorCpu(Target):
         from torch.utils._pytree import tree_leaves
         args = [torch.from_numpy(np.asarray(inputs[s.name], order="C")) for s in captured.source.inputs]
         with torch.no_grad():
-            leaves = [x for x in tree_leaves(compiled["module"](*args)) if isinstance(x, torch.Tensor)]
+            leaves = [x for x in tree_leaves(compiled.module(*args)) if isinstance(x, torch.Tensor)]
         return {name: t.detach().numpy() for name, t in zip(captured.output_names, leaves)}
 
 
@@ -189,7 +201,7 @@ def _fx_target(target) -> str:
 
 def _steps(fx: dict, post_to_pre: dict, before: Graph, kernels: Graph) -> list:
     """Pre-grad FX, post-grad FX (traced to the source ops by Inductor's postToPre mapping), the fused kernels."""
-    from ..stages import FINAL, FUSION, GRAPH_OPT, IMPORT, KERNEL, Step, graph_step
+    from ..lowering import FINAL, FUSION, GRAPH_OPT, IMPORT, KERNEL, Step, graph_step
     by_id = before.by_id()
     steps = []
     pre = fx.get("pre_grad")

@@ -251,7 +251,8 @@ def convert(onnx_path: str, specs):
     the input shapes that run (example values from the seeded inputs: only their shapes and dtypes matter)."""
     import onnx
     import torch
-    from ..inputs import random_inputs
+
+    from ..inputs.values import random_inputs
     onnx2torch = import_onnx2torch()
     source = onnx.load(onnx_path)
     check_domains(source)

@@ -5,17 +5,28 @@ and its precision (`runtimePrecision`). On bf16-capable CPUs the plugin runs bf1
 from __future__ import annotations
 
 import os
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from .. import evidence as ev
-from ..ir import CAST, COMPUTE, CONSTANT, IO, LAYOUT, Graph, Node, TensorInfo, precision_of_dtype
+from ..ir import CAST, COMPUTE, CONSTANT, LAYOUT, Graph, Node, precision_of_dtype
+from ..readers.openvino import LAYER_KINDS, graph_io, openvino_model_graph, port_tensors
 from .base import Target, register
 
-LAYER_KINDS = {"Input": IO, "Parameter": IO, "Output": IO, "Result": IO, "Const": CONSTANT, "Constant": CONSTANT,
-               "Reorder": LAYOUT, "Convert": CAST}
 # Artifact names (each .xml with its .bin): the CPU plugin's execution graph, and the model it compiled as an IR.
 RUNTIME_MODEL, IR_MODEL = "runtime_model.xml", "model.xml"
+
+
+
+@dataclass
+class OpenVinoCompiled:
+    """What compile_model hands on to read-back and run."""
+    core: Any            # the openvino.Core
+    model: Any           # the model as read (core.read_model)
+    compiled: Any        # the CPU plugin's CompiledModel
 
 
 @register
@@ -85,13 +96,15 @@ class OpenVinoCpu(Target):
         hint = compiled.get_property("INFERENCE_PRECISION_HINT")
         result.info["inference_precision"] = hint.get_type_name() if hasattr(hint, "get_type_name") else str(hint)
         result.info["inference_precision_requested"] = self.options.get("inference_precision")
+        result.declared_precisions = {"bf16": ["bf16"], "f16": ["fp16"]}.get(
+            str(self.options.get("inference_precision") or "").lower(), [])
         result.info["performance_hint"] = str(compiled.get_property("PERFORMANCE_HINT"))
         result.info["num_streams"] = str(compiled.get_property("NUM_STREAMS"))
         caps = core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
         result.info["cpu_capabilities"] = list(caps)
         if "BF16" in caps and "inference_precision" not in self.options:
             result.notes.append("this CPU supports bf16: the plugin may run bf16 kernels without being asked")
-        return {"core": core, "model": model, "compiled": compiled}
+        return OpenVinoCompiled(core=core, model=model, compiled=compiled)
 
     def _inspect(self, compiled, captured, result) -> Graph:
         g, friendly_to_onnx = self._runtime_graph(compiled, captured, result)
@@ -100,9 +113,9 @@ class OpenVinoCpu(Target):
 
     def _runtime_graph(self, compiled, captured, result) -> tuple[Graph, dict]:
         """The runtime model in the IR, traced to the ONNX nodes; and the friendly-name map it was traced with."""
-        friendly_to_onnx = _friendly_name_map(compiled["model"], captured)
+        friendly_to_onnx = _friendly_name_map(compiled.model, captured)
         onnx_nodes = captured.onnx_graph.by_id()
-        runtime = compiled["compiled"].get_runtime_model()
+        runtime = compiled.compiled.get_runtime_model()
         g = Graph(name=captured.source.name, stage="runtime")
         unmapped_names = set()
         constant_layers: set[str] = set()
@@ -127,7 +140,7 @@ class OpenVinoCpu(Target):
                     unmapped_names.add(name)
             src = [onnx_nodes[a] for a in absorbed]
             dynamic_src = [s for s in src if s.kind == COMPUTE]
-            inputs, outputs = _port_tensors(op)
+            inputs, outputs = port_tensors(op)
             paths = [s.module_path for s in dynamic_src if s.module_path is not None]
             from .onnx_regions import _common_path, _unique
             node = Node(id=op.get_friendly_name(), op_type=layer_type, domain="openvino", kind=kind,
@@ -146,7 +159,7 @@ class OpenVinoCpu(Target):
                 node.source_ops = _unique(s for a in src for s in a.source_ops)
             g.nodes.append(node)
         _fill_gaps(g, captured.onnx_graph)
-        g.inputs, g.outputs = _graph_io(runtime)
+        g.inputs, g.outputs = graph_io(runtime)
         result.info["unmapped_original_layers"] = sorted(unmapped_names)[:200]
         carried = {a for n in g.nodes for a in n.fused_from}
         result.info["constant_folded"] = [n.id for n in captured.onnx_graph.nodes
@@ -156,14 +169,14 @@ class OpenVinoCpu(Target):
     def _steps(self, compiled, captured, friendly_to_onnx: dict, runtime: Graph) -> list:
         """The model as read, after OpenVINO's common (MOC) transformations, then the CPU plugin's runtime model
         (where its fusions, reorders and precisions show)."""
-        from ..stages import FINAL, FUSION, GRAPH_OPT, IMPORT, KERNEL, graph_step
+        from ..lowering import FINAL, FUSION, GRAPH_OPT, IMPORT, KERNEL, graph_step
         onnx_nodes = captured.onnx_graph.by_id()
-        read = openvino_model_graph(compiled["model"], "openvino-read")
+        read = openvino_model_graph(compiled.model, "openvino-read")
         _trace_friendly_names(read, friendly_to_onnx, onnx_nodes)
         steps = [graph_step(IMPORT, "the model as read (core.read_model)", read)]
         try:
             from openvino._offline_transformations import apply_moc_transformations
-            moc = compiled["model"].clone()
+            moc = compiled.model.clone()
             apply_moc_transformations(moc, cf=True)
             g = openvino_model_graph(moc, "openvino-moc")
             _trace_friendly_names(g, {**friendly_to_onnx, **_friendly_name_map(moc, captured)}, onnx_nodes)
@@ -179,7 +192,7 @@ class OpenVinoCpu(Target):
         return steps
 
     def _run(self, compiled, inputs, captured, result):
-        cm = compiled["compiled"]
+        cm = compiled.compiled
         feeds = {}
         from ..sources.openvino_ir import port_name
         for port in cm.inputs:
@@ -202,7 +215,7 @@ class OpenVinoCpu(Target):
 
     # -- intermediates (per-layer drift) ----------------------------------------------------------------------
     def _intermediates(self, compiled, inputs, captured, result, probes):
-        from .ort_cpu import onnx_probe_tensors
+        from .ort_common import onnx_probe_tensors
         if captured.onnx_path is None:
             return {}  # an IR source has no reference to compare layer values with
         producer = {t.name: n.id for n in captured.onnx_graph.nodes for t in n.outputs}
@@ -236,7 +249,7 @@ class OpenVinoCpu(Target):
         """Compile the ONNX model again with `names` as extra outputs; run it; return the values by tensor name and
         the recompiled runtime model's fused groups."""
         from .base import TargetResult
-        core = compiled["core"]
+        core = compiled.core
         model = core.read_model(captured.onnx_path)
         present = {n for o in model.outputs for n in o.get_names()}
         for name in names:
@@ -247,7 +260,7 @@ class OpenVinoCpu(Target):
                     continue
         cm = core.compile_model(model, "CPU", self._config())
         # Only its fused groups are compared: the runtime graph, without the steps (no second MOC pass).
-        graph, _ = self._runtime_graph({"core": core, "model": model, "compiled": cm}, captured,
+        graph, _ = self._runtime_graph(OpenVinoCompiled(core=core, model=model, compiled=cm), captured,
                                        TargetResult("probe"))
         feeds = {}
         for port in cm.inputs:
@@ -340,24 +353,6 @@ def _fill_gaps(g: Graph, onnx_graph: Graph) -> None:
                                                           None)
 
 
-def openvino_model_graph(model, stage: str) -> Graph:
-    """An openvino.Model (an IR as read) in the IR: one node per op, named by its friendly name."""
-    g = Graph(name=stage, stage=stage)
-    for op in model.get_ordered_ops():
-        kind = LAYER_KINDS.get(op.get_type_name(), COMPUTE)
-        inputs, outputs = _port_tensors(op)
-        name = op.get_friendly_name()
-        rt = op.get_rt_info()
-        # The names of the ops a transformation merged into this one (what the runtime model's
-        # originalLayersNames are made from).
-        fused = rt["fused_names_0"].astype(str) if "fused_names_0" in rt.keys() else ""
-        g.nodes.append(Node(id=name, op_type=op.get_type_name(), domain="openvino", kind=kind, inputs=inputs,
-                            outputs=outputs, source_ops=[name] if kind == COMPUTE else [],
-                            attributes={"fused_names": [f for f in fused.split(",") if f]}))
-    g.inputs, g.outputs = _graph_io(model)
-    return g
-
-
 def _trace_friendly_names(g: Graph, friendly_to_onnx: dict, onnx_nodes: dict) -> None:
     """An OpenVINO model's ops traced to the ONNX nodes they came from (by friendly name, output tensor, or the
     "<node>/..." names OpenVINO gives the ops it splits a node into), and so to the source ops."""
@@ -373,25 +368,6 @@ def _trace_friendly_names(g: Graph, friendly_to_onnx: dict, onnx_nodes: dict) ->
         n.fused_from = [node.id for node in nodes]
         paths = [node.module_path for node in nodes if node.module_path is not None]
         n.module_path = _common_path(paths) if paths else None
-
-
-def _port_tensors(op) -> tuple[list[TensorInfo], list[TensorInfo]]:
-    """An op's input and output tensors, named "<producer friendly name>:<port>"."""
-    inputs = []
-    for inp in op.inputs():
-        prod = inp.get_source_output()
-        inputs.append(TensorInfo(f"{prod.get_node().get_friendly_name()}:{prod.get_index()}",
-                                 _shape(prod.get_partial_shape()), prod.get_element_type().get_type_name()))
-    outputs = [TensorInfo(f"{op.get_friendly_name()}:{o.get_index()}", _shape(o.get_partial_shape()),
-                          o.get_element_type().get_type_name()) for o in op.outputs()]
-    return inputs, outputs
-
-
-def _graph_io(model) -> tuple[list[TensorInfo], list[TensorInfo]]:
-    return ([TensorInfo(p.get_friendly_name(), _shape(p.get_partial_shape()), p.get_element_type().get_type_name())
-             for p in model.get_parameters()],
-            [TensorInfo(r.get_friendly_name(), _shape(r.get_output_partial_shape(0)),
-                        r.get_element_type().get_type_name()) for r in model.get_results()])
 
 
 def _friendly_name_map(model, captured) -> dict[str, str]:
@@ -419,14 +395,6 @@ def _prefix_match(name: str, onnx_nodes: dict) -> str | None:
         if name in onnx_nodes:
             return name
     return None
-
-
-def _shape(ps) -> list | None:
-    if ps.rank.is_dynamic:
-        return None
-    # By index: iterating a PartialShape ends on an IndexError raised through pybind11, ~10× slower per shape.
-    dims = (ps[i] for i in range(ps.rank.get_length()))
-    return [d.get_length() if d.is_static else "?" for d in dims]
 
 
 def _fused_groups(g: Graph) -> "Counter":

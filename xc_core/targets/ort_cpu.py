@@ -8,18 +8,23 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections import defaultdict
-
-import numpy as np
+from dataclasses import dataclass
+from typing import Any
 
 from .. import evidence as ev
-from ..capture import onnx_ir_graph
-from ..ir import COMPUTE, Graph
-from ..stages import FINAL, FUSION, GRAPH_OPT, IMPORT, INPUT, KERNEL, graph_step
+from ..ir import Graph
+from ..lowering import FINAL, FUSION, GRAPH_OPT, IMPORT, INPUT, KERNEL, graph_step
+from ..readers.onnx import onnx_ir_graph
 from .base import Target, TargetResult, register
 from .onnx_regions import map_optimized_graph, onnx_node_precision
-from .ort_common import PROVIDER_BACKEND, feeds_for, make_session, providers_from_profile, run_session
-
+from .ort_common import (
+    PROVIDER_BACKEND,
+    make_session,
+    onnx_probe_tensors,
+    probe_values,
+    providers_from_profile,
+    run_session,
+)
 
 # ORT's graph optimization levels by the names users set (SessionOptions.graph_optimization_level): basic is
 # Level 1 (constant folding, redundant-node elimination, Conv+BN/Mul/Add, MatMul+Add), extended adds Level 2
@@ -27,7 +32,7 @@ from .ort_common import PROVIDER_BACKEND, feeds_for, make_session, providers_fro
 # transformations, all is everything (onnxruntime.ai/docs/performance/model-optimizations/graph-optimizations.html).
 ORT_LEVELS = {"disabled": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED",
               "layout": "ORT_ENABLE_LAYOUT", "all": "ORT_ENABLE_ALL"}
-# The levels in the order ORT applies them, and the canonical stage (xc_core/stages.py) each one's work belongs
+# The levels in the order ORT applies them, and the canonical stage (xc_core/lowering.py) each one's work belongs
 # to: basic folds and eliminates, extended fuses, layout rewrites Conv into NCHWc blocked kernels with reorders.
 _LEVEL_STAGES = (("disabled", IMPORT), ("basic", GRAPH_OPT), ("extended", FUSION), ("layout", KERNEL),
                  ("all", KERNEL))
@@ -66,11 +71,11 @@ class OrtTarget(Target):
         import onnxruntime
         result.info["onnxruntime_version"] = onnxruntime.__version__
         result.info["optimization_level"] = self.level
-        return {"session": session, "optimized": optimized, "input_model": model_path, "workdir": workdir}
+        return OrtCompiled(session=session, optimized=optimized, input_model=model_path, workdir=workdir)
 
     def _inspect(self, compiled, captured, result) -> Graph:
         import onnx
-        graph = onnx_ir_graph(onnx.load(compiled["optimized"]), "optimized")
+        graph = onnx_ir_graph(onnx.load(compiled.optimized), "optimized")
         original = self.input_graph(compiled, captured)
         result.info.update(map_optimized_graph(graph, original))
         _fill_tensor_types(graph, original)
@@ -87,13 +92,13 @@ class OrtTarget(Target):
         configured = self.options.get("level", "all")
         levels = [level for level, _ in _LEVEL_STAGES]
         steps = [graph_step(IMPORT, "the ONNX model ORT loads", original, ref=INPUT)]
-        with tempfile.TemporaryDirectory(dir=compiled["workdir"]) as tmp:
+        with tempfile.TemporaryDirectory(dir=compiled.workdir) as tmp:
             for level, stage in _LEVEL_STAGES[1:levels.index(configured) + 1]:
                 if level == configured:
                     steps.append(graph_step(stage, ORT_LEVELS[level], final, ref=FINAL))
                     break
                 path = os.path.join(tmp, f"model.{level}.onnx")
-                make_session(compiled["input_model"], ORT_LEVELS[level], optimized_path=path)
+                make_session(compiled.input_model, ORT_LEVELS[level], optimized_path=path)
                 g = onnx_ir_graph(onnx.load(path), f"ort-{level}")
                 map_optimized_graph(g, original)
                 for n in g.nodes:
@@ -112,7 +117,7 @@ class OrtTarget(Target):
         return captured.onnx_graph
 
     def _run(self, compiled, inputs, captured, result):
-        session = compiled["session"]
+        session = compiled.session
         outputs = run_session(session, inputs)
         providers = providers_from_profile(session.end_profiling())
         for n in result.graph.nodes:
@@ -130,7 +135,19 @@ class OrtTarget(Target):
         return outputs
 
     def _intermediates(self, compiled, inputs, captured, result, probes):
-        return probe_values(compiled["optimized"], onnx_probe_tensors(captured, probes), inputs, result)
+        return probe_values(compiled.optimized, onnx_probe_tensors(captured, probes), inputs, result)
+
+
+
+@dataclass
+class OrtCompiled:
+    """What session creation hands on to read-back and run."""
+    session: Any                 # the onnxruntime.InferenceSession
+    optimized: str               # the optimized model ORT saved (what read-back reads)
+    input_model: str             # the model the session was created from
+    workdir: str
+    input_graph: Any = None      # ort-cpu-int8: the quantized model's graph (what fused_from ids refer to)
+    captured_graph: Any = None   # ort-cpu-int8: the captured ONNX graph
 
 
 @register
@@ -152,78 +169,3 @@ def _fill_tensor_types(graph: Graph, original: Graph) -> None:
                 t.dtype, t.shape = known[t.name].dtype, t.shape or known[t.name].shape
 
 
-# --- intermediate values (per-layer drift) --------------------------------------------------------------------
-def onnx_probe_tensors(captured, probes: list[str]) -> dict[str, str]:
-    """source op id -> the tensor of the captured ONNX that carries that source op's output.
-
-    The candidates are the ONNX nodes that come from that source op alone (`source_ops == [probe]`); the tensor is
-    the output of the last of them in graph order, preferring one whose value leaves the op's own nodes (consumed by
-    another source op's node, or a graph output) and whose shape agrees with the source op's where both are known.
-    """
-    wanted = set(probes)
-    graph = captured.onnx_graph
-    consumers: dict[str, list] = defaultdict(list)
-    for n in graph.nodes:
-        for t in n.inputs:
-            consumers[t.name].append(n)
-    graph_outputs = {t.name for t in graph.outputs}
-    before = captured.before.by_id()
-    candidates: dict[str, list] = defaultdict(list)
-    for n in graph.nodes:
-        if n.kind == COMPUTE and n.outputs and len(n.source_ops) == 1 and n.source_ops[0] in wanted:
-            candidates[n.source_ops[0]].append(n)
-    out = {}
-    for op, nodes in candidates.items():
-        ref = before.get(op)
-        ref_shape = ref.outputs[0].shape if ref is not None and ref.outputs else None
-
-        def escapes(n):
-            t = n.outputs[0].name
-            return t in graph_outputs or any(c.source_ops != [op] for c in consumers.get(t, []))
-
-        def shape_ok(n):
-            s = n.outputs[0].shape
-            return s is None or ref_shape is None or list(s) == list(ref_shape)
-
-        pool = [n for n in nodes if escapes(n)] or nodes
-        pool = [n for n in pool if shape_ok(n)] or pool
-        out[op] = pool[-1].outputs[0].name
-    return out
-
-
-def probe_values(model_path: str, tensors: dict[str, str], inputs: dict, result: TargetResult | None = None,
-                 level: str = "ORT_DISABLE_ALL") -> dict:
-    """Add the tensors that a node of `model_path` produces as graph outputs of a copy, run the copy once with
-    `level` (ORT_DISABLE_ALL: no further fusion) and return source op id -> value (fp16 widened to fp32). Tensors
-    the model does not produce (fused away, renamed) are left out."""
-    import onnx
-    from onnx import helper
-    model = onnx.load(model_path, load_external_data=False)  # external data stays where it is, by reference
-    produced = {o for node in model.graph.node for o in node.output if o}
-    keep = {op: t for op, t in tensors.items() if t in produced}
-    if result is not None:
-        result.info["intermediates_coverage"] = {"probes_mapped_to_tensors": len(tensors),
-                                                 "tensors_present_in_run_graph": len(keep)}
-    if not keep:
-        return {}
-    existing = {o.name for o in model.graph.output}
-    names = list(dict.fromkeys(keep.values()))
-    for t in names:
-        if t not in existing:
-            # Name only: ORT types the output from the graph; the fp16-emulation model's tensors may be float16.
-            model.graph.output.append(helper.make_empty_tensor_value_info(t))
-    # Saved beside the model so relative external-data paths resolve; removed once the session has loaded it.
-    fd, tmp = tempfile.mkstemp(prefix=".xc-probes-", suffix=".onnx", dir=os.path.dirname(os.path.abspath(model_path)))
-    os.close(fd)
-    try:
-        onnx.save(model, tmp)
-        session = make_session(tmp, level)
-    finally:
-        os.remove(tmp)
-    values = dict(zip(names, session.run(names, feeds_for(session, inputs))))
-    return {op: widen(values[t]) for op, t in keep.items()}
-
-
-def widen(value) -> np.ndarray:
-    a = np.asarray(value)
-    return a.astype(np.float32) if a.dtype in (np.float16,) or a.dtype.name == "bfloat16" else a

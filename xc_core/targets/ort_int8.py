@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from .. import evidence as ev
-from ..capture import onnx_ir_graph
+from ..readers.onnx import onnx_ir_graph
 from .base import register
 from .onnx_regions import map_optimized_graph, onnx_node_precision
 from .ort_cpu import OrtTarget
@@ -83,6 +83,7 @@ class OrtCpuInt8(OrtTarget):
         result.input_graph = quantized
         weight_type = self.options.get("weight_type", "QInt8")
         per_channel = bool(self.options.get("per_channel", False))
+        result.declared_precisions = ["int8", "uint8"]
         result.info["quantization"] = {"method": "quantize_dynamic", "weight_type": weight_type,
                                        "per_channel": per_channel,
                                        "preprocessing": self._preprocessing_note if preprocessed else None,
@@ -111,16 +112,16 @@ class OrtCpuInt8(OrtTarget):
 
     def level_steps(self, compiled, original, final):
         """The ONNX as exported, then the quantized model ORT loads, then ORT's levels over it."""
-        from ..stages import CAPTURED_ONNX, IMPORT, graph_step
-        captured_graph = compiled["captured_graph"]
+        from ..lowering import CAPTURED_ONNX, IMPORT, graph_step
+        captured_graph = compiled.captured_graph
         return [graph_step(IMPORT, "ONNX as exported", captured_graph, ref=CAPTURED_ONNX),
                 *super().level_steps(compiled, original, final)]
 
     def input_graph(self, compiled, captured):
-        return compiled["input_graph"]
+        return compiled.input_graph
 
     def _compile(self, captured, workdir, result):
         compiled = super()._compile(captured, workdir, result)
-        compiled["input_graph"] = result.input_graph
-        compiled["captured_graph"] = captured.onnx_graph
+        compiled.input_graph = result.input_graph
+        compiled.captured_graph = captured.onnx_graph
         return compiled

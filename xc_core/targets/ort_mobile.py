@@ -13,11 +13,17 @@ option is on; otherwise the numbers are the CPU EP's, labelled so.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from typing import Any
 
 from .. import evidence as ev
-from ..analysis.boundaries import DEFAULT_BANDWIDTH_GB_S, DEFAULT_TRANSITION_OVERHEAD_MS, boundaries
-from ..capture import onnx_ir_graph
+from ..analysis.boundaries import (
+    DEFAULT_BANDWIDTH_GB_S,
+    DEFAULT_TRANSITION_OVERHEAD_MS,
+    boundaries,
+)
 from ..ir import COMPUTE, Graph
+from ..readers.onnx import onnx_ir_graph
 from .base import Target, register
 from .onnx_regions import map_optimized_graph, onnx_node_precision
 from .ort_common import make_session, run_session
@@ -27,9 +33,18 @@ REASON_DYNAMIC = "dynamic input shape"
 REASON_RANK = "input rank above the EP's limit"
 
 
+
+@dataclass
+class OrtMobileCompiled:
+    """What the partition check hands on to read-back and run."""
+    model: Any                   # the checked model (shape-inferred, input shapes fixed where they run)
+    info: Any                    # ORT's PartitioningInfo for it
+    basic_path: str              # that model on disk
+    shipped: tuple | None = None     # (model, PartitioningInfo) with its dynamic dims, when they were fixed
+    numerics_model: str | None = None    # the model whose numbers the run produced (set by _run)
+
 class OrtMobileTarget(Target):
     fusion_catalogue = "onnxruntime-basic"
-    accelerated = True
     option_names = ("fp16", "bandwidth_gb_s", "transition_overhead_ms")
     option_choices = {"fp16": (True, False)}
     option_help = {"fp16": "emulate the accelerated partitions in fp16 (true / false)",
@@ -58,10 +73,10 @@ class OrtMobileTarget(Target):
                 "optimizations disabled (ORT_DISABLE_ALL) so nothing fuses further")
 
     def _intermediates(self, compiled, inputs, captured, result, probes):
-        from .ort_cpu import onnx_probe_tensors, probe_values
-        if not compiled.get("numerics_model"):
+        from .ort_common import onnx_probe_tensors, probe_values
+        if not compiled.numerics_model:
             return {}
-        return probe_values(compiled["numerics_model"], onnx_probe_tensors(captured, probes), inputs, result)
+        return probe_values(compiled.numerics_model, onnx_probe_tensors(captured, probes), inputs, result)
 
     def _checker(self, model):
         """Run ORT's partition checker for this EP; returns its PartitioningInfo."""
@@ -70,14 +85,18 @@ class OrtMobileTarget(Target):
     def _compile(self, captured, workdir, result):
         import onnx
         import onnxruntime
-        from onnxruntime.tools.onnx_model_utils import ModelProtoWithShapeInfo, optimize_model
+        from onnxruntime.tools.onnx_model_utils import (
+            ModelProtoWithShapeInfo,
+            optimize_model,
+        )
         os.makedirs(workdir, exist_ok=True)
+        result.declared_precisions = ["fp16"] if self.fp16 else []   # the EP partitions, emulated in fp16
         basic = os.path.join(workdir, "model.basic.onnx")
         optimize_model(_path(captured.onnx_path), _path(basic), level=onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC)
         result.artifacts.append(basic)
         shipped = ModelProtoWithShapeInfo(_path(basic)).model_with_shape_info
         # Nodes ORT creates carry no name; per-node results (and fp16 block lists) need one.
-        from ..capture import name_unnamed_nodes
+        from ..readers.onnx import name_unnamed_nodes
         name_unnamed_nodes(shipped)
         onnx.save(shipped, basic)
         # ORT's checker marks every node with a symbolic input shape "dynamic input shape". Check the shapes that
@@ -95,24 +114,24 @@ class OrtMobileTarget(Target):
                                         + (", with the input shapes that run fixed (" + ", ".join(
                                             f"{k}={'x'.join(map(str, v))}" for k, v in fixed_inputs.items())
                                            + ")" if fixed_inputs else "") + " — what ORT partitions for the EP")
-        return {"model": model, "info": info, "basic_path": fixed_path if fixed_inputs else basic,
-                "shipped": (shipped, self._checker(shipped)) if fixed_inputs else None}
+        return OrtMobileCompiled(model=model, info=info, basic_path=fixed_path if fixed_inputs else basic,
+                                 shipped=(shipped, self._checker(shipped)) if fixed_inputs else None)
 
     def _inspect(self, compiled, captured, result) -> Graph:
         from onnxruntime.tools.mobile_helpers.usability_checker import PartitioningInfo  # noqa: F401
-        model, info = compiled["model"], compiled["info"]
+        model, info = compiled.model, compiled.info
         graph = onnx_ir_graph(model, "ep-partitioned")
         result.info.update(map_optimized_graph(graph, captured.onnx_graph))
         result.partitioning = self._assign(graph, model, info)
-        from ..stages import FINAL, GRAPH_OPT, IMPORT, INPUT, graph_step
+        from ..lowering import FINAL, GRAPH_OPT, IMPORT, INPUT, graph_step
         result.stages += [graph_step(IMPORT, "the ONNX model ORT loads", captured.onnx_graph, ref=INPUT),
                           graph_step(GRAPH_OPT, "ORT_ENABLE_BASIC (the graph ORT partitions for the EP)", graph,
                                      ref=FINAL)]
         b = boundaries(graph, *self._cost_model())
         b["evidence"] = ev.PREDICTED_RUNTIME
         result.boundaries = b
-        if compiled["shipped"] is not None:
-            shipped_model, shipped_info = compiled["shipped"]
+        if compiled.shipped is not None:
+            shipped_model, shipped_info = compiled.shipped
             shipped_graph = onnx_ir_graph(shipped_model, "ep-partitioned-as-shipped")
             summary = self._assign(shipped_graph, shipped_model, shipped_info)
             # Boundary tensors with symbolic shapes take the sizes they have at the resolved input shapes.
@@ -210,9 +229,9 @@ class OrtMobileTarget(Target):
         self._size_boundaries_from_a_run(compiled, inputs, result)
         if not self.fp16:
             # The model ORT runs for these numbers is dumped, so intermediate values come from the same graph.
-            optimized = os.path.join(os.path.dirname(compiled["basic_path"]), "model.basic.optimized.onnx")
+            optimized = os.path.join(os.path.dirname(compiled.basic_path), "model.basic.optimized.onnx")
             try:
-                session = make_session(compiled["basic_path"], "ORT_ENABLE_ALL", optimized_path=optimized)
+                session = make_session(compiled.basic_path, "ORT_ENABLE_ALL", optimized_path=optimized)
             except Exception as e:  # noqa: BLE001 — only ORT's own re-optimization defect is worked around
                 if "Attempt to replace the existing tensor" not in str(e):
                     raise
@@ -224,7 +243,7 @@ class OrtMobileTarget(Target):
                                     "partition check (its MatMulAddFusion: 'Attempt to replace the existing "
                                     "tensor', an ORT defect); the CPU EP's numbers come from the model as "
                                     "exported, optimized at ORT_ENABLE_ALL")
-            compiled["numerics_model"] = optimized
+            compiled.numerics_model = optimized
             result.artifacts.append(optimized)
             result.evidence["numerics"] = ev.MEASURED
             result.numerics_assumption = (f"fp16 emulation off: these are the CPU EP's numbers for the "
@@ -237,18 +256,18 @@ class OrtMobileTarget(Target):
             result.numerics_assumption = ("nothing is accelerated on this graph: every node runs on the CPU "
                                                   "EP in fp32, so the numbers are the CPU EP's")
             result.evidence["numerics"] = ev.MEASURED
-            compiled["numerics_model"] = compiled["basic_path"]
-            return run_session(make_session(compiled["basic_path"], "ORT_DISABLE_ALL"), inputs)
+            compiled.numerics_model = compiled.basic_path
+            return run_session(make_session(compiled.basic_path, "ORT_DISABLE_ALL"), inputs)
 
         def run(path):
             return run_session(make_session(path, "ORT_DISABLE_ALL"), inputs)
 
         try:
-            em = emulate_fp16(compiled["model"], accelerated, os.path.dirname(compiled["basic_path"]), run)
+            em = emulate_fp16(compiled.model, accelerated, os.path.dirname(compiled.basic_path), run)
         except EmulationFailed as e:
             # Whose failure is it? If the model as given (fp32, CPU EP) fails too, the model is at fault: that
             # error is the target's, as on every other ORT target.
-            run(compiled["basic_path"])
+            run(compiled.basic_path)
             # xc's emulation failed, not the model: partitions, fallbacks and boundaries stand; the numerics say so.
             result.numerics_failed = {
                 "why": "xc's fp16 emulation could not build a model ONNX Runtime runs: " + str(e),
@@ -257,7 +276,7 @@ class OrtMobileTarget(Target):
                                 "still ORT's prediction")
             return {}
         result.artifacts.append(em.path)
-        compiled["numerics_model"] = em.path
+        compiled.numerics_model = em.path
         assumption = self.fp16_assumption
         if em.method == "converted-partly":
             assumption += (f"; {', '.join(em.kept_fp32_ops)} nodes kept in fp32 (the converter cannot type them in "
@@ -274,11 +293,11 @@ class OrtMobileTarget(Target):
 
 def _size_boundaries(blocks: list[dict], compiled, inputs, cost: tuple[float, float]) -> None:
     from ..analysis.boundaries import fill_measured
-    from .ort_cpu import probe_values
+    from .ort_common import probe_values
     wanted = {i["tensor"] for b in blocks for i in b["items"] if i["bytes"] is None}
     if not wanted:
         return
-    measured = probe_values(compiled["basic_path"], {t: t for t in wanted}, inputs)
+    measured = probe_values(compiled.basic_path, {t: t for t in wanted}, inputs)
     for b in blocks:
         b.update(fill_measured(b, measured, *cost))
 
@@ -287,7 +306,10 @@ def _with_fixed_inputs(model, specs, workdir: str):
     """A copy of `model` whose graph inputs have the shapes xc resolved (ORT's make_input_shape_fixed, then shape
     inference again), and {input: shape} for the inputs that changed; ({} when nothing was symbolic)."""
     import onnx
-    from onnxruntime.tools.onnx_model_utils import ModelProtoWithShapeInfo, make_input_shape_fixed
+    from onnxruntime.tools.onnx_model_utils import (
+        ModelProtoWithShapeInfo,
+        make_input_shape_fixed,
+    )
     resolved = {s.name: list(s.shape) for s in specs}
     fixed = onnx.ModelProto()
     fixed.CopyFrom(model)
@@ -368,6 +390,7 @@ class OrtNnapi(OrtMobileTarget):
     evidence = {"assignment": ev.PREDICTED_RUNTIME, "precision": ev.PREDICTED_RUNTIME, "numerics": ev.EMULATED,
                 "fusion": ev.REPORTED}
     ep_name = "NnapiExecutionProvider"
+    accelerator = "NNAPI (Android's NPU / GPU / DSP drivers)"
     backend = "nnapi"
     default_fp16 = False  # NNAPI_FLAG_USE_FP16 is opt-in in ORT
     fp16_assumption = ("emulated: NNAPI_FLAG_USE_FP16 (relaxed fp32→fp16) on the NNAPI partitions — converted to "
@@ -376,7 +399,9 @@ class OrtNnapi(OrtMobileTarget):
                        "device's own fp16 kernels round more often and may drift further")
 
     def _checker(self, model):
-        from onnxruntime.tools.mobile_helpers.usability_checker import check_nnapi_partitions
+        from onnxruntime.tools.mobile_helpers.usability_checker import (
+            check_nnapi_partitions,
+        )
         return check_nnapi_partitions(model, require_fixed_input_sizes=True)
 
 
@@ -388,6 +413,7 @@ class OrtCoreml(OrtMobileTarget):
     evidence = {"assignment": ev.PREDICTED_RUNTIME, "precision": ev.PREDICTED_RUNTIME, "numerics": ev.EMULATED,
                 "fusion": ev.REPORTED}
     ep_name = "CoreMLExecutionProvider"
+    accelerator = "Core ML (Apple GPU / Neural Engine)"
     backend = "coreml"
     max_rank = 5  # the checker's CoreML limit
     default_fp16 = True  # Core ML runs MLProgram partitions on the GPU / Neural Engine in fp16
@@ -406,7 +432,9 @@ class OrtCoreml(OrtMobileTarget):
                                    "checker has a supported-op list for each"}
 
     def _checker(self, model):
-        from onnxruntime.tools.mobile_helpers.usability_checker import check_coreml_partitions
+        from onnxruntime.tools.mobile_helpers.usability_checker import (
+            check_coreml_partitions,
+        )
         fmt = self.options.get("model_format", "MLProgram")
         config = f"coreml_supported_{'neuralnetwork' if fmt == 'NeuralNetwork' else 'mlprogram'}_ops.md"
         return check_coreml_partitions(model, require_fixed_input_sizes=True, config_filename=config)

@@ -112,7 +112,7 @@ class OnnxReference(Target):
         return run_session(session, inputs)
 
     def _intermediates(self, session, inputs, captured, result, probes):
-        from .ort_cpu import onnx_probe_tensors, probe_values
+        from .ort_common import onnx_probe_tensors, probe_values
         return probe_values(captured.onnx_path, onnx_probe_tensors(captured, probes), inputs, result)
 
 

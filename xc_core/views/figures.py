@@ -9,7 +9,7 @@ import math
 
 import plotly.graph_objects as go
 
-from .views import HEAT_CATEGORIES, heatmap_rows, not_compiled, plotly_text
+from .rows import HEAT_CATEGORIES, heatmap_rows, not_compiled, plotly_text
 
 HEAT_COLORS = {"accelerator": "#1a9850", "accelerator (fused)": "#91cf60", "CPU": "#4575b4",
                "CPU (fused)": "#91bfdb", "CPU fallback": "#d73027", "unknown": "#fee08b", "not present": "#f0f0f0"}

@@ -65,6 +65,29 @@ def overview_rows(report: dict) -> list[dict]:
     return rows
 
 
+def all_columns_rows(report: dict) -> list[dict]:
+    """overview_rows with every column for every target, as text: a blank is "—" (a column with a gap would
+    otherwise turn its counts into floats in a table), the evidence last."""
+    rows = overview_rows(report)
+    columns = [c for c in dict.fromkeys(k for r in rows for k in r) if c not in ("error", "evidence")] + ["evidence"]
+    return [{c: str(r[c]) if r.get(c) is not None else "—" for c in columns} for r in rows]
+
+
+def drift_output_rows(t: dict) -> list[dict]:
+    """A target's drift against the reference, one row per output: the metrics as text, or why it has none."""
+    rows = []
+    for name, m in ((t.get("drift") or {}).get("outputs") or {}).items():
+        if "error" in m:
+            rows.append({"output": name, "error": m["error"]})
+        else:
+            rows.append({"output": name, "max abs": fmt_sci(m["max_abs"]), "mean abs": fmt_sci(m["mean_abs"]),
+                         "rel L2": fmt_sci(m["rel_l2"]),
+                         "cosine": f"{m['cosine']:.6f}" if m["cosine"] is not None else "—",
+                         "SNR dB": f"{m['snr_db']:.1f}" if m["snr_db"] is not None else "∞",
+                         "min atol": fmt_sci(m["min_atol"]), "min rtol": fmt_sci(m["min_rtol"])})
+    return rows
+
+
 def run_status(report: dict) -> tuple[str, str]:
     """(label, state) for the analysis status box: never "compiled" when nothing compiled, and the likely cause."""
     targets = report["targets"].values()
@@ -118,43 +141,6 @@ def probe_rows(report: dict) -> list[dict]:
             for p in resolution.get("probes") or []]
 
 
-def accelerated_targets(report: dict) -> list[str]:
-    return [tid for tid, t in report["targets"].items() if (t.get("info") or {}).get("partitioning")]
-
-
-def fallback_rows(report: dict, tid: str) -> list[dict]:
-    """Every CPU-fallback node of a target with its reason, provenance, neighbours and boundary bytes."""
-    t = report["targets"][tid]
-    nodes = (t.get("graph") or {}).get("nodes", [])
-    producer = {o["name"]: n for n in nodes for o in n["outputs"]}
-    consumers: dict[str, list[dict]] = {}
-    for n in nodes:
-        for i in n["inputs"]:
-            consumers.setdefault(i["name"], []).append(n)
-    crossing_bytes: dict[str, int] = {}
-    for b in (t.get("info") or {}).get("boundaries", {}).get("items", []):
-        for nid in [b["from_node"], *b["consumers"]]:
-            crossing_bytes[nid] = crossing_bytes.get(nid, 0) + (b["bytes"] or 0)
-    rows = []
-    for n in nodes:
-        if not n.get("fallback"):
-            continue
-        before = [producer[i["name"]] for i in n["inputs"] if i["name"] in producer]
-        after = [c for o in n["outputs"] for c in consumers.get(o["name"], [])]
-        rows.append({
-            "target": tid,
-            "node": n["id"],
-            "op_type": n["op_type"],
-            "reason": n.get("fallback_reason") or "—",
-            "module_path": n.get("module_path") if n.get("module_path") is not None else "—",
-            "source ops": ", ".join(n.get("source_ops") or []),
-            "inputs from": ", ".join(f"{p['id']} ({p['backend']})" for p in before) or "graph input",
-            "outputs to": ", ".join(f"{c['id']} ({c['backend']})" for c in after) or "graph output",
-            "boundary bytes": crossing_bytes.get(n["id"], 0),
-        })
-    return rows
-
-
 def coreml_targets(report: dict) -> list[str]:
     return [tid for tid, t in report["targets"].items() if (t.get("info") or {}).get("compute_units_predicted")]
 
@@ -183,7 +169,9 @@ VERDICT_BACKGROUND = {"pass": "rgba(47, 158, 68, 0.16)", "warn": "rgba(245, 159,
 
 def verdict_text(verdict: str) -> str:
     """A verdict as the Markdown report writes it: its symbol and word ("❌ fail")."""
-    from .review.markdown import VERDICT     # markdown.py imports this module: imported when first called
+    from ..analysis.checklist import (
+        VERDICT,  # markdown.py imports this module: imported when first called
+    )
     return VERDICT.get(verdict, str(verdict))
 
 
@@ -193,7 +181,7 @@ def verdict_symbol(verdict: str) -> str:
 
 def verdict_css(cell) -> str:
     """The Styler CSS of a cell that starts with a verdict's symbol (the worst first in a tally); '' otherwise."""
-    from .review.markdown import VERDICT
+    from ..analysis.checklist import VERDICT
     head = str(cell).split(" ", 1)[0]
     verdict = next((v for v in VERDICT if verdict_symbol(v) == head), None)
     return f"background-color: {VERDICT_BACKGROUND[verdict]}" if verdict in VERDICT_BACKGROUND else ""
@@ -219,7 +207,7 @@ def style_verdicts(rows: list[dict], columns, nowrap=(), text=str):
 
 def checklist_grid(report: dict) -> list[dict]:
     """A row per target, a column per question ("(2) CPU fallback"), each cell its verdict with its symbol."""
-    from .analysis.checklist import SHORT_QUESTION
+    from ..analysis.checklist import SHORT_QUESTION
     out = []
     for tid, items in report["checklist"]["targets"].items():
         row = {"target": tid}
@@ -322,21 +310,6 @@ def not_compiled(report: dict) -> dict[str, str]:
     of its reason ("error: killed by SIGSEGV in compile"): per-target grids show them as a labelled empty column."""
     return {tid: f"{t['status'] if t['status'] != 'ok' else 'no graph'}: {short_reason(t.get('error'))}"
             for tid, t in report["targets"].items() if not t.get("graph")}
-
-
-def not_compiled_accelerated(report: dict) -> dict[str, str]:
-    """not_compiled, for targets that would have an accelerator to fall back from (the Fallbacks page's)."""
-    from .errors import XcInputError
-    from .targets import make_target
-    out = {}
-    for tid, why in not_compiled(report).items():
-        try:
-            accelerated = bool(make_target(tid).accelerated)
-        except XcInputError:       # an imported report's target this xc does not know
-            accelerated = False
-        if accelerated:
-            out[tid] = why
-    return out
 
 
 def not_compiled_coreml(report: dict) -> dict[str, str]:
@@ -582,7 +555,7 @@ def _stage_cell(steps: list[dict], stage: str, previous_ops, precision: dict | N
     """What one target did in one canonical stage, in a few words. Toolchains that run in levels (ORT,
     OpenVINO, Inductor) read "ops in → out"; pass pipelines whose passes interleave (coremltools) read the net
     change the passes of that kind made."""
-    from .stages import BACKEND, FALLBACK, FUSION, IMPORT, KERNEL
+    from ..lowering import BACKEND, FALLBACK, FUSION, IMPORT, KERNEL
     mine = [s for s in steps if s["stage"] == stage]
     if not mine:
         return "—"
@@ -625,7 +598,7 @@ def _stage_cell(steps: list[dict], stage: str, previous_ops, precision: dict | N
 
 def stage_matrix(report: dict) -> list[dict]:
     """Rows: the six canonical stages; columns: targets; each cell a short count of what happened there."""
-    from .stages import STAGE_TITLES, STAGES
+    from ..lowering import STAGE_TITLES, STAGES
     targets = stage_targets(report)
     if not targets:
         return []
@@ -646,7 +619,7 @@ def stage_matrix(report: dict) -> list[dict]:
 
 def step_rows(report: dict, tid: str) -> list[dict]:
     """Every recorded step of one target, in the order its toolchain ran them."""
-    from .stages import STAGE_TITLES
+    from ..lowering import STAGE_TITLES
     out = []
     for i, s in enumerate(report["targets"][tid]["stages"]["steps"]):
         c = s["counts"]
@@ -663,7 +636,7 @@ def step_rows(report: dict, tid: str) -> list[dict]:
 def stage_graph_choices(report: dict) -> list[tuple[str, int, str]]:
     """(target, step index, label) of every step whose graph is kept beside the report (not the final graph,
     which every page already shows)."""
-    from .stages import STAGE_TITLES
+    from ..lowering import STAGE_TITLES
     out = []
     for tid in stage_targets(report):
         for i, s in enumerate(report["targets"][tid]["stages"]["steps"]):
@@ -675,8 +648,8 @@ def stage_graph_choices(report: dict) -> list[tuple[str, int, str]]:
 def with_stage_graphs(report: dict, stage_graphs: dict, picks: list[tuple[str, int, str]]) -> dict:
     """A shallow copy of the report where each picked step graph is one more target (named by its label), with
     its own alignment cells, so every graph view draws and aligns it like a compiled graph."""
-    from .analysis.alignment import source_op_table
-    from .ir import Graph
+    from ..analysis.alignment import source_op_table
+    from ..ir import Graph
     out = dict(report)
     targets = dict(report["targets"])
     graphs = {}
@@ -705,7 +678,7 @@ def with_stage_graphs(report: dict, stage_graphs: dict, picks: list[tuple[str, i
 def _divergence_across(report: dict) -> list[dict]:
     """Per source op, the first stage at which the targets' signatures differ and how they split there (reports
     of the previous stop stored these rows; they are computed from the signatures now)."""
-    from .analysis.stages import first_divergence
+    from ..analysis.stage_trace import first_divergence
     div = report.get("divergence") or {}
     if "rows" in div:
         return div["rows"] or []
@@ -715,7 +688,7 @@ def _divergence_across(report: dict) -> list[dict]:
 
 def divergence_counts(report: dict) -> dict[str, int]:
     """How many source ops first part ways at each stage (across every target with steps)."""
-    from .stages import STAGE_TITLES, STAGES
+    from ..lowering import STAGE_TITLES, STAGES
     rows = _divergence_across(report)
     counts = {STAGE_TITLES[s]: 0 for s in STAGES}
     counts["never"] = 0
@@ -728,8 +701,8 @@ def divergence_rows(report: dict, a: str | None = None, b: str | None = None,
                     only_diverging: bool = True) -> list[dict]:
     """Per source op, the first stage at which targets part ways: across every target (a, b None) — with how
     they split there — or between two targets, with both sides."""
-    from .analysis.stages import pair_divergence
-    from .stages import STAGE_TITLES
+    from ..analysis.stage_trace import pair_divergence
+    from ..lowering import STAGE_TITLES
     div = report.get("divergence") or {}
     index = {r["source_op"]: r for r in (report.get("alignment") or {}).get("source_ops") or []}
     out = []
@@ -814,8 +787,8 @@ def artifact_groups(report: dict, rels) -> list[dict]:
     model_explorer_command) and so are the reports. Each group: {"group", "title", "parts": [(note, [{"rel",
     "label"}])]} — files without a note first, then one part per note in ARTIFACT_NOTES' order, so a note sits
     above the files it is about."""
-    from .pipeline import MODEL_EXPLORER_DIR
-    from .report.sidecar import SIDECAR_FILE
+    from ..export.model_explorer import MODEL_EXPLORER_DIR
+    from ..report.sidecar import SIDECAR_FILE
     folder = MODEL_EXPLORER_DIR + "/"
     by_group: dict[str, list[str]] = {}
     for rel in sorted(rels):
@@ -851,7 +824,7 @@ def artifact_groups(report: dict, rels) -> list[dict]:
 
 def model_explorer_files(files: dict) -> dict[str, str]:
     """The Model Explorer export among the run's files: name in the zip ("model_explorer/…") → file on disk."""
-    from .pipeline import MODEL_EXPLORER_DIR
+    from ..export.model_explorer import MODEL_EXPLORER_DIR
     return {rel: path for rel, path in sorted(files.items()) if rel.startswith(MODEL_EXPLORER_DIR + "/")}
 
 
@@ -884,8 +857,7 @@ def model_explorer_command(report: dict, index: dict) -> str:
     """How to open model_explorer.zip: unzip it, then open two graphs in Model Explorer — the first pair the
     Overview compares, else the first target and the captured graph — the first with its backends coloured. ""
     when the export holds no target graph."""
-    from .export.model_explorer import CAPTURED, open_command
-    from .pipeline import MODEL_EXPLORER_DIR
+    from ..export.model_explorer import CAPTURED, MODEL_EXPLORER_DIR, open_command
     graphs = index.get("graphs") or {}
     pair = next((list(p) for p in default_pairs(report) if all(g in graphs for g in p)), None)
     if pair is None:

@@ -22,7 +22,18 @@ import json
 from collections import Counter, defaultdict
 
 from ..ir import COMPUTE, Graph
-from ..stages import BACKEND, CAPTURED_ONNX, FALLBACK, FINAL, FUSION, GRAPH_OPT, IMPORT, INPUT, KERNEL, STAGES, Step
+from ..lowering import (
+    BACKEND,
+    CAPTURED_ONNX,
+    FALLBACK,
+    FINAL,
+    FUSION,
+    GRAPH_OPT,
+    IMPORT,
+    INPUT,
+    STAGES,
+    Step,
+)
 
 STAGES_FILE = "stages.json"
 GONE = "gone"

@@ -7,9 +7,9 @@ import os
 
 import numpy as np
 
-from .errors import XcInputError
-from .limits import Limits, exceeded, human_bytes
-from .sources.spec import InputSpec, ShapeOverrides
+from ..errors import XcInputError
+from ..limits import Limits, exceeded, human_bytes
+from ..sources.spec import InputSpec, ShapeOverrides
 
 SEED = 0
 # dtypes a model input can have (what ONNX / torch inputs use); names as in --shape NAME=DxD:dtype.
@@ -66,8 +66,8 @@ def _itemsize(dtype: str) -> int:
 def read_npz(path: str, limits: Limits | None = None) -> dict[str, np.ndarray]:
     """Arrays by name. The zip is bounded, every array header is checked (plain numeric dtype, size within the
     input limit) before its data is read, and nothing is unpickled."""
-    from .sources import check_file_size
-    from .sources.safe_zip import _opened, open_zip
+    from ..limits import check_file_size
+    from ..sources.safe_zip import _opened, open_zip
     limits = limits or Limits.from_env()
     name = os.path.basename(path)
     accepted = "accepted: numpy.savez with one plain numeric array per model input"

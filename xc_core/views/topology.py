@@ -26,7 +26,13 @@ import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .layout import BACKEND_COLORS, FALLBACK_COLOR, OTHER_COLOR, Prepared, paused_gc
+from .graph_layout import (
+    BACKEND_COLORS,
+    FALLBACK_COLOR,
+    OTHER_COLOR,
+    Prepared,
+    paused_gc,
+)
 
 DEFAULT_BUDGET = 80      # boxes the first drawing of a pane shows at most: readable without zooming
 MAX_BOXES = 400          # never more in one drawing (dot takes seconds beyond)

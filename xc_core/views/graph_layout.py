@@ -1,4 +1,4 @@
-"""Graph preparation shared by the topology drawings (xc_core/topology.py) and the exports: a compiled graph's kept
+"""Graph preparation shared by the topology drawings (xc_core/views/topology.py) and the exports: a compiled graph's kept
 nodes (constants and graph inputs/outputs dropped), the edges between them with the tensor each carries (input
 tensor name == output tensor name, bridged through dropped nodes), effective module paths, which nodes are
 fused; and the alignment lookups that match nodes across targets through their source ops. Fixed backend colours
@@ -191,8 +191,8 @@ def alignment_rows(report: dict) -> list[dict]:
     cap = (report.get("capture") or {}).get("graph")
     if not cap:
         return []
-    from .analysis.alignment import source_op_table
-    from .ir import Graph
+    from ..analysis.alignment import source_op_table
+    from ..ir import Graph
     graphs = {tid: Graph.from_dict(t["graph"]) for tid, t in report["targets"].items() if t.get("graph")}
     return source_op_table(Graph.from_dict(cap), graphs)
 

@@ -25,8 +25,8 @@ from typing import Callable
 
 import numpy as np
 
-from .errors import XcInputError
-from .sources.spec import InputSpec
+from ..errors import XcInputError
+from ..sources.spec import InputSpec
 
 BATCH_LADDER = (1,)
 IMAGE_LADDER = (224, 256, 320, 640, 32, 64)

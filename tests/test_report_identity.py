@@ -1,0 +1,107 @@
+"""The architecture step (readers/, inputs/, views/, typed hand-offs, one step plan) changed no finding: report.json
+for the three bundled samples, every target, is the same as the code before it wrote on this machine — apart from
+what differs between any two runs (times, worker figures, paths) and the fields the step added (`accelerated`,
+`accelerator`, `declared_precisions` on every target).
+
+The code before the step is taken from git history (BEFORE_STEP) and run in a subprocess beside this checkout;
+both sides run on the same CPU, so a CPU-dependent choice (OpenVINO's bf16 on AMX, ORT's NCHWc block size) is made
+alike on both. Floats are compared to 1e-5 relative: threaded reductions may round differently between runs."""
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The last commit before the architecture step (issue 28).
+BEFORE_STEP = "b9bc917"
+SAMPLES = ("vision-mini", "tts-mini", "transformer-mini")
+NEW_TARGET_FIELDS = {"accelerated", "accelerator", "declared_precisions"}
+# What differs between two runs of the same analysis (as tests/test_workers.py's _comparable).
+PER_RUN = {"timings", "seconds", "worker", "created_at", "run", "artifacts", "artifacts_dir", "traceback"}
+
+_RUN = """
+import json, sys
+from xc_core.api import analyze
+out = {}
+for i, name in enumerate(sys.argv[3:]):
+    out[name] = analyze(f"sample:{name}", sys.argv[2].split(","), out_dir=f"{sys.argv[1]}/{i}")
+print(json.dumps(out))
+"""
+
+
+def _before_checkout(tmp_path) -> str:
+    """xc_core as it was before the step, unpacked beside this checkout (or skip: a clone without that history)."""
+    have = subprocess.run(["git", "-C", ROOT, "cat-file", "-e", f"{BEFORE_STEP}^{{commit}}"], capture_output=True)
+    if have.returncode != 0:
+        pytest.skip(f"this clone has no commit {BEFORE_STEP} (a shallow clone): nothing to compare with")
+    folder = tmp_path / "before"
+    folder.mkdir()
+    archive = subprocess.run(["git", "-C", ROOT, "archive", BEFORE_STEP, "xc_core"], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive.stdout, check=True)
+    return str(folder)
+
+
+# ONNX Runtime names the layout nodes it inserts (ReorderOutput_token_42) from a counter whose order varies from run
+# to run on AVX-512 CPUs: the names lose the counter, and lists holding such names are compared as multisets.
+_ORT_TOKEN = re.compile(r"_token_\d+")
+
+
+def _comparable(o):
+    if isinstance(o, dict):
+        return {k: _comparable(v) for k, v in o.items()
+                if k not in PER_RUN and not (k == "graph" and isinstance(v, str))}
+    if isinstance(o, list):
+        items = [_comparable(v) for v in o]
+        if "_token_" in json.dumps(o):
+            items.sort(key=lambda v: json.dumps(v, sort_keys=True))
+        return items
+    if isinstance(o, str):
+        return _ORT_TOKEN.sub("", o)
+    return o
+
+
+def _differences(a, b, path="", out=None) -> list[str]:
+    out = [] if out is None else out
+    if len(out) >= 20:
+        return out
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            if k not in a or k not in b:
+                out.append(f"{path}/{k}: only in {'before' if k in a else 'after'}")
+            else:
+                _differences(a[k], b[k], f"{path}/{k}", out)
+    elif isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            out.append(f"{path}: {len(a)} items before, {len(b)} after")
+        for i, (x, y) in enumerate(zip(a, b)):
+            _differences(x, y, f"{path}/{i}", out)
+    elif isinstance(a, float) and isinstance(b, float):
+        if not (math.isclose(a, b, rel_tol=1e-5, abs_tol=1e-9) or (math.isnan(a) and math.isnan(b))):
+            out.append(f"{path}: {a!r} before, {b!r} after")
+    elif a != b:
+        out.append(f"{path}: {str(a)[:120]!r} before, {str(b)[:120]!r} after")
+    return out
+
+
+def test_the_three_samples_report_the_same_before_and_after_the_step(tmp_path, sample_report):
+    before_root = _before_checkout(tmp_path)
+    env = {**os.environ, "PYTHONPATH": before_root}
+    from conftest import ALL_TARGETS        # what the session's sample reports were made with
+    run = subprocess.run([sys.executable, "-c", _RUN, str(tmp_path / "runs"), ",".join(ALL_TARGETS), *SAMPLES],
+                         cwd=before_root, env=env,
+                         capture_output=True, text=True, timeout=1800)
+    assert run.returncode == 0, run.stderr[-3000:]
+    before = json.loads(run.stdout.strip().splitlines()[-1])
+    for name in SAMPLES:
+        after, _ = sample_report(name)
+        for tid, t in after["targets"].items():
+            assert NEW_TARGET_FIELDS <= set(t), tid
+        stripped = {**after, "targets": {tid: {k: v for k, v in t.items() if k not in NEW_TARGET_FIELDS}
+                                         for tid, t in after["targets"].items()}}
+        assert set(before[name]["targets"]) == set(after["targets"]), name
+        problems = _differences(_comparable(before[name]), _comparable(stripped))
+        assert not problems, f"{name}: " + "; ".join(problems)

@@ -84,7 +84,7 @@ class _Here:
                                 phase=lambda p: self.emit(ProgressEvent(p, RUNNING)))
         emit_captured(self.emit, self.prepared, self.run_dir, self.prepared.captured)
 
-    def targets_(self) -> None:
+    def run_targets(self) -> None:
         captured, feeds = self.prepared.captured, self.prepared.feeds
         probes = probes_of(captured)
         self.made = plan_targets(self.prepared.reference_id, self.targets, self.target_options, self.limits)
@@ -94,7 +94,7 @@ class _Here:
             self.emit(ProgressEvent(TARGET, r.status, target=r.target, error=r.error, index=i + 1,
                                     total=len(self.made)))
 
-    def report_(self) -> None:
+    def build_report(self) -> None:
         by_id = dict(self.results)
         reference = by_id.pop(self.made[0].identity) if self.prepared.reference_id else None
         results = [by_id[t.identity] for t in self.made if t.identity in by_id]
@@ -106,7 +106,7 @@ def run_here(source, run_dir: str, targets: list[str], target_options: dict, lim
              emit: Progress, run_info: dict, artifacts_dir: str | None) -> dict:
     """The plan in this process, one step after another; returns the Report."""
     here = _Here(source, run_dir, targets, target_options, limits, prepare_args, emit, run_info, artifacts_dir)
-    steps = {PREPARE: here.prepare, TARGETS: here.targets_, "report": here.report_}
+    steps = {PREPARE: here.prepare, TARGETS: here.run_targets, "report": here.build_report}
     with gc_policy.fewer_collections():      # one big heap in this process: see gc_policy
         for step in PLAN:
             steps[step.name]()

@@ -34,6 +34,9 @@ class Known:
 
 
 _C = re.compile
+# What the ONNX → PyTorch route's failures share: whose they are, and the way around them.
+_ONNX_ROUTE = "xc's ONNX → PyTorch route (onnx2torch)"
+_AS_PT2 = "upload the model as a .pt2 (torch.export.save) for the Core ML targets; the ONNX targets are unaffected"
 KNOWN = [
     # README "Isolation": a worker's crash or limit is named by the parent
     Known(_C(r"^killed by SIG(SEGV|ABRT|BUS|ILL|FPE)"), TOOLCHAIN, None,
@@ -45,24 +48,19 @@ KNOWN = [
     Known(_C(r"exceeded the [\d.]+ GiB memory limit"), LIMITS, "this run's memory limit",
           "raise the memory limit (CLI --memory, dashboard: Worker limits), or analyse smaller inputs"),
     # torch.onnx: pytorch.org/docs/stable/onnx_export.html ("Exception summary" names the unsupported aten op)
-    Known(_C(r"no ONNX to compile: torch\.onnx\.export failed.*?(?:for|function for) (aten[.:]+\w+(?:\.\w+)?)"), TOOLCHAIN,
-          "torch.onnx (the ONNX exporter)",
+    Known(_C(r"no ONNX to compile: torch\.onnx\.export failed.*?(?:for|function for) (aten[.:]+\w+(?:\.\w+)?)"),
+          TOOLCHAIN, "torch.onnx (the ONNX exporter)",
           "export the ONNX yourself with the op rewritten or a custom translation (torch.onnx.export's "
           "custom_translation_table) and upload it; the targets that compile the ExportedProgram ran", op_group=1),
     Known(_C(r"no ONNX to compile: torch\.onnx\.export failed"), TOOLCHAIN, "torch.onnx (the ONNX exporter)",
           "export the ONNX yourself and upload it; the targets that compile the ExportedProgram ran"),
     # onnx2torch's converter registry (github.com/ENOT-AutoDL/onnx2torch, "Supported operations")
-    Known(_C(r"onnx2torch cannot convert this graph: no converter for (\w+)-\d+"), XC,
-          "xc's ONNX → PyTorch route (onnx2torch)",
-          "upload the model as a .pt2 (torch.export.save) for the Core ML targets; the ONNX targets are unaffected",
+    Known(_C(r"onnx2torch cannot convert this graph: no converter for (\w+)-\d+"), XC, _ONNX_ROUTE, _AS_PT2,
           op_group=1),
-    Known(_C(r"onnx2torch converts only the default ONNX domain; this graph uses ([\w.]+:\w+)"), XC,
-          "xc's ONNX → PyTorch route (onnx2torch)",
-          "upload the model as a .pt2 (torch.export.save) for the Core ML targets; the ONNX targets are unaffected",
-          op_group=1),
+    Known(_C(r"onnx2torch converts only the default ONNX domain; this graph uses ([\w.]+:\w+)"), XC, _ONNX_ROUTE,
+          _AS_PT2, op_group=1),
     Known(_C(r"(?:onnx2torch could not convert|could not be traced|opset-\d+ only, and xc cannot lower)"), XC,
-          "xc's ONNX → PyTorch route (onnx2torch)",
-          "upload the model as a .pt2 (torch.export.save) for the Core ML targets; the ONNX targets are unaffected"),
+          _ONNX_ROUTE, _AS_PT2),
     # coremltools: apple.github.io/coremltools/docs-guides/source/custom-conversion.html (composite operators)
     Known(_C(r"Unsupported fx node (\w+)|convert function for op '(\w+)' not implemented"), TOOLCHAIN,
           "coremltools (its PyTorch frontend)",

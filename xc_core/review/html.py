@@ -151,8 +151,9 @@ def _target_evidence(report: dict, block: str) -> str:
 
 
 class _Figures:
-    """Figure → a placeholder div and its inert JSON, with ids numbered in document order so the output is
-    deterministic. The plotly template the figures share is kept once (`templates`) instead of in every figure."""
+    """Figure → an empty div (plotly draws into it once it scrolls into view) and its inert JSON, with ids numbered
+    in document order so the output is deterministic. The plotly template the figures share is kept once
+    (`templates`) instead of in every figure."""
 
     def __init__(self):
         self.count = 0

@@ -15,6 +15,9 @@ exporter once, and per target
   run on the CPU EP (ort-coreml: with the accelerated partitions converted to fp16 by onnxconverter-common);
 - inductor-cpu: torch.compile of the ExportedProgram's module with Inductor's provenance trace (a fresh compile,
   not one from its FX-graph cache), one run;
+- executorch-xnnpack / -vulkan / -coreml: to_edge_transform_and_lower with the backend's partitioner,
+  to_executorch, the .pte written; XNNPACK's loaded and run once by ExecuTorch's runtime (the other two cannot run
+  here);
 - the eager PyTorch reference, one run.
 `--targets all` takes every one of them.
 It covers bundled samples and .pt2 / .onnx files (for a .pt2 the bare side uses torch.export.load: a bench on
@@ -35,7 +38,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT]
 BARE_TARGETS = ("ort-cpu", "openvino-cpu", "coreml-ane", "coreml-cpu", "ort-cpu-int8", "ort-nnapi", "ort-coreml",
-                "inductor-cpu")
+                "inductor-cpu", "executorch-xnnpack", "executorch-vulkan", "executorch-coreml")
 # bare: the toolchain calls alone; xc-inproc: analyze in this process, one target after another (CPU time and
 # peak RSS compare like for like); xc: analyze as the CLI runs it, every step in an isolated worker, as many
 # targets at once as there are cores (its workers are not this process's children, so only its wall time is
@@ -137,6 +140,22 @@ def _bare(model: str, targets: list[str], workdir: str) -> dict:
                                             "trace.debug_dir": os.path.join(workdir, "inductor-trace"),
                                             "fx_graph_cache": False}), torch.no_grad():
                     torch.compile(ep.module())(*args)
+            elif tid.startswith("executorch-") and ep is not None:
+                from executorch.exir import to_edge_transform_and_lower
+                if tid == "executorch-xnnpack":
+                    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner as P
+                elif tid == "executorch-vulkan":
+                    from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanPartitioner as P
+                else:
+                    from executorch.backends.apple.coreml.partition import CoreMLPartitioner as P
+                lowered = to_edge_transform_and_lower(ep, partitioner=[P()])
+                lowered.exported_program().graph_module.graph     # what was delegated, what was left
+                pte = os.path.join(workdir, f"{tid}.pte")
+                with open(pte, "wb") as f:
+                    f.write(lowered.to_executorch().buffer)
+                if tid == "executorch-xnnpack":
+                    from executorch.runtime import Runtime
+                    Runtime.get().load_program(pte).load_method("forward").execute(list(args))
             elif tid == "openvino-cpu":
                 import openvino as ov
                 core = ov.Core()

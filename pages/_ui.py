@@ -30,8 +30,18 @@ def _service():
 
 
 def default_targets() -> list[str]:
-    """The targets a new session starts with: every one this host can run."""
-    return [t for t in target_ids() if REGISTRY[t].available()[0]]
+    """The targets a new session starts with: every one this host can run, or, where the deployment sets
+    XC_DEFAULT_TARGETS (comma-separated target ids), those of them this host can run. An id it does not know is
+    left out with one line in the server log."""
+    import os
+    import sys
+    wanted = [t.strip() for t in os.environ.get("XC_DEFAULT_TARGETS", "").split(",") if t.strip()]
+    unknown = [t for t in wanted if t not in REGISTRY]
+    if unknown:
+        print(f"xc: XC_DEFAULT_TARGETS names unknown target(s) {', '.join(unknown)}; accepted: "
+              f"{', '.join(target_ids())}", file=sys.stderr)
+    chosen = [t for t in wanted if t in REGISTRY] or target_ids()
+    return [t for t in chosen if REGISTRY[t].available()[0]]
 
 
 def request_key(source_key: str, targets: list[str], options: dict, edits: dict, limits) -> str:
@@ -477,9 +487,16 @@ def stop_unless_targets(targets: list[str], failed: dict[str, str], none_message
         st.stop()
 
 
+MAX_TARGET_COLUMNS = 3     # side by side, each target's metrics stay legible; more targets wrap to the next row
+
+
 def target_columns(targets: list[str], failed: dict[str, str]) -> list:
-    """A column per shown target, then a labelled column per failed one; returns the shown targets' columns."""
-    cols = st.columns(len(targets) + len(failed))
+    """A column per shown target, then a labelled column per failed one, at most MAX_TARGET_COLUMNS a row; returns
+    the shown targets' columns."""
+    n = len(targets) + len(failed)
+    cols = []
+    for start in range(0, n, MAX_TARGET_COLUMNS):
+        cols += st.columns(MAX_TARGET_COLUMNS if n > MAX_TARGET_COLUMNS else n)[:n - start]
     _failed_columns(cols[len(targets):], failed)
     return cols[:len(targets)]
 

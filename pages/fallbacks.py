@@ -17,7 +17,8 @@ _ui.header(report, "Fallbacks")
 targets = accelerated_targets(report)
 failed = not_compiled_accelerated(report)     # an accelerated target that did not compile keeps its column
 _ui.stop_unless_targets(targets, failed, "None of the selected targets has an accelerator to fall back from. Pick "
-                                         "`ort-nnapi`, `ort-coreml` or `coreml-ane` in the sidebar.")
+                                         "`ort-nnapi`, `ort-coreml`, `coreml-ane` or an `executorch-…` target in the "
+                                         "sidebar.")
 
 with st.expander("Cost model (latency-cliff estimate)", expanded=False):
     first = split_summary(report, targets[0])
@@ -42,7 +43,7 @@ for col, tid in zip(_ui.target_columns(targets, failed), targets):
                  help=f"{est['transfer_ms']:.3f} ms transfer + {est['overhead_ms']:.2f} ms overhead" if est else
                  "no boundaries were recorded")
         if s["partitions"] is not None:
-            b.metric("Partitions", s["partitions"], help="sizes: " + str(s["partition_sizes"]))
+            b.metric(s["partitions_label"], s["partitions"], help="sizes: " + str(s["partition_sizes"]))
         else:
             b.metric("Accelerated", f"{100 * s['share']:.0f}%" if s["share"] is not None else "—",
                      help="share of compute ops the accelerator takes")

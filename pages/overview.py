@@ -132,6 +132,8 @@ else:
     out_rows = drift_output_rows(t)
     if out_rows:
         st.dataframe(pd.DataFrame(out_rows), hide_index=True, width="stretch")
+    elif (t.get("info") or {}).get("numerics_not_run"):
+        st.info(f"No drift figures — {_ui.plain(t['info']['numerics_not_run'])}")
     else:
         st.write("No drift figures (the target did not run).")
 

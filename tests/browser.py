@@ -19,12 +19,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+CLASSIC_TARGETS = "ort-cpu,ort-nnapi,ort-coreml,ort-cpu-int8,coreml-ane,coreml-cpu,openvino-cpu,inductor-cpu"
+
+
 @contextlib.contextmanager
 def dashboard(env: dict | None = None, port: int | None = None):
     """A Streamlit server on a free port; its log is kept (and its path printed) only if the body failed.
 
     The server does not start the default sample's analysis when it starts (XC_WARM_START=0) unless `env` says
-    so: most tests open other models, and on a small shared machine that analysis would only compete with theirs."""
+    so: most tests open other models, and on a small shared machine that analysis would only compete with theirs.
+    Sessions start with the eight ONNX Runtime, Core ML, OpenVINO and Inductor targets (XC_DEFAULT_TARGETS) unless
+    `env` says otherwise: these tests are about the browser; the ExecuTorch columns on every page are
+    test_pages.py's (AppTest), and each of them would add a few CPU-seconds to every analysis here."""
     import tempfile
     port = port or free_port()
     fd, log_path = tempfile.mkstemp(prefix=f"streamlit-{port}-", suffix=".log")
@@ -32,7 +38,8 @@ def dashboard(env: dict | None = None, port: int | None = None):
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
                              "--server.port", str(port), "--browser.gatherUsageStats", "false"],
                             cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                            env={**os.environ, "XC_WARM_START": "0", **(env or {})})
+                            env={**os.environ, "XC_WARM_START": "0", "XC_DEFAULT_TARGETS": CLASSIC_TARGETS,
+                                 **(env or {})})
     failed = True
     try:
         deadline = time.time() + 120

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from browser import CHROMIUM, FLAGS, dashboard, health_latencies, settle
+from browser import CHROMIUM, CLASSIC_TARGETS, FLAGS, dashboard, health_latencies, settle
 
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian chromium is not installed")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -16,6 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def test_hostile_targets_in_the_dashboard_and_the_store_across_a_restart(tmp_path):
     from playwright.sync_api import sync_playwright
     env = {"XC_HOME": str(tmp_path / "xc-home"), "XC_PLUGINS": "hostile_targets", "XC_TIMEOUT_S": "25",
+           "XC_DEFAULT_TARGETS": CLASSIC_TARGETS + ",test-segfault,test-hang,test-oom",
            "XC_MEMORY_GIB": "2", "PYTHONPATH": os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")])}
     url_path = "?sample=vision-mini"
     with sync_playwright() as p:

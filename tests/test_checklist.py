@@ -35,7 +35,9 @@ def test_q3_passes_everywhere_when_every_compiler_fuses_what_it_can(plain):
     for tid, t in plain["targets"].items():
         assert t["status"] == "ok", (tid, t["error"])
         q3 = _q(plain, tid, 3)
-        assert q3["verdict"] == "pass", (tid, q3["detail"])
+        # XNNPACK and Vulkan fuse inside their delegates, out of sight: the question does not apply there.
+        hidden = (t.get("info") or {}).get("fusions_inside_delegates")
+        assert q3["verdict"] == ("not applicable" if hidden else "pass"), (tid, q3["detail"])
     # The catalogue saw real opportunities (not a pass by finding nothing) and every one fired.
     cat = plain["targets"]["ort-cpu"]["fusions"]["catalogue"]
     assert cat["counts"]["fired"] >= 4 and {"ConvBNFusion", "ConvActivationFusion"} <= {
@@ -51,6 +53,10 @@ def test_q3_warns_where_a_conv_with_a_second_consumer_blocks_its_compilers_fusio
     assert {"ort-cpu", "ort-nnapi", "ort-coreml", "openvino-cpu", "coreml-cpu", "coreml-ane"} <= warned
     for tid in warned:
         detail = _q(blocked, tid, 3)["detail"]
+        if blocked["targets"][tid]["fusions"].get("catalogue") is None:
+            # No catalogue for this compiler (Core ML through ExecuTorch): the plain count, not a reason.
+            assert "no fusion" in detail, (tid, detail)
+            continue
         assert "also feeds" in detail and "conv2d" in detail, (tid, detail)
     blocked_rows = [o for o in blocked["targets"]["ort-cpu"]["fusions"]["catalogue"]["opportunities"]
                     if o["outcome"] == "blocked"]

@@ -146,3 +146,32 @@ def test_stages_page_shows_six_stages_and_opens_a_step_graph_in_topology():
     assert at.title[0].value == "Topology"
     picked = at.multiselect(key="topo_targets").value
     assert len(picked) == 2 and picked[1] == "ort-cpu" and picked[0].startswith("ort-cpu · ")
+
+
+ET_TARGETS = ["ort-nnapi", "coreml-ane", "executorch-xnnpack", "executorch-vulkan", "executorch-coreml"]
+
+
+def test_every_page_with_the_executorch_targets():
+    """The ExecuTorch columns beside ort-nnapi and coreml-ane on every page (one analysis, shared by the pages)."""
+    pytest.importorskip("executorch")
+    for page in ("overview", "topology", "heatmap", "fusion", "stages", "drift", "precision", "checklist",
+                 "fallbacks", "coreml", "downloads"):
+        at = run_page(page, "tts-mini", ET_TARGETS)
+        text = " ".join(str(getattr(e, "value", "")) for e in at.main).replace("\\", "")
+        subheaders = {s.value.replace("\\", "") for s in at.subheader}      # Markdown-escaped ids
+        if page == "fallbacks":
+            assert {"executorch-xnnpack", "executorch-vulkan", "executorch-coreml"} <= subheaders
+            assert "Delegates" in {m.label for m in at.metric}
+        if page == "coreml":
+            assert "executorch-coreml" in subheaders
+        if page == "overview":
+            assert "not run here" in text
+
+
+def test_a_deployment_picks_the_default_targets(monkeypatch, capsys):
+    from pages._ui import default_targets
+    monkeypatch.setenv("XC_DEFAULT_TARGETS", "ort-nnapi, coreml-ane,no-such-target")
+    assert default_targets() == ["ort-nnapi", "coreml-ane"]
+    assert "no-such-target" in capsys.readouterr().err
+    monkeypatch.setenv("XC_DEFAULT_TARGETS", "")
+    assert "ort-cpu" in default_targets() and len(default_targets()) >= 8

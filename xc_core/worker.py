@@ -51,6 +51,7 @@ _CHILDREN_EVERY_S = 1.0  # looking for processes the child started scans every p
 # answering while its analyses compile.
 WORKER_NICENESS = 10
 STDERR_TAIL = 4000
+_EXTENSION_MODULES = re.compile(r"\n\s*Extension modules: [^\n]*(?:\n|$)")
 
 
 @dataclass(frozen=True)
@@ -283,11 +284,14 @@ class _Running:
         try:
             with open(self.stderr_path, "rb") as f:
                 f.seek(0, os.SEEK_END)
-                f.seek(max(0, f.tell() - STDERR_TAIL))
-                text = f.read().decode("utf-8", "replace").strip()
-            return text or None
+                f.seek(max(0, f.tell() - 4 * STDERR_TAIL))
+                text = f.read().decode("utf-8", "replace")
         except OSError:
             return None
+        # faulthandler ends a native crash's stack with the list of every extension module loaded (4 kB and more
+        # with the toolchains imported): it says nothing about the crash and would push the stack out of the tail.
+        text = _EXTENSION_MODULES.sub("", text).strip()
+        return text[-STDERR_TAIL:] or None
 
     def kill(self) -> None:
         try:

@@ -20,7 +20,7 @@ MODEL, TOOLCHAIN, XC, LIMITS = "model", "toolchain", "xc", "limits"
 # Whose compiler each target family runs (by target id prefix).
 TOOLCHAIN_OF = (("ort-", "ONNX Runtime"), ("coreml-", "coremltools / Core ML"), ("openvino-", "OpenVINO"),
                 ("inductor-", "TorchInductor (torch.compile)"), ("torch", "PyTorch"),
-                ("onnx-reference", "ONNX Runtime"))
+                ("onnx-reference", "ONNX Runtime"), ("executorch-", "ExecuTorch"))
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,16 @@ KNOWN = [
           "targets", op_group=1),
     Known(_C(r"CppCompileError|InvalidCxxCompiler|g\+\+"), TOOLCHAIN, "TorchInductor's C++ compiler (g++)",
           "check that g++ is installed (apt-get install g++); the other targets are unaffected"),
+    # ExecuTorch's Edge dialect takes Core ATen ops only (pytorch.org/docs/stable/torch.compiler_ir.html)
+    Known(_C(r"Operator torch\._ops\.(aten\.\w+(?:\.\w+)?) is not in Core ATen opset"), TOOLCHAIN,
+          "ExecuTorch (to_edge: the Edge dialect takes Core ATen ops only)",
+          "rewrite the op in the model with Core ATen ops (or give to_edge a decomposition for it); the other "
+          "targets are unaffected", op_group=1),
+    Known(_C(r"ExecuTorch's runtime on this host has no kernel for ([\w:.]+)"), TOOLCHAIN,
+          "ExecuTorch's runtime (its CPU kernel library)",
+          "the op runs outside every delegate and this runtime build has no kernel for it: build ExecuTorch with "
+          "that kernel (a custom or selective kernel build), or change the op so the delegate takes it",
+          op_group=1),
     Known(_C(r"refused: .*plain identifier"), XC, "xc's guard on names reaching generated code",
           "the model's names cannot be made safe for this route; the ONNX targets are unaffected"),
 ]

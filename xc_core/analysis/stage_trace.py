@@ -143,6 +143,8 @@ def stage_block(r, captured, evidence: dict, store: GraphStore) -> dict:
 
 
 def _backend_step_name(r) -> str:
+    if r.partitioning and r.partitioning.get("decided_by"):
+        return f"{r.partitioning.get('ep', 'EP')} partitioning ({r.partitioning['decided_by']})"
     if r.partitioning:
         return f"{r.partitioning.get('ep', 'EP')} partitioning (ORT's checker)"
     if r.compute_units:

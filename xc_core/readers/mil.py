@@ -41,7 +41,9 @@ def _numpy_dtype(mil_dtype: str | None) -> str | None:
             "int8": "int8", "uint8": "uint8", "bool": "bool", "int64": "int64"}.get(mil_dtype or "", mil_dtype)
 
 
-def mil_ir_graph(prog, stage: str) -> Graph:
+def mil_ir_graph(prog, stage: str, debug_handles: bool = False) -> Graph:
+    """One node per MIL op. `debug_handles`: keep the ExecuTorch debug handles coremltools records on each op
+    converted from an Edge program (attributes["debug_handles"]), to trace a delegate's ops to its Edge nodes."""
     from coremltools.converters.mil.mil.scope import ScopeSource
     fn = prog.functions["main"]
     g = Graph(name="main", stage=stage)
@@ -67,6 +69,9 @@ def mil_ir_graph(prog, stage: str) -> Graph:
         stack = (scopes.get(ScopeSource.EXIR_STACK_TRACE) or [None])[0]
         ts_names = scopes.get(ScopeSource.TORCHSCRIPT_MODULE_NAME) or []
         attrs = {"passes": passes}
+        handles = scopes.get(getattr(ScopeSource, "EXIR_DEBUG_HANDLE", None)) if debug_handles else None
+        if handles:
+            attrs["debug_handles"] = [int(h) for h in handles if h is not None]
         for key in ("dilations", "strides", "groups", "pad_type", "axis", "axes", "dtype", "mode"):
             val = op.inputs.get(key) if hasattr(op.inputs, "get") else None
             if val is not None and getattr(val, "val", None) is not None:

@@ -182,6 +182,7 @@ def target_block(r, captured, reference, stage_graphs: GraphStore | None = None,
 _INFO_FIELDS = {"partitioning": "partitioning", "partitioning_as_shipped": "partitioning_as_shipped",
                 "boundaries": "boundaries", "compute_units": "compute_units_predicted",
                 "numerics_assumption": "numerics_assumption", "numerics_failed": "numerics_failed",
+                "numerics_not_run": "numerics_not_run",
                 "intermediates_method": "intermediates_method"}
 
 

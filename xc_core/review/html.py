@@ -503,7 +503,7 @@ def _fallbacks(report: dict, figs: _Figures) -> str:
         s = split_summary(report, tid)
         judged = (f"ORT verdict: <b>{_e(s['verdict'])}</b>" if s["verdict"] else
                   f"split decided by {_e(s['decided_by'])}")
-        parts = (f" · {_e(s['partitions'])} partition(s), sizes {_e(s['partition_sizes'])}"
+        parts = (f" · {_e(s['partitions'])} {_e(s['partitions_label'].lower())}, sizes {_e(s['partition_sizes'])}"
                  if s["partitions"] is not None else "")
         out.append(f"<h3>{_e(tid)}</h3><p>{_badge(s['evidence'])} {judged} · {_e(s['on_accelerator'])}/"
                    f"{_e(s['nodes'])} nodes on {_e(s['accelerator'])}{parts} · {_e(s['boundaries'])} "

@@ -53,6 +53,8 @@ class TargetResult:
     # fp16 EP emulation, an OpenVINO precision hint): lower precision seen anywhere else is the runtime's own choice.
     declared_precisions: list[str] = field(default_factory=list)
     numerics_failed: dict | None = None         # xc could not emulate the numbers: why, and what it tried
+    # This host cannot run the compiled program and xc does not emulate it: why (no figure is made up).
+    numerics_not_run: str | None = None
     evidence: dict[str, str] = field(default_factory=dict)  # assignment / precision / numerics -> kind
     info: dict[str, Any] = field(default_factory=dict)      # target-specific, JSON-serialisable facts
     notes: list[str] = field(default_factory=list)
@@ -140,6 +142,9 @@ class Target(abc.ABC):
     def __init__(self, **options):
         self.options = options
         self.limits = None     # the run's Limits (xc_core.limits), set by whoever runs the target
+        # The inputs the run uses, set by execute_target before compiling: a target that calibrates while it
+        # compiles (PT2E static quantization) reads them.
+        self.calibration_inputs: dict | None = None
 
     @property
     def identity(self) -> str:
@@ -286,6 +291,7 @@ def execute_target(target: Target, captured, inputs: dict, workdir: str,
         result.info["skipped_above_size"] = skip
         return result
     compiled = None
+    target.calibration_inputs = inputs
     for phase in ("compile", "inspect", "run"):
         t0 = time.perf_counter()
         on_phase(phase)

@@ -50,6 +50,7 @@ def split_summary(report: dict, tid: str, bandwidth_gb_s: float | None = None,
     t = report["targets"][tid]
     info = t.get("info") or {}
     part = info.get("partitioning")
+    delegates = bool(part and part.get("delegates") is not None)
     bounds = info.get("boundaries") or {}
     compute = [n for n in (t.get("graph") or {}).get("nodes", []) if n.get("kind") == "compute"]
     on_cpu = [n for n in compute if n.get("fallback")]
@@ -60,17 +61,20 @@ def split_summary(report: dict, tid: str, bandwidth_gb_s: float | None = None,
     out = {
         "target": tid,
         "accelerator": accelerator_of(t, tid),
-        "decided_by": "ONNX Runtime's partition checker" if part else "xc's rule table" if
+        "decided_by": part.get("decided_by", "ONNX Runtime's partition checker") if part else "xc's rule table" if
         (t.get("evidence") or {}).get("assignment") == "predicted-rules" else "the toolchain",
         "evidence": part["evidence"] if part else (t.get("graph") or {}).get("evidence"),
         "nodes": part["num_nodes"] if part else len(compute),
         "on_accelerator": part["num_supported_nodes"] if part else len(compute) - len(on_cpu),
         "partitions": part["num_partitions"] if part else None,
         "partition_sizes": part["partition_sizes"] if part else None,
-        "verdict": part["suitability"] if part else None,          # ORT's own word on the model
+        "verdict": part.get("suitability") if part else None,      # ORT's own word on the model
         # ORT names the op types it has no kernel for; elsewhere, the op types left on the CPU.
         "ops_on_cpu": list(part["unsupported_ops"]) if part else sorted({n["op_type"] for n in on_cpu}),
-        "ops_on_cpu_label": "Unsupported ops" if part else "Ops left on the CPU",
+        "ops_on_cpu_label": ("Ops left to the CPU kernels" if delegates else "Unsupported ops") if part else
+        "Ops left on the CPU",
+        # ExecuTorch calls its partitions delegates (one executorch_call_delegate each)
+        "partitions_label": "Delegates" if delegates else "Partitions",
         "boundaries": bounds.get("count", 0),
         "boundary_bytes": bounds.get("total_bytes") or 0,
         "unsized_boundaries": bounds.get("symbolic_count") or 0,

@@ -26,6 +26,8 @@ BACKEND_COLORS = {
     "gpu": "#72B7B2",      # teal
     "npu": "#EECA3B",      # yellow
     "dsp": "#9D755D",      # brown
+    "xnnpack": "#FF9DA6",  # pink: ExecuTorch's XNNPACK delegate
+    "vulkan": "#9ECAE9",   # light blue: ExecuTorch's Vulkan delegate
     "unknown": "#BAB0AC",  # grey
 }
 OTHER_COLOR = "#79706E"

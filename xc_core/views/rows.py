@@ -30,6 +30,7 @@ def overview_rows(report: dict) -> list[dict]:
             "fused groups": (t.get("fusions") or {}).get("count", "—") if t.get("fusions") else "—",
             "precision": ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in mix.items()) or "—",
             "worst drift (rel L2)": ("emulation failed (xc's)" if (t.get("drift") or {}).get("failed") else
+                                     "not run here" if (t.get("info") or {}).get("numerics_not_run") else
                                      worst.get("error") or
                                      (f"{fmt_sci(worst.get('rel_l2'))} ({worst.get('output')})"
                                       if worst else "—")),
@@ -59,7 +60,7 @@ def overview_rows(report: dict) -> list[dict]:
                 + (f" (as shipped: {100 * shipped['accelerated_share_nodes']:.0f}%)" if shipped else ""),
                 "partitions": part["num_partitions"],
                 "fallbacks": sum(1 for n in (t.get("graph") or {}).get("nodes", []) if n.get("fallback")),
-                "ORT verdict": part["suitability"],
+                "ORT verdict": part.get("suitability") or "—",
                 "latency cliff (est.)": (f"{bounds['latency_cliff']['estimate_ms']:.2f} ms" if bounds else "—"),
             })
     return rows
@@ -152,7 +153,9 @@ def coreml_op_rows(report: dict, tid: str) -> list[dict]:
         if n["kind"] == "constant":
             continue
         a = n.get("attributes") or {}
-        rows.append({"op": n["id"], "op_type": n["op_type"], "unit": n.get("backend") or "—",
+        # Core ML through ExecuTorch: the node's backend is the delegate, the unit its rule table's prediction.
+        unit = a.get("predicted_unit") or n.get("backend") or "—"
+        rows.append({"op": n["id"], "op_type": n["op_type"], "unit": unit,
                      "reason": a.get("unit_reason") or n.get("kernel") or "—", "source": a.get("unit_source") or "—",
                      "precision": n.get("precision") or "—", "passes": ", ".join(a.get("passes") or []),
                      "module_path": n.get("module_path") if n.get("module_path") is not None else "—",
@@ -251,6 +254,8 @@ def _finding(report: dict, tid: str, qid: int, verdict: str) -> str | None:
     if qid == 4:
         worst = (t.get("drift") or {}).get("worst") or {}
         rel = f" (rel L2 {fmt_sci(worst['rel_l2'])})" if worst.get("rel_l2") is not None else ""
+        if verdict == "not applicable" and (t.get("info") or {}).get("numerics_not_run"):
+            return "not run here"
         return {"pass": "outputs match", "warn": "outputs drift" + rel,
                 "fail": "outputs differ" + rel if rel else "outputs could not be compared"}.get(
                     verdict, "outputs not compared")
@@ -286,7 +291,9 @@ def verdict_lines(report: dict) -> list[tuple[str, str]]:
 
 
 # ---- heat map ---------------------------------------------------------------------------------------------
-ACCELERATORS = {"nnapi", "coreml", "ane", "gpu", "npu"}
+# The side a graph falls back from: an accelerator, or a delegate that takes ops off the runtime's own CPU kernels
+# (ExecuTorch's XNNPACK delegate runs on the CPU, but an op outside it is a fallback all the same).
+ACCELERATORS = {"nnapi", "coreml", "ane", "gpu", "npu", "xnnpack", "vulkan"}
 HEAT_CATEGORIES = ["accelerator", "accelerator (fused)", "CPU", "CPU (fused)", "CPU fallback", "unknown",
                    "not present"]
 
@@ -477,7 +484,10 @@ def target_summary_rows(report: dict) -> list[dict]:
 
 # Targets users ship together, in the order the Overview reads them: the two phone platforms, each phone
 # platform through ONNX Runtime and natively, the two CPU runtimes, and float against int8.
-SHIPPED_TOGETHER = [("ort-nnapi", "coreml-ane"), ("ort-coreml", "coreml-ane"), ("ort-nnapi", "ort-coreml"),
+SHIPPED_TOGETHER = [("ort-nnapi", "coreml-ane"),
+                    # an ExecuTorch team's Android and iOS builds; Core ML direct and through ExecuTorch
+                    ("executorch-xnnpack", "executorch-coreml"), ("coreml-ane", "executorch-coreml"),
+                    ("ort-coreml", "coreml-ane"), ("ort-nnapi", "ort-coreml"), ("ort-nnapi", "executorch-xnnpack"),
                     ("ort-cpu", "openvino-cpu"), ("ort-cpu", "ort-cpu-int8"), ("inductor-cpu", "ort-cpu")]
 
 
@@ -527,13 +537,16 @@ def _drift_phrase(report: dict, tid: str) -> str:
     d = t.get("drift") or {}
     if d.get("failed"):
         return f"{tid} has no numbers (xc's emulation failed)"
+    if (t.get("info") or {}).get("numerics_not_run"):
+        return f"{tid} not run here"
     worst = d.get("worst") or {}
     if worst.get("rel_l2") is None:
         return f"{tid} not compared"
     mix = (t.get("precision") or {}).get("mix") or {}
     lowered = [k for k in ("fp16", "bf16", "int8", "uint8") if mix.get(k)]
     cause = (f"{'/'.join(lowered)} compute" if lowered else "fp32 rounding only")
-    if (t.get("info") or {}).get("partitioning") and not lowered:
+    part = (t.get("info") or {}).get("partitioning")
+    if part and not part.get("decided_by") and not lowered:      # ORT's mobile EPs, run on the CPU EP
         cause = "the CPU EP's numbers for its partitions; the device's own rounding is not predicted"
     return f"{tid} {fmt_sci(worst['rel_l2'])} on '{worst.get('output')}' ({cause}; {d.get('evidence')})"
 

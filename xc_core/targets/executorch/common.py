@@ -10,6 +10,7 @@ delegate run on ExecuTorch's CPU kernels (the portable library, or the optimized
 """
 from __future__ import annotations
 
+import abc
 import contextlib
 import copy
 import importlib.util
@@ -75,8 +76,9 @@ class ExecuTorchTarget(Target):
         return True, ""
 
     # -- hooks a backend fills -----------------------------------------------------------------------------
+    @abc.abstractmethod
     def _partitioner(self):
-        raise NotImplementedError
+        """The backend's ExecuTorch partitioner, configured by this target's options."""
 
     @contextlib.contextmanager
     def _reason_recorder(self, reasons: dict[str, str], extra: dict):
@@ -209,6 +211,22 @@ class ExecuTorchTarget(Target):
 
     def _not_run_reason(self) -> str:
         return f"ExecuTorch's {self.backend_id} runtime is not available on this host"
+
+
+@contextlib.contextmanager
+def reasons_from(owner, method: str, reasons: dict[str, str]):
+    """While lowering: a partitioner's `owner.method(self, node, reason)` — the call it makes to explain a node it
+    leaves out — also records the reason under the node's name (the first one given); put back afterwards."""
+    original = getattr(owner, method)
+
+    def explain(self_, node, reason):
+        reasons.setdefault(node.name, reason)
+        return original(self_, node, reason)
+    setattr(owner, method, explain)
+    try:
+        yield
+    finally:
+        setattr(owner, method, original)
 
 
 def registered_operators() -> list[str]:

@@ -9,12 +9,10 @@ vulkan_partitioner.py); that is the fallback reason. `fp16=true` is the partitio
 """
 from __future__ import annotations
 
-import contextlib
-
 from ... import evidence as ev
 from ...ir import COMPUTE
 from ..base import register
-from .common import ExecuTorchTarget
+from .common import ExecuTorchTarget, reasons_from
 
 
 @register
@@ -46,21 +44,10 @@ class ExecuTorchVulkan(ExecuTorchTarget):
         )
         return VulkanPartitioner({"force_fp16": True} if self.fp16 else None)
 
-    @contextlib.contextmanager
     def _reason_recorder(self, reasons, extra):
-        from executorch.backends.vulkan.partitioner.vulkan_partitioner import (
-            VulkanSupportedOperators,
-        )
-        original = VulkanSupportedOperators.log_skip
-
-        def log_skip(self_, node, reason):
-            reasons.setdefault(node.name, reason)
-            return original(self_, node, reason)
-        VulkanSupportedOperators.log_skip = log_skip
-        try:
-            yield
-        finally:
-            VulkanSupportedOperators.log_skip = original
+        """The Vulkan partitioner explains each op it skips through VulkanSupportedOperators.log_skip."""
+        from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanSupportedOperators
+        return reasons_from(VulkanSupportedOperators, "log_skip", reasons)
 
     def _set_precisions(self, g, result) -> None:
         super()._set_precisions(g, result)

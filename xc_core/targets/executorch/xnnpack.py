@@ -12,12 +12,10 @@ recorded as the node's fallback reason.
 """
 from __future__ import annotations
 
-import contextlib
-
 from ... import evidence as ev
 from ...ir import CAST, COMPUTE
 from ..base import register
-from .common import CPU_KERNELS, ExecuTorchTarget, run_pte
+from .common import CPU_KERNELS, ExecuTorchTarget, reasons_from, run_pte
 
 
 @register
@@ -52,20 +50,10 @@ class ExecuTorchXnnpack(ExecuTorchTarget):
         )
         return XnnpackPartitioner()
 
-    @contextlib.contextmanager
     def _reason_recorder(self, reasons, extra):
-        """XNNPACK's configs explain a refusal through one WhyNoPartition call; listen to it while lowering."""
+        """XNNPACK's configs explain a refusal through one WhyNoPartition call."""
         from executorch.exir.backend.utils import WhyNoPartition
-        original = WhyNoPartition.__call__
-
-        def why(self_, node, reason):
-            reasons.setdefault(node.name, reason)
-            return original(self_, node, reason)
-        WhyNoPartition.__call__ = why
-        try:
-            yield
-        finally:
-            WhyNoPartition.__call__ = original
+        return reasons_from(WhyNoPartition, "__call__", reasons)
 
     def _default_reason(self, node, partitioner) -> str:
         from executorch.exir.backend.canonical_partitioners.config_partitioner import (

@@ -143,10 +143,9 @@ def stage_block(r, captured, evidence: dict, store: GraphStore) -> dict:
 
 
 def _backend_step_name(r) -> str:
-    if r.partitioning and r.partitioning.get("decided_by"):
-        return f"{r.partitioning.get('ep', 'EP')} partitioning ({r.partitioning['decided_by']})"
-    if r.partitioning:
-        return f"{r.partitioning.get('ep', 'EP')} partitioning (ORT's checker)"
+    if r.partitioning:     # ORT's mobile EPs name no decider: their split is ORT's checker's
+        who = r.partitioning.get("decided_by", "ORT's checker")
+        return f"{r.partitioning.get('ep', 'EP')} partitioning ({who})"
     if r.compute_units:
         return "compute unit per op"
     return "execution provider / device per node"

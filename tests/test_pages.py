@@ -175,3 +175,20 @@ def test_a_deployment_picks_the_default_targets(monkeypatch, capsys):
     assert "no-such-target" in capsys.readouterr().err
     monkeypatch.setenv("XC_DEFAULT_TARGETS", "")
     assert "ort-cpu" in default_targets() and len(default_targets()) >= 8
+
+
+COREAI_TARGETS = ["coreml-ane", "coreml-cpu", "coreai-cpu", "coreai-ane"]
+
+
+def test_every_page_with_the_core_ai_targets():
+    """Core AI beside Core ML on every page; the Overview opens on the Core ML vs Core AI pair."""
+    pytest.importorskip("coreai_torch")
+    for page in ("overview", "topology", "heatmap", "fusion", "stages", "drift", "precision", "checklist",
+                 "fallbacks", "coreml", "downloads"):
+        at = run_page(page, "tts-mini", COREAI_TARGETS)
+        assert not at.exception, (page, at.exception)
+        if page == "overview":
+            assert at.multiselect(key="overview_pairs").value[0] == "coreml-ane vs coreai-ane"
+        if page == "fallbacks":
+            subheaders = {s.value.replace("\\", "") for s in at.subheader}
+            assert "coreai-ane" in subheaders

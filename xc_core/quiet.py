@@ -25,3 +25,13 @@ def quiet_coremltools():
             contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
         yield
+
+
+@contextlib.contextmanager
+def quiet_coreai():
+    """coreai-torch: its conversion progress bar (rich, on stdout) and its torch-version warning."""
+    logging.getLogger("coreai_torch").setLevel(logging.ERROR)
+    with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()), \
+            contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        yield

@@ -20,7 +20,7 @@ MODEL, TOOLCHAIN, XC, LIMITS = "model", "toolchain", "xc", "limits"
 # Whose compiler each target family runs (by target id prefix).
 TOOLCHAIN_OF = (("ort-", "ONNX Runtime"), ("coreml-", "coremltools / Core ML"), ("openvino-", "OpenVINO"),
                 ("inductor-", "TorchInductor (torch.compile)"), ("torch", "PyTorch"),
-                ("onnx-reference", "ONNX Runtime"), ("executorch-", "ExecuTorch"))
+                ("onnx-reference", "ONNX Runtime"), ("executorch-", "ExecuTorch"), ("coreai-", "coreai-torch / Core AI"))
 
 
 @dataclass(frozen=True)

@@ -484,7 +484,8 @@ def target_summary_rows(report: dict) -> list[dict]:
 
 # Targets users ship together, in the order the Overview reads them: the two phone platforms, each phone
 # platform through ONNX Runtime and natively, the two CPU runtimes, and float against int8.
-SHIPPED_TOGETHER = [("ort-nnapi", "coreml-ane"),
+SHIPPED_TOGETHER = [("coreml-ane", "coreai-ane"), ("coreml-cpu", "coreai-cpu"),   # Apple's two stacks, one checkpoint
+                    ("ort-nnapi", "coreml-ane"),
                     # an ExecuTorch team's Android and iOS builds; Core ML direct and through ExecuTorch
                     ("executorch-xnnpack", "executorch-coreml"), ("coreml-ane", "executorch-coreml"),
                     ("ort-coreml", "coreml-ane"), ("ort-nnapi", "ort-coreml"), ("ort-nnapi", "executorch-xnnpack"),
@@ -524,12 +525,39 @@ def pair_sentence(report: dict, a: str, b: str) -> str:
     if not parts:
         parts.append("the same ops run on the CPU on both" if any(
             (r["targets"].get(a) or {}).get("status") == "fallback" for r in rows) else "neither falls back to the CPU")
+    parts += _neural_engine_phrases(report, a, b)
     fused = {x: ((report["targets"][x].get("fusions") or {}).get("count"), report["targets"][x].get("op_count_after"))
              for x in (a, b)}
     if fused[a] != fused[b] and None not in (fused[a][0], fused[b][0]):
         parts.append(f"{a} fuses {fused[a][0]} group(s) into {fused[a][1]} ops, {b} {fused[b][0]} into {fused[b][1]}")
     drift = "; ".join(_drift_phrase(report, x) for x in (a, b))
     return f"{a} vs {b}: " + "; ".join(parts) + f". Drift: {drift}."
+
+
+def _neural_engine_phrases(report: dict, a: str, b: str) -> list[str]:
+    """Source ops one target keeps wholly on the Neural Engine and the other does not (Core ML vs Core AI: a
+    source op may become several ops, and it stays on the ANE only if all of them do). Said only when both
+    targets assign ops to the ANE at all."""
+    def split(tid):
+        on, off = set(), set()
+        for n in (report["targets"][tid].get("graph") or {}).get("nodes", []):
+            if n["kind"] in ("constant", "io", "cast"):
+                continue
+            for src in n.get("source_ops") or []:
+                (on if n.get("backend") == "ane" else off).add(src)
+        return on - off, on | off
+    (ane_a, all_a), (ane_b, all_b) = split(a), split(b)
+    if not ane_a or not ane_b:
+        return []
+    order = [n["id"] for n in ((report.get("capture") or {}).get("graph") or {}).get("nodes", [])]
+    pos = {k: i for i, k in enumerate(order)}
+    out = []
+    for x, y, ane_x, ane_y, all_y in ((a, b, ane_a, ane_b, all_b), (b, a, ane_b, ane_a, all_a)):
+        only = sorted((ane_x - ane_y) & all_y, key=lambda k: (pos.get(k, 1 << 30), k))
+        if only:
+            names = ", ".join(only[:3]) + (f" and {len(only) - 3} more" if len(only) > 3 else "")
+            out.append(f"{len(only)} op(s) wholly on the Neural Engine on {x}, not wholly (or not predictably) on {y}: {names}")
+    return out or ["the same ops on the Neural Engine on both"]
 
 
 def _drift_phrase(report: dict, tid: str) -> str:

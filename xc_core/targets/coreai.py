@@ -1,0 +1,537 @@
+"""Core AI (Apple's successor of Core ML for neural networks, iOS / macOS 27): `coreai-cpu` and `coreai-ane`.
+
+The flow, as coreai-torch documents it: the ExportedProgram is decomposed with `coreai_torch.get_decomp_table()`
+(the converter refuses undecomposed conv2d / linear), `TorchConverter.add_exported_program` + `to_coreai()` lower
+it into a Core AI program (MLIR, `coreai.*` ops; layers it recognises — layer norm, attention — become composite
+graphs called by `coreai.invoke`), and the framework's pre-compilation rewrite runs as the program is finished
+(constant folding, batch norm folded into the convolution, casts removed). `save_asset` writes the `.aimodel`. To
+run, the runtime lowers the program to ODIX (its executable form, one or more ODIX ops per Core AI op) and executes
+it; coreai-core ships a Linux runtime, so `coreai-cpu` runs here and its numbers are measured.
+
+Placement on CPU / GPU / Neural Engine ("specialization", `ComputeUnitKind`) is macOS 27 only. `coreai-ane`
+predicts it with the Core ML rule table (coreml_rules: the Neural Engine and its fp16-only arithmetic are the same
+hardware under both stacks; Apple has not published Core AI-specific constraints), and on a macOS host with the
+OS runtime (`USE_OS_COREAI=1`) asks the runtime's compute plan instead — that path is written, not tested here.
+
+coreai-core is a beta (1.0.0b3): versions are pinned exactly, and a host where it does not import makes both
+targets `unavailable` with the reason.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import platform
+import shutil
+import threading
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from .. import evidence as ev
+from ..analysis.boundaries import (
+    DEFAULT_BANDWIDTH_GB_S,
+    DEFAULT_TRANSITION_OVERHEAD_MS,
+    boundaries,
+)
+from ..errors import first_line
+from ..ir import CONSTANT, Graph
+from ..lowering import FINAL, GRAPH_OPT, IMPORT, INPUT, KERNEL, graph_step
+from ..quiet import quiet_coreai, quiet_torch
+from .base import Target, register
+from .coreml_rules import ANE, CPU, UNKNOWN, Prediction, predict
+
+COREAI_TORCH_PINNED, COREAI_CORE_PINNED = "0.4.3", "1.0.0b3"
+RUNTIME = "Core AI runtime (ODIX)"
+
+# Core AI op → the Core ML (MIL) op the rule table knows, where the two are the same computation. Core AI's
+# `decomposable.broadcasting_*` are the elementwise ops with numpy broadcasting MIL's add/mul/… also have.
+AS_MIL = {"conv2d": "conv", "conv1d": "conv", "conv_transpose2d": "conv_transpose",
+          "broadcasting_batch_matmul": "matmul", "batch_matmul": "matmul", "matmul": "matmul",
+          "broadcasting_add": "add", "broadcasting_sub": "sub", "broadcasting_mul": "mul",
+          "broadcasting_divide": "real_div", "reduce_mean": "reduce_mean", "reduce_sum": "reduce_sum",
+          "softmax": "softmax", "gelu": "gelu", "relu": "relu", "sigmoid": "sigmoid", "tanh": "tanh",
+          "silu": "silu", "rsqrt": "rsqrt", "layer_norm": "layer_norm", "reshape": "reshape",
+          "transpose": "transpose", "split": "split", "concat": "concat", "expand_dims": "expand_dims",
+          "shrink_dims": "squeeze", "slice": "slice_by_index", "gather_nd": "gather_nd", "gather": "gather",
+          "avg_pool2d": "avg_pool", "max_pool2d": "max_pool", "clamp": "clip", "hard_sigmoid": "sigmoid_hard"}
+
+
+@dataclass
+class CoreAICompiled:
+    """What conversion hands on to read-back and run."""
+    program: Any                    # the coreai.authoring.AIProgram, after the pre-compilation rewrite
+    converted: Graph                # the program as converted, before the rewrite (IR)
+    origin: dict                    # FX node name of the converted program → captured node id
+    asset: str                      # the .aimodel folder
+    odix: str                       # the folder with the ODIX executable (+ debug info) the runtime loads
+    odix_ops: dict = field(default_factory=dict)   # Core AI op id → how many ODIX ops it became
+    input_dtypes: list = field(default_factory=list)
+
+
+class CoreAITarget(Target):
+    needs_onnx = False
+    from_exported_program = True
+    relative_cost = 2
+    fusion_catalogue = None
+    precision: ClassVar[str] = "fp32"
+    intermediates_method = ("Core AI runtime's IntermediateLogger (values mapped to the torch ops through the "
+                            "program's debug info)")
+
+    @classmethod
+    def available(cls):
+        if platform.system() == "Linux" and platform.machine() not in ("x86_64", "AMD64"):
+            return False, f"coreai-core {COREAI_CORE_PINNED} has a Linux wheel for x86_64 only, not {platform.machine()}"
+        try:
+            with quiet_coreai():
+                import coreai.runtime  # noqa: F401
+                import coreai_torch  # noqa: F401
+        except Exception as e:  # noqa: BLE001 — a missing or broken beta wheel: say which and why
+            return False, (f"Core AI is not importable here ({type(e).__name__}: {first_line(e, 160)}); pip install "
+                           f"coreai-torch=={COREAI_TORCH_PINNED} coreai-core=={COREAI_CORE_PINNED}")
+        return True, ""
+
+    def accepts(self, captured):
+        if captured.exported_program is None and not captured.exported_program_file:
+            if captured.source.kind == "onnx":
+                return False, ("Core AI converts PyTorch programs; an ONNX upload reaches it once xc's ONNX → "
+                               "PyTorch route feeds every PyTorch-side target (today it feeds Core ML only)")
+            return False, (f"Core AI converts PyTorch programs; this {captured.source.kind} source has no "
+                           "ExportedProgram to give it")
+        return True, ""
+
+    # -- compile ----------------------------------------------------------------------------------------------
+    def _program_to_convert(self, captured):
+        return captured.program()
+
+    def _compile(self, captured, workdir, result):
+        import pathlib
+
+        import coreai_torch
+
+        from ..readers.coreai import program_graph
+        from ..readers.exported_program import decomposed_origin
+        os.makedirs(workdir, exist_ok=True)
+        result.info["coreai_torch_version"] = coreai_torch.__version__
+        result.info["coreai_core_version"] = _dist_version("coreai-core")
+        ep = self._program_to_convert(captured)
+        index = captured.before.by_id()
+        with quiet_torch(), quiet_coreai():
+            decomposed = ep.run_decompositions(coreai_torch.get_decomp_table())
+            origin = {n: n for n in index}
+            origin.update(decomposed_origin(decomposed, set(index)))
+            converter = coreai_torch.TorchConverter()
+            converter.add_exported_program(decomposed)
+            with _before_rewrite(lambda module: program_graph(module, captured.source.name, "coreai-converted",
+                                                              origin, index)) as converted:
+                program = converter.to_coreai()
+        if not converted:
+            raise RuntimeError("coreai-torch finished without running its pre-compilation rewrite")
+        asset = os.path.join(workdir, "model.aimodel")
+        program.save_asset(pathlib.Path(asset))
+        archive = shutil.make_archive(asset, "zip", workdir, "model.aimodel")
+        result.artifacts += [asset, archive]
+        odix = os.path.join(workdir, "model.aimodelx")
+        os.makedirs(odix, exist_ok=True)
+        from coreai.authoring import AIModelAsset
+        # What `asset.executable()` does on Linux, with the runtime's debug info kept (the op mapping and the
+        # intermediate values need it): lower the program to ODIX into a folder the runtime loads.
+        AIModelAsset.load(asset)._write_odix(pathlib.Path(odix), enable_debug_info=True)
+        compiled = CoreAICompiled(program=program, converted=converted[0], origin=origin, asset=asset, odix=odix)
+        compiled.odix_ops = _run_async(_odix_ops(odix))
+        result.info["conversion"] = ("torch.export → run_decompositions(coreai_torch.get_decomp_table()) → "
+                                     "TorchConverter.to_coreai() (+ the pre-compilation rewrite) → .aimodel → ODIX")
+        return compiled
+
+    # -- inspect ----------------------------------------------------------------------------------------------
+    def _inspect(self, compiled, captured, result) -> Graph:
+        from ..readers.coreai import program_graph
+        index = captured.before.by_id()
+        final = program_graph(compiled.program._module._mlir_module, captured.source.name, "coreai-rewritten",
+                              compiled.origin, index)
+        converted = compiled.converted
+        _mark_fusions(final, converted)
+        _mark_folded(final, converted)
+        for n in final.nodes:
+            if n.kind != CONSTANT:
+                n.attributes["odix_ops"] = compiled.odix_ops.get(n.attributes.get("coreai_op_id"), 0)
+        compiled.input_dtypes = [t.dtype for t in final.inputs]
+        self._place(final, compiled, result)
+        removed = _removed_by_rewrite(converted, final)
+        result.input_graph = converted
+        result.info["coreai_ops_converted"] = len(converted.compute_nodes())
+        result.info["coreai_ops_after_rewrite"] = len(final.compute_nodes())
+        result.info["removed_by_rewrite"] = removed
+        result.info["composites"] = sorted({n.op_type for n in final.nodes if n.attributes.get("composite")})
+        result.info["odix_ops"] = sum(compiled.odix_ops.values())
+        casts = [n for n in final.nodes if n.op_type == "cast"]
+        result.info["casts"] = {"count": len(casts)}
+        result.declared_precisions = ["fp16"] if self.precision == "fp16" else []
+        result.stages += [
+            graph_step(IMPORT, self._import_step_name(), captured.before),
+            graph_step(GRAPH_OPT, "the Core AI program as converted (TorchConverter: one or more coreai ops per "
+                                  "FX node; layer norm and attention as composites)", converted, ref=INPUT),
+            graph_step(GRAPH_OPT, "after the pre-compilation rewrite (constant folding, batch norm folded, casts "
+                                  f"removed): {removed['count']} op(s) gone", final, ref=FINAL,
+                       removed=removed["count"]),
+            graph_step(KERNEL, f"lowered to ODIX for this CPU: {result.info['odix_ops']} ODIX op(s)", final,
+                       ref=FINAL, odix_ops=result.info["odix_ops"]),
+        ]
+        if self.accelerated:
+            b = boundaries(final, DEFAULT_BANDWIDTH_GB_S, DEFAULT_TRANSITION_OVERHEAD_MS)
+            b["evidence"] = result.evidence["assignment"]
+            result.boundaries = b
+        return final
+
+    def _import_step_name(self) -> str:
+        return "the captured ExportedProgram (torch.export)"
+
+    def _place(self, g: Graph, compiled, result) -> None:
+        for n in g.nodes:
+            if n.kind != CONSTANT:
+                n.backend, n.kernel = "cpu", RUNTIME
+
+    # -- run --------------------------------------------------------------------------------------------------
+    def _feeds(self, compiled, inputs, captured) -> dict:
+        from coreai.runtime import NDArray
+        names = compiled_input_names(compiled)
+        feeds = {}
+        for i, s in enumerate(captured.source.inputs):
+            if i >= len(names):
+                break
+            arr = np.ascontiguousarray(inputs[s.name])
+            want = compiled.input_dtypes[i] if i < len(compiled.input_dtypes) else None
+            if want and arr.dtype != np.dtype(want):
+                arr = arr.astype(want)     # torch int64 indices are si32 in a Core AI program
+            feeds[names[i]] = NDArray(arr)
+        return feeds
+
+    def _run(self, compiled, inputs, captured, result):
+        feeds = self._feeds(compiled, inputs, captured)
+        outs = _run_async(_execute(compiled.odix, feeds))
+        order = compiled_outputs(compiled)
+        values = [outs[k] for k in order if k in outs] + [v for k, v in outs.items() if k not in order]
+        result.numerics_assumption = self._numerics_assumption()
+        return {name: np.asarray(v) for name, v in zip(captured.output_names, values)}
+
+    def _numerics_assumption(self) -> str:
+        return "measured: the ODIX program run by Core AI's runtime on this host's CPU"
+
+    def _intermediates(self, compiled, inputs, captured, result, probes):
+        from coreai_torch.debugging.torch_utils import (
+            get_torch_to_coreai_output_mapping,
+        )
+        wanted = set(probes)
+        mapping = {}
+        for torch_name, m in get_torch_to_coreai_output_mapping(compiled.program).items():
+            src = compiled.origin.get(torch_name)
+            if src in wanted and m.target_output == 0:
+                mapping.setdefault(src, m.target_op_id)   # the first FX node of a source op carries its value
+        if not mapping:
+            return {}
+        feeds = {k: v.numpy() for k, v in self._feeds(compiled, inputs, captured).items()}
+        values = _run_async(_intermediate_values(compiled.odix, sorted(set(mapping.values())), feeds))
+        out = {}
+        for src, oid in mapping.items():
+            vals = values.get(oid) or []
+            if vals and vals[0] is not None:
+                a = np.asarray(vals[0])
+                out[src] = a.astype(np.float32) if a.dtype == np.float16 else a
+        return out
+
+
+def compiled_input_names(compiled) -> list[str]:
+    """The entry graph's input names, in order (what the runtime's function is fed by)."""
+    from ..readers.coreai import io_names
+    return [n or f"input_{i}" for i, n in enumerate(io_names(compiled.program._module._mlir_module, "arg_attrs"))]
+
+
+def compiled_outputs(compiled) -> list[str]:
+    """The entry graph's output names, in order (the runtime returns a dict keyed by them)."""
+    from ..readers.coreai import io_names
+    return [n for n in io_names(compiled.program._module._mlir_module, "res_attrs") if n]
+
+
+@contextlib.contextmanager
+def _before_rewrite(read):
+    """While converting: `read(module)` sees the program just before the framework's pre-compilation rewrite runs
+    on it (the converter gives only the rewritten program back)."""
+    import coreai.authoring.module as authoring_module
+    original = authoring_module.run_pre_compilation_rewrite
+    seen: list = []
+
+    def rewrite(*, module):
+        if not seen:
+            seen.append(read(module))
+        return original(module=module)
+    authoring_module.run_pre_compilation_rewrite = rewrite
+    try:
+        yield seen
+    finally:
+        authoring_module.run_pre_compilation_rewrite = original
+
+
+def _mark_fusions(final: Graph, converted: Graph) -> None:
+    """An op of the rewritten program that carries the work of several ops of the converted one is a fusion:
+    the rewrite keeps a merged op's debug location as the union of theirs (the FX nodes it came from). Its
+    `fused_from`: the converted ops lowered from those FX nodes that the rewrite did not keep."""
+    kept = {n.id for n in final.nodes}
+    by_torch: dict[str, list[str]] = {}
+    for n in converted.nodes:
+        if n.kind == CONSTANT:
+            continue
+        for t in n.attributes.get("torch_nodes") or []:
+            by_torch.setdefault(t, []).append(n.id)
+    for n in final.nodes:
+        torch_nodes = list(dict.fromkeys(n.attributes.get("torch_nodes") or []))
+        if n.kind == CONSTANT or len(torch_nodes) < 2:
+            continue
+        absorbed = [i for t in torch_nodes for i in by_torch.get(t, []) if i not in kept or i == n.id]
+        absorbed = list(dict.fromkeys(absorbed))
+        if len(absorbed) >= 2:
+            n.fused_from = absorbed
+            n.attributes["fused_by"] = ["pre-compilation rewrite"]
+
+
+def _mark_folded(final: Graph, converted: Graph) -> None:
+    """Ops the rewrite folded into another (batch norm's scale and shift into the convolution before it): a gone op
+    that read the output of a kept op was folded into that op; a gone op fed only by constants or by other gone ops
+    goes where its producer (or else its first consumer) went. The kept op's `fused_from` lists what it took in
+    and it carries the folded source op."""
+    kept = {n.id for n in final.nodes if n.kind != CONSTANT}
+    producer = {t.name: n for n in converted.nodes for t in n.outputs}
+    owner: dict[str, str] = {}
+    pending = []
+    for n in converted.nodes:
+        if n.kind == CONSTANT or n.id in kept:
+            continue
+        sources = [producer[t.name] for t in n.inputs if t.name in producer]
+        hit = next((p.id for p in reversed(sources) if p.id in kept), None) or \
+            next((owner[p.id] for p in reversed(sources) if p.id in owner), None)
+        if hit:
+            owner[n.id] = hit
+        else:
+            pending.append(n)
+    consumers: dict[str, list] = {}
+    for n in converted.nodes:
+        for t in n.inputs:
+            consumers.setdefault(t.name, []).append(n)
+    for n in reversed(pending):
+        users = [u for t in n.outputs for u in consumers.get(t.name, [])]
+        hit = next((u.id if u.id in kept else owner.get(u.id) for u in users
+                    if u.id in kept or u.id in owner), None)
+        if hit:
+            owner[n.id] = hit
+    # Only ops whose source op no kept op carries were folded away; the rest (a cast the rewrite dropped, a
+    # reshape merged into the next one) are still accounted for where their source op is.
+    carried = {s for n in final.nodes if n.kind != CONSTANT for s in n.source_ops}
+    ops = converted.by_id()
+    absorbed: dict[str, list[str]] = {}
+    for gone, into in owner.items():
+        if ops[gone].source_ops and not set(ops[gone].source_ops) & carried:
+            absorbed.setdefault(into, []).append(gone)
+    by_id = final.by_id()
+    for into, gone in absorbed.items():
+        n = by_id.get(into)
+        if n is None:
+            continue
+        n.fused_from = list(dict.fromkeys((n.fused_from or [n.id]) + gone))
+        n.attributes["fused_by"] = ["pre-compilation rewrite"]
+        extra = [s for g in gone for s in ops[g].source_ops]
+        n.source_ops = list(dict.fromkeys(n.source_ops + extra))
+
+
+def _removed_by_rewrite(converted: Graph, final: Graph) -> dict:
+    """Ops of the converted program the rewrite folded away, by the source op they were lowered from."""
+    kept = {n.id for n in final.nodes}
+    gone = [n for n in converted.compute_nodes() if n.id not in kept]
+    by_source: dict[str, int] = {}
+    for n in gone:
+        key = (n.source_ops or ["(no source op)"])[-1]
+        by_source[key] = by_source.get(key, 0) + 1
+    return {"count": len(gone), "by_source_op": by_source}
+
+
+# -- the runtime (async API) -----------------------------------------------------------------------------------
+def _run_async(coro):
+    """Core AI's runtime is async; a target runs in a worker (no loop) or in a thread that may already have one."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box: dict = {}
+
+    def work():
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as e:  # noqa: BLE001 — re-raised in the caller's thread
+            box["error"] = e
+    t = threading.Thread(target=work)
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+async def _load(odix: str):
+    import pathlib
+
+    from coreai.runtime import AIModel
+    with quiet_coreai():
+        return await AIModel.load(path=pathlib.Path(odix))
+
+
+async def _odix_ops(odix: str) -> dict[int, int]:
+    """Core AI op id → how many ODIX ops the runtime's lowering made of it (its debug info)."""
+    from coreai_torch.debugging.debug_info import parse_debug_infos
+    model = await _load(odix)
+    counts: dict[int, int] = {}
+    for record in parse_debug_infos(model._debug_infos):
+        for op in record.operations:
+            oid = op.get_op_id("coreai")
+            if oid is not None:
+                counts[oid] = counts.get(oid, 0) + 1
+    return counts
+
+
+async def _execute(odix: str, feeds: dict) -> dict:
+    model = await _load(odix)
+    fn = model.load_function("main")
+    out = await fn(feeds)
+    return {k: v.numpy() for k, v in out.items()}
+
+
+async def _intermediate_values(odix: str, op_ids: list[int], feeds: dict) -> dict:
+    from coreai_torch.debugging.inspector import CoreAIInspector
+    model = await _load(odix)
+    return await CoreAIInspector(model=model).get_intermediates_for_ops(op_ids, feeds)
+
+
+def _dist_version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+@register
+class CoreAICpu(CoreAITarget):
+    id = "coreai-cpu"
+    label = "Core AI · fp32, CPU (run here)"
+    description = ("coreai-torch → Core AI program (read back op by op), lowered to ODIX and run by Core AI's Linux "
+                   "runtime: numerics measured")
+    evidence = {"assignment": ev.REPORTED, "precision": ev.REPORTED, "numerics": ev.MEASURED,
+                "fusion": ev.REPORTED}
+
+
+@register
+class CoreAIAne(CoreAITarget):
+    id = "coreai-ane"
+    label = "Core AI · fp16, Neural Engine (predicted)"
+    description = ("the Core AI program converted from the model in fp16; Neural Engine placement predicted by "
+                   "cited rules (specialization is macOS 27 only); the fp16 program run here on the CPU")
+    evidence = {"assignment": ev.PREDICTED_RULES, "precision": ev.REPORTED, "numerics": ev.EMULATED,
+                "fusion": ev.REPORTED}
+    accelerator = "Apple Neural Engine"
+    precision = "fp16"
+
+    def _program_to_convert(self, captured):
+        """coreai-torch 0.4.3 has no compute-precision option: a program computes in the dtypes of the model it
+        is given. The model's weights and activations are cast to fp16 (what the Neural Engine computes in);
+        inputs and outputs stay as declared, cast at the edges. Shapes are the run's inputs (static)."""
+        import torch
+        from torch.utils._pytree import tree_map
+        module = captured.program().module()
+
+        class Fp16(torch.nn.Module):
+            def __init__(self, inner):
+                super().__init__()
+                self.inner = inner.to(torch.float16)
+
+            def forward(self, *args):
+                args = [a.half() if a.is_floating_point() else a for a in args]
+                out = self.inner(*args)
+                return tree_map(lambda t: t.float() if isinstance(t, torch.Tensor) and t.dtype == torch.float16
+                                else t, out)
+        inputs = self.calibration_inputs or {}
+        args = tuple(torch.from_numpy(np.ascontiguousarray(inputs[s.name])) for s in captured.source.inputs)
+        with quiet_torch():
+            return torch.export.export(Fp16(module), args, strict=False)
+
+    def _import_step_name(self) -> str:
+        return "the captured ExportedProgram, re-exported with fp16 weights and activations"
+
+    def _place(self, g: Graph, compiled, result) -> None:
+        plan = _macos_compute_plan(compiled)
+        if plan is not None:
+            result.evidence["assignment"] = ev.REPORTED
+        units: dict[str, int] = {}
+        for n in g.nodes:
+            if n.kind == CONSTANT:
+                continue
+            oid = n.attributes.get("coreai_op_id")
+            if plan is not None and oid in plan:
+                n.backend, n.kernel = plan[oid], "Core AI compute plan"
+            else:
+                p = predict_unit(n)
+                n.backend, n.kernel = p.unit, "predicted"
+                n.attributes["unit_reason"], n.attributes["unit_source"] = p.reason, p.source
+                if p.unit == CPU and n.kind != "cast":
+                    n.fallback, n.fallback_reason = True, p.reason
+            units[n.backend] = units.get(n.backend, 0) + 1
+        total = sum(units.values()) or 1
+        result.compute_units = {"share": {k: round(v / total, 4) for k, v in sorted(units.items())},
+                                "counts": units, "evidence": result.evidence["assignment"],
+                                "unknown_ops": sorted({n.op_type for n in g.nodes if n.backend == UNKNOWN})}
+        result.info["placement"] = ("Core AI compute plan (macOS)" if plan is not None else
+                                    "predicted by xc's cited Core ML rule table: specialization (ComputeUnitKind) "
+                                    "runs on macOS 27 only")
+
+    def _numerics_assumption(self) -> str:
+        return ("emulated: the fp16 Core AI program run by Core AI's runtime on this host's CPU; the Neural Engine's "
+                "kernels may round differently")
+
+
+def predict_unit(n) -> Prediction:
+    """The Core ML rule for the same MIL op; a composite runs on the Neural Engine when every op of its body
+    does (the ANE reference transformer builds attention and layer norm from those ops)."""
+    dtype = {"float16": "fp16", "float32": "fp32"}.get((n.outputs[0].dtype if n.outputs else "") or "",
+                                                     n.outputs[0].dtype if n.outputs else None)
+    body = n.attributes.get("composite_ops")
+    if body:
+        # A cast inside a composite (fp16 layer norm computing its statistics wider) converts, it does not compute.
+        parts = [predict(AS_MIL.get(op, op), dtype, "ALL") for op in body if op != "cast"] or \
+            [predict("cast", dtype, "ALL")]
+        worst = next((p for p in parts if p.unit != ANE), None)
+        if worst is None:
+            return Prediction(ANE, f"composite {n.op_type}: every op of its body runs on the ANE in {dtype}",
+                              parts[0].source)
+        return Prediction(worst.unit, f"composite {n.op_type}: {worst.reason}", worst.source)
+    return predict(AS_MIL.get(n.op_type, n.op_type), dtype, "ALL")
+
+
+def _macos_compute_plan(compiled) -> dict | None:
+    """macOS 27 with the OS runtime: the compute device of each Core AI op, from the runtime's own plan
+    (coreai_torch.debugging.compute_plan, specialized for the Neural Engine). Written, not tested: this host is
+    Linux."""
+    try:
+        from coreai.runtime import ComputeUnitKind
+        from coreai.runtime._specialization_options import SpecializationOptions
+        if not SpecializationOptions.is_supported():
+            return None
+        from coreai_torch.debugging.compute_plan import ComputeDevice, ComputePlan
+        options = SpecializationOptions.from_preferred_compute_unit_kind(ComputeUnitKind.neural_engine())
+        plan = _run_async(ComputePlan.from_program(compiled.program, options))
+        names = {ComputeDevice.NEURAL_ENGINE: ANE, ComputeDevice.GPU: "gpu", ComputeDevice.CPU: CPU}
+        out = {}
+        for oid in compiled.odix_ops:
+            devices = plan.devices_for_id(oid)
+            if devices:
+                out[oid] = next((names[d] for d in (ComputeDevice.NEURAL_ENGINE, ComputeDevice.GPU, ComputeDevice.CPU)
+                                 if d in devices), UNKNOWN)
+        return out
+    except Exception:  # noqa: BLE001 — not macOS 27 or an older runtime: the rule table predicts
+        return None

@@ -18,8 +18,8 @@ exporter once, and per target
 - executorch-xnnpack / -vulkan / -coreml: to_edge_transform_and_lower with the backend's partitioner,
   to_executorch, the .pte written; XNNPACK's loaded and run once by ExecuTorch's runtime (the other two cannot run
   here);
-- coreai-cpu: run_decompositions with coreai_torch's table, TorchConverter.to_coreai, the .aimodel saved, lowered
-  to ODIX and run once by Core AI's Linux runtime;
+- coreai-cpu / -ane: run_decompositions with coreai_torch's table, TorchConverter.to_coreai, the .aimodel saved,
+  lowered to ODIX and run once by Core AI's Linux runtime (coreai-ane: the model in fp16 first);
 - the eager PyTorch reference, one run.
 `--targets all` takes every one of them.
 It covers bundled samples and .pt2 / .onnx files (for a .pt2 the bare side uses torch.export.load: a bench on
@@ -40,7 +40,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT]
 BARE_TARGETS = ("ort-cpu", "openvino-cpu", "coreml-ane", "coreml-cpu", "ort-cpu-int8", "ort-nnapi", "ort-coreml",
-                "inductor-cpu", "executorch-xnnpack", "executorch-vulkan", "executorch-coreml", "coreai-cpu")
+                "inductor-cpu", "executorch-xnnpack", "executorch-vulkan", "executorch-coreml", "coreai-cpu",
+                "coreai-ane")
 # bare: the toolchain calls alone; xc-inproc: analyze in this process, one target after another (CPU time and
 # peak RSS compare like for like); xc: analyze as the CLI runs it, every step in an isolated worker, as many
 # targets at once as there are cores (its workers are not this process's children, so only its wall time is
@@ -158,20 +159,36 @@ def _bare(model: str, targets: list[str], workdir: str) -> dict:
                 if tid == "executorch-xnnpack":
                     from executorch.runtime import Runtime
                     Runtime.get().load_program(pte).load_method("forward").execute(list(args))
-            elif tid == "coreai-cpu" and ep is not None:
+            elif tid in ("coreai-cpu", "coreai-ane") and ep is not None:
                 import asyncio
                 import pathlib
 
                 import coreai_torch
                 from coreai.runtime import NDArray
+                program = ep
+                if tid == "coreai-ane":      # the model in fp16, inputs and outputs as declared
+                    class Fp16(torch.nn.Module):
+                        def __init__(self, inner):
+                            super().__init__()
+                            self.inner = inner.to(torch.float16)
+
+                        def forward(self, *xs):
+                            out = self.inner(*[x.half() if x.is_floating_point() else x for x in xs])
+                            return torch.utils._pytree.tree_map(
+                                lambda t: t.float() if isinstance(t, torch.Tensor) and t.dtype == torch.float16
+                                else t, out)
+                    import copy
+                    program = torch.export.export(Fp16(copy.deepcopy(module)), args, strict=False)
                 converter = coreai_torch.TorchConverter()
-                converter.add_exported_program(ep.run_decompositions(coreai_torch.get_decomp_table()))
-                asset = converter.to_coreai().save_asset(pathlib.Path(workdir) / "coreai.aimodel")
+                converter.add_exported_program(program.run_decompositions(coreai_torch.get_decomp_table()))
+                asset = converter.to_coreai().save_asset(pathlib.Path(workdir) / f"{tid}.aimodel")
 
                 async def run_once():
                     async with asset.executable() as m:
-                        await m.load_function("main")({k: NDArray(np.ascontiguousarray(
-                            a.astype(np.int32) if a.dtype == np.int64 else a)) for k, a in feeds.items()})
+                        fn = m.load_function("main")
+                        await fn({name: NDArray(np.ascontiguousarray(
+                            a.numpy().astype(np.int32) if a.dtype == torch.int64 else a.numpy()))
+                            for name, a in zip(fn.desc.input_names, args)})
                 asyncio.run(run_once())
             elif tid == "openvino-cpu":
                 import openvino as ov

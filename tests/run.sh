@@ -17,4 +17,4 @@ if [ -n "$missing" ] && [ "$(id -u)" = 0 ]; then
     || echo "warning: could not install$missing" >&2
 fi
 command -v dot >/dev/null 2>&1 || { echo "Graphviz's dot is missing: apt-get install graphviz (as root)" >&2; exit 1; }
-exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+exec .venv/bin/python -m pytest -q -p no:cacheprovider --durations=15 "$@"

@@ -6,9 +6,8 @@ lower it to one kernel. The IR keeps each `@main` op as one node; an invoke node
 
 Provenance: coreai-torch's debug locations (a `debuginfo` dialect) carry, for every op, its own Core AI operation
 id, the FX node of the (decomposed) ExportedProgram it was lowered from (`sources`: name "torch", the node's name)
-and the module call stack. Node ids are the Core AI operation ids (`op27`): the converter numbers ops once and
-the pre-compilation rewrite keeps the ids of the ops it keeps, so an op can be followed from the program as
-converted to the program as rewritten.
+and the module call stack. Node ids are the Core AI operation ids (`op27`); the pre-compilation rewrite numbers
+its ops afresh, so the program as converted and the program as rewritten are matched by FX node, not by id.
 
 Model-controlled names (input, output and node names) are only ever read as data here.
 """

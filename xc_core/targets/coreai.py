@@ -152,13 +152,13 @@ class CoreAITarget(Target):
                               compiled.origin, index)
         converted = compiled.converted
         _mark_fusions(final, converted)
-        _mark_folded(final, converted)
+        folded = _mark_folded(final, converted)
         for n in final.nodes:
             if n.kind != CONSTANT:
                 n.attributes["odix_ops"] = compiled.odix_ops.get(n.attributes.get("coreai_op_id"), 0)
         compiled.input_dtypes = [t.dtype for t in final.inputs]
         self._place(final, compiled, result)
-        removed = _removed_by_rewrite(converted, final)
+        removed = _removed_by_rewrite(converted, final, folded)
         result.input_graph = converted
         result.info["coreai_ops_converted"] = len(converted.compute_nodes())
         result.info["coreai_ops_after_rewrite"] = len(final.compute_nodes())
@@ -173,7 +173,8 @@ class CoreAITarget(Target):
             graph_step(GRAPH_OPT, "the Core AI program as converted (TorchConverter: one or more coreai ops per "
                                   "FX node; layer norm and attention as composites)", converted, ref=INPUT),
             graph_step(GRAPH_OPT, "after the pre-compilation rewrite (constant folding, batch norm folded, casts "
-                                  f"removed): {removed['count']} op(s) gone", final, ref=FINAL,
+                                  f"removed): {len(converted.compute_nodes())} → {len(final.compute_nodes())} ops"
+                       + (f", {', '.join(folded)} folded away" if folded else ""), final, ref=FINAL,
                        removed=removed["count"]),
             graph_step(KERNEL, f"lowered to ODIX for this CPU: {result.info['odix_ops']} ODIX op(s)", final,
                        ref=FINAL, odix_ops=result.info["odix_ops"]),
@@ -273,84 +274,63 @@ def _before_rewrite(read):
 
 
 def _mark_fusions(final: Graph, converted: Graph) -> None:
-    """An op of the rewritten program that carries the work of several ops of the converted one is a fusion:
-    the rewrite keeps a merged op's debug location as the union of theirs (the FX nodes it came from). Its
-    `fused_from`: the converted ops lowered from those FX nodes that the rewrite did not keep."""
-    kept = {n.id for n in final.nodes}
+    """An op of the rewritten program that carries the work of several FX nodes (the rewrite merges a view into
+    the matmul before it and keeps the union of their debug locations) is a fusion: `fused_from` lists the ops of
+    the converted program lowered from those FX nodes. (The rewrite renumbers ops, so the match is by FX node.)"""
     by_torch: dict[str, list[str]] = {}
     for n in converted.nodes:
-        if n.kind == CONSTANT:
-            continue
-        for t in n.attributes.get("torch_nodes") or []:
-            by_torch.setdefault(t, []).append(n.id)
+        if n.kind != CONSTANT:
+            for t in n.attributes.get("torch_nodes") or []:
+                by_torch.setdefault(t, []).append(n.id)
     for n in final.nodes:
         torch_nodes = list(dict.fromkeys(n.attributes.get("torch_nodes") or []))
         if n.kind == CONSTANT or len(torch_nodes) < 2:
             continue
-        absorbed = [i for t in torch_nodes for i in by_torch.get(t, []) if i not in kept or i == n.id]
-        absorbed = list(dict.fromkeys(absorbed))
+        absorbed = list(dict.fromkeys(i for t in torch_nodes for i in by_torch.get(t, [])))
         if len(absorbed) >= 2:
             n.fused_from = absorbed
             n.attributes["fused_by"] = ["pre-compilation rewrite"]
 
 
-def _mark_folded(final: Graph, converted: Graph) -> None:
-    """Ops the rewrite folded into another (batch norm's scale and shift into the convolution before it): a gone op
-    that read the output of a kept op was folded into that op; a gone op fed only by constants or by other gone ops
-    goes where its producer (or else its first consumer) went. The kept op's `fused_from` lists what it took in
-    and it carries the folded source op."""
-    kept = {n.id for n in final.nodes if n.kind != CONSTANT}
-    producer = {t.name: n for n in converted.nodes for t in n.outputs}
-    owner: dict[str, str] = {}
-    pending = []
-    for n in converted.nodes:
-        if n.kind == CONSTANT or n.id in kept:
-            continue
-        sources = [producer[t.name] for t in n.inputs if t.name in producer]
-        hit = next((p.id for p in reversed(sources) if p.id in kept), None) or \
-            next((owner[p.id] for p in reversed(sources) if p.id in owner), None)
-        if hit:
-            owner[n.id] = hit
-        else:
-            pending.append(n)
-    consumers: dict[str, list] = {}
-    for n in converted.nodes:
-        for t in n.inputs:
-            consumers.setdefault(t.name, []).append(n)
-    for n in reversed(pending):
-        users = [u for t in n.outputs for u in consumers.get(t.name, [])]
-        hit = next((u.id if u.id in kept else owner.get(u.id) for u in users
-                    if u.id in kept or u.id in owner), None)
-        if hit:
-            owner[n.id] = hit
-    # Only ops whose source op no kept op carries were folded away; the rest (a cast the rewrite dropped, a
-    # reshape merged into the next one) are still accounted for where their source op is.
+def _mark_folded(final: Graph, converted: Graph) -> list[str]:
+    """Source ops the rewrite folded away entirely (batch norm into the convolution before it: its scale and
+    shift become the convolution's constants). Such an op is carried by the last op of the rewritten program that
+    computes the source op it read from; that op's `fused_from` adds the converted ops folded into it. Returns
+    the folded source ops."""
     carried = {s for n in final.nodes if n.kind != CONSTANT for s in n.source_ops}
-    ops = converted.by_id()
-    absorbed: dict[str, list[str]] = {}
-    for gone, into in owner.items():
-        if ops[gone].source_ops and not set(ops[gone].source_ops) & carried:
-            absorbed.setdefault(into, []).append(gone)
-    by_id = final.by_id()
-    for into, gone in absorbed.items():
-        n = by_id.get(into)
-        if n is None:
+    producer = {t.name: n for n in converted.nodes for t in n.outputs}
+    folded = []
+    for src in dict.fromkeys(s for n in converted.compute_nodes() for s in n.source_ops):
+        if src in carried:
             continue
-        n.fused_from = list(dict.fromkeys((n.fused_from or [n.id]) + gone))
-        n.attributes["fused_by"] = ["pre-compilation rewrite"]
-        extra = [s for g in gone for s in ops[g].source_ops]
-        n.source_ops = list(dict.fromkeys(n.source_ops + extra))
+        gone = [n for n in converted.compute_nodes() if src in n.source_ops]
+        fed_by = [producer[t.name] for n in gone for t in n.inputs if t.name in producer
+                  and src not in producer[t.name].source_ops and producer[t.name].kind != CONSTANT]
+        into_src = next((s for p in reversed(fed_by) for s in reversed(p.source_ops) if s in carried), None)
+        into = next((n for n in reversed(final.nodes) if n.kind != CONSTANT and into_src in n.source_ops), None)
+        if into is None:
+            continue
+        own = [p.id for p in converted.compute_nodes() if into_src in p.source_ops]
+        into.fused_from = list(dict.fromkeys((into.fused_from or own) + [n.id for n in gone]))
+        into.source_ops = list(dict.fromkeys(into.source_ops + [src]))
+        into.attributes["fused_by"] = ["pre-compilation rewrite (folded)"]
+        folded.append(src)
+    return folded
 
 
-def _removed_by_rewrite(converted: Graph, final: Graph) -> dict:
-    """Ops of the converted program the rewrite folded away, by the source op they were lowered from."""
-    kept = {n.id for n in final.nodes}
-    gone = [n for n in converted.compute_nodes() if n.id not in kept]
-    by_source: dict[str, int] = {}
-    for n in gone:
-        key = (n.source_ops or ["(no source op)"])[-1]
-        by_source[key] = by_source.get(key, 0) + 1
-    return {"count": len(gone), "by_source_op": by_source}
+def _removed_by_rewrite(converted: Graph, final: Graph, folded: list[str]) -> dict:
+    """How many ops the rewrite took away, per source op (ops of the converted program lowered from it, minus
+    those of the rewritten one), and the source ops it folded away entirely."""
+    def per_source(g):
+        counts: dict[str, int] = {}
+        for n in g.compute_nodes():
+            key = (n.source_ops or ["(no source op)"])[0]
+            counts[key] = counts.get(key, 0) + 1
+        return counts
+    before, after = per_source(converted), per_source(final)
+    by_source = {k: v - after.get(k, 0) for k, v in before.items() if v > after.get(k, 0)}
+    return {"count": len(converted.compute_nodes()) - len(final.compute_nodes()), "by_source_op": by_source,
+            "folded_source_ops": folded}
 
 
 # -- the runtime (async API) -----------------------------------------------------------------------------------
@@ -440,11 +420,25 @@ class CoreAIAne(CoreAITarget):
 
     def _program_to_convert(self, captured):
         """coreai-torch 0.4.3 has no compute-precision option: a program computes in the dtypes of the model it
-        is given. The model's weights and activations are cast to fp16 (what the Neural Engine computes in);
-        inputs and outputs stay as declared, cast at the edges. Shapes are the run's inputs (static)."""
+        is given. The model's weights, activations and explicit fp32 casts become fp16 (what the Neural Engine
+        computes in); inputs and outputs stay as declared, cast at the edges. Shapes are the run's inputs."""
         import torch
         from torch.utils._pytree import tree_map
         module = captured.program().module()
+        # torch.export records the dtype it saw at each explicit cast (`_assert_tensor_metadata`: float32); in the
+        # fp16 model those checks no longer hold, and they compute nothing.
+        # An explicit cast to float32 the program recorded (an attention mask `.to(self.dtype)` traced in fp32)
+        # becomes a cast to fp16, as Core ML's compute_precision=FLOAT16 turns every fp32 computation into fp16.
+        for node in list(module.graph.nodes):
+            if node.op != "call_function":
+                continue
+            if node.target is torch.ops.aten._assert_tensor_metadata.default and not node.users:
+                module.graph.erase_node(node)
+                continue
+            node.args = tuple(torch.float16 if a is torch.float32 else a for a in node.args)
+            if node.kwargs.get("dtype") is torch.float32:
+                node.kwargs = {**node.kwargs, "dtype": torch.float16}
+        module.recompile()
 
         class Fp16(torch.nn.Module):
             def __init__(self, inner):

@@ -35,6 +35,8 @@ def _tree(root: str, skip: str) -> dict[str, tuple[int, int]]:
 
 
 EXECUTORCH_TARGETS = ("executorch-xnnpack", "executorch-vulkan", "executorch-coreml")
+# Core AI: coreai-ane regenerates the program's code to re-export it in fp16.
+COREAI_TARGETS = ("coreai-cpu", "coreai-ane")
 
 
 def _analyze(tmp_path, source: str, targets=ALL_TARGETS) -> tuple[int, dict | None]:
@@ -110,7 +112,7 @@ def test_hostile_pt2_names_are_refused_or_compiled_without_running(tmp_path):
     model, args = hostile_torch_module(names)
     torch.export.save(torch.export.export(model, args), str(tmp_path / "plain.pt2"))
     # ExecuTorch regenerates the program's code at every pass (to_edge, partitioning, to_executorch): those too.
-    rc, report = _analyze(tmp_path, str(tmp_path / "plain.pt2"), ALL_TARGETS + EXECUTORCH_TARGETS)
+    rc, report = _analyze(tmp_path, str(tmp_path / "plain.pt2"), ALL_TARGETS + EXECUTORCH_TARGETS + COREAI_TARGETS)
     assert rc == 0 and not os.path.exists(canary)
     _one_line_outcomes(report)
     assert all(t["status"] == "ok" for t in report["targets"].values()), \

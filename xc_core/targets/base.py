@@ -243,6 +243,26 @@ class Target(abc.ABC):
         return {}
 
 
+def needs_exported_program(captured, what: str) -> tuple[bool, str]:
+    """For a target that takes PyTorch programs only (`what`: "ExecuTorch lowers"): ok, or why this source cannot
+    reach it."""
+    if captured.exported_program is not None or captured.exported_program_file:
+        return True, ""
+    if captured.source.kind == "onnx":
+        return False, (f"{what} PyTorch programs; an ONNX upload reaches it once xc's ONNX → PyTorch route feeds "
+                       "every PyTorch-side target (today it feeds Core ML only)")
+    return False, f"{what} PyTorch programs; this {captured.source.kind} source has no ExportedProgram to give it"
+
+
+def dist_version(name: str) -> str | None:
+    """The installed version of a distribution (None when it is not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
 REGISTRY: dict[str, type[Target]] = {}
 
 

@@ -39,7 +39,7 @@ from ..errors import first_line
 from ..ir import CONSTANT, Graph
 from ..lowering import FINAL, GRAPH_OPT, IMPORT, INPUT, KERNEL, graph_step
 from ..quiet import quiet_coreai, quiet_torch
-from .base import Target, register
+from .base import Target, dist_version, needs_exported_program, register
 from .coreml_rules import ANE, CPU, UNKNOWN, Prediction, predict
 
 COREAI_TORCH_PINNED, COREAI_CORE_PINNED = "0.4.3", "1.0.0b3"
@@ -74,7 +74,6 @@ class CoreAITarget(Target):
     needs_onnx = False
     from_exported_program = True
     relative_cost = 2
-    fusion_catalogue = None
     precision: ClassVar[str] = "fp32"
     intermediates_method = ("Core AI runtime's IntermediateLogger (values mapped to the torch ops through the "
                             "program's debug info)")
@@ -93,13 +92,7 @@ class CoreAITarget(Target):
         return True, ""
 
     def accepts(self, captured):
-        if captured.exported_program is None and not captured.exported_program_file:
-            if captured.source.kind == "onnx":
-                return False, ("Core AI converts PyTorch programs; an ONNX upload reaches it once xc's ONNX → "
-                               "PyTorch route feeds every PyTorch-side target (today it feeds Core ML only)")
-            return False, (f"Core AI converts PyTorch programs; this {captured.source.kind} source has no "
-                           "ExportedProgram to give it")
-        return True, ""
+        return needs_exported_program(captured, "Core AI converts")
 
     # -- compile ----------------------------------------------------------------------------------------------
     def _program_to_convert(self, captured):
@@ -114,7 +107,7 @@ class CoreAITarget(Target):
         from ..readers.exported_program import decomposed_origin
         os.makedirs(workdir, exist_ok=True)
         result.info["coreai_torch_version"] = coreai_torch.__version__
-        result.info["coreai_core_version"] = _dist_version("coreai-core")
+        result.info["coreai_core_version"] = dist_version("coreai-core")
         ep = self._program_to_convert(captured)
         index = captured.before.by_id()
         with quiet_torch(), quiet_coreai():
@@ -129,15 +122,14 @@ class CoreAITarget(Target):
         if not converted:
             raise RuntimeError("coreai-torch finished without running its pre-compilation rewrite")
         asset = os.path.join(workdir, "model.aimodel")
-        program.save_asset(pathlib.Path(asset))
+        saved = program.save_asset(pathlib.Path(asset))
         archive = shutil.make_archive(asset, "zip", workdir, "model.aimodel")
         result.artifacts += [asset, archive]
         odix = os.path.join(workdir, "model.aimodelx")
         os.makedirs(odix, exist_ok=True)
-        from coreai.authoring import AIModelAsset
         # What `asset.executable()` does on Linux, with the runtime's debug info kept (the op mapping and the
         # intermediate values need it): lower the program to ODIX into a folder the runtime loads.
-        AIModelAsset.load(asset)._write_odix(pathlib.Path(odix), enable_debug_info=True)
+        saved._write_odix(pathlib.Path(odix), enable_debug_info=True)
         compiled = CoreAICompiled(program=program, converted=converted[0], origin=origin, asset=asset, odix=odix)
         compiled.odix_ops = _run_async(_odix_ops(odix))
         result.info["conversion"] = ("torch.export → run_decompositions(coreai_torch.get_decomp_table()) → "
@@ -387,14 +379,6 @@ async def _intermediate_values(odix: str, op_ids: list[int], feeds: dict) -> dic
     from coreai_torch.debugging.inspector import CoreAIInspector
     model = await _load(odix)
     return await CoreAIInspector(model=model).get_intermediates_for_ops(op_ids, feeds)
-
-
-def _dist_version(name: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return None
 
 
 @register

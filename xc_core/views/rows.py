@@ -557,7 +557,10 @@ def _neural_engine_phrases(report: dict, a: str, b: str) -> list[str]:
         if only:
             names = ", ".join(only[:3]) + (f" and {len(only) - 3} more" if len(only) > 3 else "")
             out.append(f"{len(only)} op(s) wholly on the Neural Engine on {x}, not wholly (or not predictably) on {y}: {names}")
-    return out or ["the same ops on the Neural Engine on both"]
+    kinds = {x: (report["targets"][x].get("evidence") or {}).get("assignment", "—") for x in (a, b)}
+    out = out or ["the same ops on the Neural Engine on both"]
+    out[-1] += f" (devices: {a} {kinds[a]}, {b} {kinds[b]})"
+    return out
 
 
 def _drift_phrase(report: dict, tid: str) -> str:

@@ -27,7 +27,7 @@ from ...analysis.boundaries import (
 from ...ir import COMPUTE, Graph
 from ...lowering import FINAL, GRAPH_OPT, IMPORT, INPUT, KERNEL, graph_step
 from ...readers.executorch import ProgramReader, op_name
-from ..base import Target
+from ..base import Target, dist_version, needs_exported_program
 
 CPU_KERNELS = "ExecuTorch CPU kernels"
 EXECUTORCH_VERSION_PINNED = "1.5.1"
@@ -67,13 +67,7 @@ class ExecuTorchTarget(Target):
         return True, ""
 
     def accepts(self, captured):
-        if captured.exported_program is None and not captured.exported_program_file:
-            if captured.source.kind == "onnx":
-                return False, ("ExecuTorch lowers PyTorch programs; an ONNX upload reaches it once xc's ONNX → "
-                               "PyTorch route feeds every PyTorch-side target (today it feeds Core ML only)")
-            return False, (f"ExecuTorch lowers PyTorch programs; this {captured.source.kind} source has no "
-                           "ExportedProgram to give it")
-        return True, ""
+        return needs_exported_program(captured, "ExecuTorch lowers")
 
     # -- hooks a backend fills -----------------------------------------------------------------------------
     @abc.abstractmethod
@@ -100,7 +94,7 @@ class ExecuTorchTarget(Target):
 
         from ...quiet import quiet_coremltools, quiet_torch
         os.makedirs(workdir, exist_ok=True)
-        result.info["executorch_version"] = getattr(executorch, "__version__", None) or _dist_version("executorch")
+        result.info["executorch_version"] = getattr(executorch, "__version__", None) or dist_version("executorch")
         ep = self._program_to_lower(captured, result)
         partitioner = self._partitioner()
         reasons: dict[str, str] = {}
@@ -275,14 +269,6 @@ def _execution_plan(program) -> dict:
     return {"operators": operators, "delegates": delegates, "calls": calls,
             "delegate_calls": sum(c["call"] == "delegate" for c in calls),
             "kernel_calls": sum(c["call"] == "kernel" for c in calls)}
-
-
-def _dist_version(name: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return None
 
 
 __all__ = ["CPU_KERNELS", "ExecuTorchCompiled", "ExecuTorchTarget", "ev", "op_name", "run_pte"]

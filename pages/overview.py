@@ -16,6 +16,8 @@ from xc_core.views.rows import (
     drift_output_rows,
     fmt_sci,
     input_rows,
+    onnx_route_lines,
+    onnx_route_rows,
     pair_sentence,
     probe_rows,
     style_verdicts,
@@ -37,7 +39,21 @@ c4.metric("Reference", (report.get("reference") or {}).get("id", "—"))
 
 if cap.get("onnx_error"):
     st.warning(f"**No ONNX**: {_ui.plain(cap['onnx_error'])}. The targets that compile ONNX could not run; those "
-               "that compile the ExportedProgram (Core ML, Inductor, the torch reference) ran on their own.")
+               "that compile the ExportedProgram (Core ML, Inductor, ExecuTorch, Core AI, the torch reference) ran "
+               "on their own.")
+
+route_lines = onnx_route_lines(report)
+if route_lines:     # an ONNX upload: the program the PyTorch-side targets compiled, and its own error
+    route = cap["onnx_route"]
+    with st.expander(f"ONNX → PyTorch route — {'failed' if route.get('error') else 'one program for '}"
+                     f"{'' if route.get('error') else ', '.join(route.get('targets') or [])}",
+                     expanded=bool(route.get("error"))):
+        st.markdown(f"{_ui.evidence_badge(route.get('evidence'))} " + _ui.plain(" ".join(route_lines)))
+        rows = onnx_route_rows(report)
+        if rows:
+            st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+        if route.get("preprocessing"):
+            st.caption("Prepared for the conversion: " + _ui.plain("; ".join(route["preprocessing"])))
 
 st.subheader("Each target in one line")
 # Its checklist, summed up: the symbols and words of the Checklist page and the Markdown report.
@@ -127,8 +143,8 @@ else:
     if conv and conv.get("conversion_drift"):
         worst_conv = max((m.get("rel_l2") or 0 for m in conv["conversion_drift"].values()
                           if "error" not in m), default=None)
-        st.caption(f"Includes the ONNX → PyTorch conversion (onnx2torch), whose own error is rel L2 "
-                   f"{fmt_sci(worst_conv)} — measured apart, see the Core ML page.")
+        st.caption(f"Includes the ONNX → PyTorch conversion (xc's route, onnx2torch), whose own error is rel L2 "
+                   f"{fmt_sci(worst_conv)} — measured apart, see \"ONNX → PyTorch route\" at the top.")
     out_rows = drift_output_rows(t)
     if out_rows:
         st.dataframe(pd.DataFrame(out_rows), hide_index=True, width="stretch")

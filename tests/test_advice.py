@@ -15,8 +15,9 @@ SEEN = [
                 "'node_isnan'", TOOLCHAIN, "ONNX Runtime", "node_isnan", "IsNaN"),
     ("ort-cpu-int8", "compile failed: ValueError: Expected mul to be an initializer", TOOLCHAIN, "quantize_dynamic",
      "mul", None),
-    ("coreml-ane", "compile failed: onnx2torch cannot convert this graph: no converter for GlobalMaxPool-1", XC,
-     "onnx2torch", None, "GlobalMaxPool"),
+    ("coreml-ane", "no PyTorch program from the ONNX: no PyTorch converter for STFT (domain ai.onnx, opset 17; first "
+                   "at node 'stft') in onnx2torch or xc — export the model with the STFT as a convolution", XC,
+     "onnx2torch", "stft", "STFT"),
     ("openvino-cpu[precision=f32]", "killed by SIGSEGV in run", TOOLCHAIN, "OpenVINO", None, None),
     ("inductor-cpu", "exceeded 300 s in compile", LIMITS, "time limit", None, None),
     ("ort-nnapi", "exceeded the 6 GiB memory limit in compile (resident 6.0 GiB)", LIMITS, "memory limit", None, None),
@@ -43,7 +44,7 @@ def test_a_python_error_raised_in_xc_is_xcs_bug_not_the_compilers():
 
 def test_the_report_and_the_cli_carry_the_advice(tmp_path, capsys):
     from xc_core.cli import main
-    # ai.onnx.ml's Binarizer: ONNX Runtime runs it, onnx2torch (the Core ML route) converts only the default domain
+    # ai.onnx.ml's Binarizer: ONNX Runtime runs it; neither onnx2torch nor xc has a converter for it
     nodes = [helper.make_node("Binarizer", ["x"], ["y"], name="binarize", domain="ai.onnx.ml", threshold=0.5)]
     g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])])
@@ -56,6 +57,6 @@ def test_the_report_and_the_cli_carry_the_advice(tmp_path, capsys):
     import json
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     t = report["targets"]["coreml-cpu"]
-    assert t["status"] == "error" and t["advice"]["op"] == "ai.onnx.ml:Binarizer" and t["advice"]["owner"] == XC
+    assert t["status"] == "error" and t["advice"]["op"] == "Binarizer" and t["advice"]["owner"] == XC
     assert "↳ whose: xc's ONNX → PyTorch route (onnx2torch) (xc's limitation)" in out
     assert report["targets"]["ort-cpu"]["status"] == "ok" and "advice" not in report["targets"]["ort-cpu"]

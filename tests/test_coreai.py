@@ -161,11 +161,40 @@ def test_unimportable_core_ai_is_unavailable_with_the_reason(monkeypatch):
     assert not ok and "libcoreai.so" in why and "coreai-core==1.0.0b3" in why
 
 
-def test_an_onnx_upload_says_where_core_ai_stands(tmp_path):
+def test_an_onnx_upload_reaches_core_ai_through_the_route(tmp_path):
+    """Core AI converts PyTorch programs: an ONNX upload reaches it as the ONNX → PyTorch route's program, and its
+    ops trace back to the ONNX nodes."""
+    import onnx
+
     from xc_core.api import analyze
     path = tmp_path / "m.onnx"
     torch.onnx.export(torch.nn.Linear(4, 2).eval(), (torch.randn(1, 4),), str(path), dynamo=True)
     report = analyze(str(path), ["coreai-cpu"], out_dir=str(tmp_path / "out"))
     t = report["targets"]["coreai-cpu"]
-    assert t["status"] == "unavailable" and "ONNX" in t["error"]
+    assert t["status"] == "ok", t["error"]
+    assert t["info"]["onnx_conversion"] and report["capture"]["onnx_route"]["targets"] == ["coreai-cpu"]
+    traced = {s for n in t["graph"]["nodes"] for s in n.get("source_ops") or []}
+    assert traced and traced <= {n.name for n in onnx.load(str(path)).graph.node}
     assert os.path.isdir(tmp_path / "out")
+
+
+def test_the_fp16_program_converts_the_tensors_a_program_makes_in_its_code(tmp_path):
+    """A tensor the model's code makes (torch.tensor in forward) is a lifted constant of the program, not a
+    parameter or buffer: module.to(float16) leaves it float32, and the fp16 program must not mix the two."""
+    from xc_core.api import analyze
+
+    class Scales(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = torch.nn.Linear(4, 3)
+
+        def forward(self, x):
+            return self.fc(x) @ torch.tensor([[0.5, 1.0], [2.0, 0.0], [1.0, -1.0]])
+    torch.manual_seed(0)
+    ep = torch.export.export(Scales().eval(), (torch.randn(2, 4),))
+    assert ep.constants and {t.dtype for t in ep.constants.values()} == {torch.float32}
+    path = str(tmp_path / "scales.pt2")
+    torch.export.save(ep, path)
+    t = analyze(path, ["coreai-ane"])["targets"]["coreai-ane"]
+    assert t["status"] == "ok", t["error"]
+    assert t["drift"]["worst"]["rel_l2"] < 1e-2

@@ -193,12 +193,13 @@ def test_dynamic_batch_and_two_outputs(tmp_path):
         assert t["drift"]["worst"]["rel_l2"] < 1e-2
 
 
-def test_onnx_uploads_are_unavailable_with_the_reason(tmp_path):
+def test_an_onnx_upload_is_lowered_from_the_routes_program(tmp_path):
     from xc_core.api import analyze
     path = tmp_path / "m.onnx"
     torch.onnx.export(torch.nn.Linear(4, 2), (torch.randn(1, 4),), str(path), dynamo=False)
     t = analyze(str(path), ["executorch-xnnpack"], out_dir=str(tmp_path / "out"))["targets"]["executorch-xnnpack"]
-    assert t["status"] == "unavailable" and "ONNX" in t["error"]
+    assert t["status"] == "ok", t["error"]
+    assert t["info"]["onnx_conversion"] and t["drift"]["worst"]["rel_l2"] < 1e-5
 
 
 def test_cli_lists_the_targets_and_their_options():

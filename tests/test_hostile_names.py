@@ -1,6 +1,6 @@
 """Hostile names (tests/hostile_names.py) through every target: nothing runs, nothing outside the run's folders
 changes, and each target ends ok or with a one-line error. The ONNX → PyTorch route is where a node name once ran
-as Python (torch.fx wrote it into `forward`); the renaming in xc_core/targets/onnx_to_torch.py closes that."""
+as Python (torch.fx wrote it into `forward`); the renaming in xc_core/onnx_route/names.py closes that."""
 from __future__ import annotations
 
 import json
@@ -69,11 +69,13 @@ def test_hostile_onnx_names_run_nothing_on_any_target(tmp_path):
     canary = str(tmp_path / "canary")
     # the batch dim's name is a payload too: xc picks a default for it and never evaluates it
     path = hostile_onnx(str(tmp_path / "hostile.onnx"), canary, batch_dim=payloads(canary)[4])
-    rc, report = _analyze(tmp_path, path)
+    # ExecuTorch and Core AI regenerate the route's program's code at each pass: those too.
+    rc, report = _analyze(tmp_path, path, ALL_TARGETS + ("executorch-xnnpack", "coreai-cpu"))
     assert rc == 0 and not os.path.exists(canary)
     _one_line_outcomes(report)
-    # The Core ML route (ONNX → PyTorch → Core ML) converts it, and its ops still trace to the model's own names.
-    for tid in ("coreml-cpu", "coreml-ane"):
+    # The ONNX → PyTorch route converts it for every target that compiles PyTorch programs, and their ops still
+    # trace to the model's own names.
+    for tid in ("coreml-cpu", "coreml-ane", "inductor-cpu", "executorch-xnnpack", "coreai-cpu"):
         t = report["targets"][tid]
         assert t["status"] == "ok", (tid, t.get("error"))
         traced = {s for n in t["graph"]["nodes"] for s in n.get("source_ops") or []}
@@ -137,7 +139,7 @@ def test_safe_names_keeps_the_computation_and_maps_every_name_back(tmp_path):
     import onnx
     import onnxruntime as ort
     from onnx import TensorProto, helper
-    from xc_core.targets.onnx_to_torch import IDENTIFIER, checked_module_names, in_model_names, safe_names
+    from xc_core.onnx_route.names import IDENTIFIER, checked_module_names, in_model_names, safe_names
     canary = str(tmp_path / "canary")
     model = onnx.load(hostile_onnx(str(tmp_path / "h.onnx"), canary))
     # an If whose branches read an outer value by its (hostile) name

@@ -35,8 +35,11 @@ def test_inductor_fuses_source_ops_into_kernels_and_matches_eager(sample_report,
     assert coverage["ratio"] >= 0.9, coverage
 
 
-def test_an_onnx_source_is_unavailable_to_torch_compile_in_words(tmp_path):
+def test_an_onnx_source_the_route_cannot_run_names_its_node(tmp_path):
+    """An ONNX source reaches torch.compile through the ONNX → PyTorch route; a node PyTorch cannot run at the
+    analysis shapes (an index out of range) is the error, by name."""
     from test_workers import gathernd_out_of_range
     report = analyze(gathernd_out_of_range(tmp_path / "g.onnx"), ["inductor-cpu"])
     t = report["targets"]["inductor-cpu"]
-    assert t["status"] == "unavailable" and "torch.compile compiles PyTorch programs" in t["error"]
+    assert t["status"] == "error" and t["error_stage"] == "capture"
+    assert t["error"].startswith("no PyTorch program from the ONNX: GatherND 'GatherND_1' (domain ai.onnx)")

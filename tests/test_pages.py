@@ -118,12 +118,17 @@ def test_fallbacks_page_shows_the_model_as_shipped_beside_the_resolved_shapes(tm
     assert any("left on the CPU for a dynamic input shape" in c.value for c in at.caption)
 
 
-def test_core_ml_page_shows_the_onnx_conversion_apart(tmp_path):
+def test_the_onnx_route_is_shown_apart_on_the_overview_and_the_core_ml_page(tmp_path):
     from realistic_models import two_in_three_out_onnx
     from xc_core.api import analyze
-    report = analyze(two_in_three_out_onnx(str(tmp_path / "m.onnx")), ["coreml-cpu"])
+    report = analyze(two_in_three_out_onnx(str(tmp_path / "m.onnx")), ["coreml-cpu", "inductor-cpu"])
     at = _page_with_report("coreml", report)
     assert any("ONNX → PyTorch conversion" in m.value and "not blamed on Core ML" in m.value for m in at.markdown)
+    at = _page_with_report("overview", report)
+    assert not at.exception, at.exception
+    route = next(m.value for m in at.markdown if "compiled by" in m.value).replace("\\", "")
+    assert "coreml-cpu, inductor-cpu" in route and "worst rel L2" in route and "measured" in route
+    assert len(at.dataframe[0].value) == 3          # the conversion's own drift, one row per output
 
 
 def test_stages_page_shows_six_stages_and_opens_a_step_graph_in_topology():

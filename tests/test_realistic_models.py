@@ -8,15 +8,10 @@ from conftest import ALL_TARGETS
 from realistic_models import BUILDERS
 from xc_core.api import analyze
 
-# What cannot work, and the words that must say so (everything else must be ok).
+# What cannot work, and the words that must say so (everything else must be ok). The ONNX → PyTorch route takes
+# the classifier, the If and the LSTM to Core ML and Inductor (xc's converters, the branch specialised).
 EXPECTED_ERRORS = {
     ("zipmap", "openvino-cpu"): "output_probability",                  # OpenVINO reads no sequence/map outputs
-    ("zipmap", "coreml-ane"): "ai.onnx.ml:LinearClassifier, ai.onnx.ml:ZipMap",
-    ("zipmap", "coreml-cpu"): "ai.onnx.ml:LinearClassifier, ai.onnx.ml:ZipMap",
-    ("branch", "coreml-ane"): "no converter for If",
-    ("branch", "coreml-cpu"): "no converter for If",
-    ("lstm", "coreml-ane"): "no converter for LSTM",
-    ("lstm", "coreml-cpu"): "no converter for LSTM",
 }
 
 
@@ -37,9 +32,6 @@ def test_every_target_is_ok_or_names_the_cause(reports, name):
     report = reports(name)
     assert report["reference"]["status"] == "ok", report["reference"]["error"]
     for tid, t in report["targets"].items():
-        if tid == "inductor-cpu":      # torch.compile takes PyTorch programs; these are ONNX files
-            assert t["status"] == "unavailable" and "torch.compile compiles PyTorch programs" in t["error"]
-            continue
         expected = EXPECTED_ERRORS.get((name, tid))
         if expected is None:
             assert t["status"] == "ok", (name, tid, t["error"])
@@ -72,14 +64,18 @@ def test_tf_style_names_survive_every_target(reports):
     assert report["source"]["inputs"][0]["name"] == "input:0"
 
 
-def test_onnx_uploads_get_core_ml_with_the_conversion_measured_apart(reports):
-    for name in ("detector", "text", "two-in-three-out"):
-        for tid in ("coreml-ane", "coreml-cpu"):
+def test_onnx_uploads_get_core_ml_and_inductor_with_the_conversion_measured_apart(reports):
+    for name in ("detector", "text", "two-in-three-out", "lstm", "branch"):
+        for tid in ("coreml-ane", "coreml-cpu", "inductor-cpu"):
             t = reports(name)["targets"][tid]
             conv = t["info"]["onnx_conversion"]
-            assert conv["route"].startswith("ONNX → PyTorch (onnx2torch)") and conv["evidence"] == "measured"
+            assert "onnx2torch" in conv["route"] and conv["evidence"] == "measured"
             assert conv["conversion_drift"] and all(m["rel_l2"] < 1e-5 for m in conv["conversion_drift"].values())
-            assert reports(name)["alignment"]["coverage"][tid]["ratio"] > 0.5   # Core ML ops trace to ONNX nodes
+            if name == "branch":    # the condition folded away; the op left is the If's branch, traced to it
+                assert {s for n in t["graph"]["nodes"] for s in n.get("source_ops") or []} == {"pick"}, tid
+                assert any("If 'pick'" in note and "branch only" in note for note in conv["preprocessing"]), conv
+            else:                   # the compiled ops trace to ONNX nodes
+                assert reports(name)["alignment"]["coverage"][tid]["ratio"] > 0.5, (name, tid)
 
 
 @pytest.mark.parametrize("sample", ["vision-mini", "tts-mini", "transformer-mini"])

@@ -12,6 +12,7 @@ import torch
 
 from tiny_models import conv_bn_relu
 from xc_core.report.schema import schema, validate_report
+from xc_core.targets import REGISTRY
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EVIDENCE = {"measured", "reported", "predicted-runtime", "predicted-rules", "emulated"}
@@ -103,14 +104,8 @@ def test_cli_pt2_pt_and_onnx_files(tmp_path):
         validate_report(report)
         assert report["reference"]["id"] == ("onnx-reference" if src.endswith(".onnx") else "torch")
         for tid, t in report["targets"].items():
-            if tid == "inductor-cpu" and src.endswith(".onnx"):     # torch.compile takes PyTorch programs only
-                assert t["status"] == "unavailable" and "torch.compile" in t["error"]
-                continue
-            if tid.startswith(("executorch-", "coreai-")) and src.endswith(".onnx"):   # they take PyTorch programs
-                assert t["status"] == "unavailable" and "ONNX" in t["error"]
-                continue
-            assert t["status"] == "ok", (src, t["error"])
-            if src.endswith(".onnx") and tid.startswith("coreml"):   # ONNX → PyTorch → Core ML
+            assert t["status"] == "ok", (src, tid, t["error"])
+            if src.endswith(".onnx") and REGISTRY[tid.split("[")[0]].takes_program:   # ONNX → PyTorch → target
                 drift = t["info"]["onnx_conversion"]["conversion_drift"]
                 assert drift and all(m["rel_l2"] < 1e-5 for m in drift.values())
             if tid.split("[")[0] in ("ort-cpu", "openvino-cpu", "ort-nnapi"):   # fp32 numerics, measured

@@ -52,6 +52,11 @@ class Captured:
     # outputs; an ExportedProgram's user outputs are named after internal nodes ('linear_12'), so they are called
     # by the model's own keys ('logits') or by position ('output 0').
     output_labels: list[str] = field(default_factory=list)
+    # An ONNX source's ONNX → PyTorch route (xc_core/onnx_route): the program's file, where each of its nodes came
+    # from, the preparation's notes and the conversion's own drift — or the one-line error that stopped it.
+    onnx_route: dict | None = None
+    # A view of an ONNX capture given to a target that compiles the route's program (targets/routed.py).
+    routed: bool = False
 
     def output_label_map(self) -> dict[str, str]:
         """{output name: the name the report shows}."""

@@ -6,6 +6,7 @@
       capture/captured.json         the captured graphs, output names, inputs, timings (typed, plain JSON)
       capture/model.onnx            what ONNX-consuming targets compile
       capture/exported_program.pt2  the ExportedProgram (PyTorch sources), read back with xc's safe loader
+      capture/onnx_route.json       an ONNX source's ONNX → PyTorch route (its program: artifacts/capture/)
       artifacts/<target>/           what each target wrote
       work/<job>/                   a worker's result.json + arrays.npz, stderr and temp folder (removed after)
 
@@ -41,16 +42,20 @@ class PlanStep:
     early: str | None = None
 
 
-# The analysis, written once: prepare (load, inputs, capture), then every target (the reference first), then the
-# report. scheduler.run_here walks it one step after another in this process; scheduler.IsolatedRun starts each
-# step's jobs in workers as soon as what it waits for has finished — the targets that compile the ExportedProgram
-# as soon as the prepare worker has written it (EXPORTED), while it goes on to the ONNX export.
-PREPARE, TARGETS = "prepare", "targets"
+# The analysis, written once: prepare (load, inputs, capture), an ONNX source's ONNX → PyTorch route when a target
+# compiles PyTorch programs, then every target (the reference first), then the report. scheduler.run_here walks it
+# one step after another in this process; scheduler.IsolatedRun starts each step's jobs in workers as soon as what
+# it waits for has finished — the targets that compile the ExportedProgram as soon as the prepare worker has
+# written it (EXPORTED), while it goes on to the ONNX export; for an ONNX source, the targets that compile ONNX
+# while the route runs, those that compile its program once it has.
+PREPARE, ROUTE_STEP, TARGETS = "prepare", "onnx-route", "targets"
 PLAN = (
     PlanStep(PREPARE, "xc_core.pipeline:prepare_job"),
+    PlanStep(ROUTE_STEP, "xc_core.pipeline:route_job", after=PREPARE),
     PlanStep(TARGETS, "xc_core.pipeline:target_job", after=PREPARE, early=EXPORTED),
     PlanStep("report", "xc_core.pipeline:report_job", after=TARGETS),
 )
+ROUTE_FILE = "onnx_route.json"
 PLAN_STEP = {step.name: step for step in PLAN}
 
 
@@ -65,6 +70,7 @@ class Prepared:
     source_name: str
     output_names: list[str]
     onnx_error: str | None = None     # why a PyTorch source has no ONNX (its ONNX targets fail with it)
+    source_kind: str | None = None
     captured: Captured | None = field(default=None, repr=False, compare=False)
     feeds: dict | None = field(default=None, repr=False, compare=False)
 
@@ -124,7 +130,7 @@ def prepare(src: Source, run_dir: str, *, shapes=None, dims=None, values=None, r
     save_captured(captured, os.path.join(run_dir, CAPTURE_DIR), save_program=not handed_on)
     reference_id = ("torch" if src.module is not None else "onnx-reference" if captured.onnx_path else None)
     return Prepared(inputs_info, reference_id, capture_seconds, src.name, list(captured.output_names),
-                    captured.onnx_error, captured=captured, feeds=feeds)
+                    captured.onnx_error, source_kind=src.kind, captured=captured, feeds=feeds)
 
 
 def prepare_job(args: dict, workdir: str, phase) -> dict:
@@ -142,6 +148,29 @@ def prepare_job(args: dict, workdir: str, phase) -> dict:
     finally:
         src.close()
     return out.to_dict()
+
+
+# ---------------------------------------------------------------------------------------------- onnx route ----
+def run_route(captured: Captured, feeds: dict, run_dir: str) -> dict:
+    """An ONNX source's ONNX → PyTorch route (xc_core.onnx_route): the program beside the captured ONNX, the
+    record in capture/onnx_route.json and on `captured`. Never raises: a failure is the record's `error`."""
+    from .onnx_route import build
+    record = build(captured.onnx_path, captured.source.inputs, feeds, os.path.join(run_dir, "artifacts", CAPTURE_DIR))
+    save_route(record, run_dir)
+    captured.onnx_route = record
+    return record
+
+
+def route_job(args: dict, workdir: str, phase) -> dict:
+    """Worker entry: the route, from the run folder prepare wrote."""
+    phase("convert")
+    record = run_route(captured_summary(args["run_dir"]), read_feeds(args["run_dir"]), args["run_dir"])
+    return {"error": record.get("error")}
+
+
+def save_route(record: dict, run_dir: str) -> None:
+    from .paths import write_json_atomic
+    write_json_atomic(os.path.join(run_dir, CAPTURE_DIR, ROUTE_FILE), record)
 
 
 # -------------------------------------------------------------------------------------------------- target ----
@@ -359,7 +388,15 @@ def _captured(src: Source, data: dict, run_dir: str) -> Captured:
     before = Graph.from_dict(data["before"]) if data["before"] is not None else onnx_graph
     return Captured(src, data["onnx_path"], onnx_graph, before, data["output_names"],
                     timings=data["timings"], notes=data["notes"], onnx_error=data.get("onnx_error"),
-                    output_labels=data.get("output_labels") or [])
+                    output_labels=data.get("output_labels") or [], onnx_route=_read_route(run_dir))
+
+
+def _read_route(run_dir: str) -> dict | None:
+    path = os.path.join(run_dir, CAPTURE_DIR, ROUTE_FILE)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
 
 
 def _specs(items: list[dict]) -> list[InputSpec]:

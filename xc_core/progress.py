@@ -2,7 +2,7 @@
 workers) and read by the CLI's stderr lines, the dashboard's progress panel and its captured-graph preview
 (`views/progress.py` turns events into lines for both).
 
-Words: an analysis goes through *steps* (load, inputs, capture, onnx, one per target, report); a target's worker
+Words: an analysis goes through *steps* (load, inputs, capture, onnx or onnx-route, one per target, report); a target's worker
 goes through *phases* (load, compile, inspect, run, intermediates, save). A "stage" is only ever one of the six
 lowering stages a compiler's passes are mapped onto (xc_core/lowering.py).
 """
@@ -14,7 +14,8 @@ from typing import Callable
 # The analysis's steps, in order.
 LOAD, INPUTS, CAPTURE, ONNX, TARGET, REPORT, REPORT_RETRY = ("load", "inputs", "capture", "onnx", "target",
                                                              "report", "report-retry")
-PREPARE_STEPS = (LOAD, INPUTS, CAPTURE, ONNX)
+ROUTE = "onnx-route"    # an ONNX source made a PyTorch program, for the targets that compile one
+PREPARE_STEPS = (LOAD, INPUTS, CAPTURE, ONNX, ROUTE)
 RUNNING, DONE, ERROR = "running", "done", "error"
 
 

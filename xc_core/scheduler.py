@@ -16,12 +16,15 @@ from .pipeline import (
     PLAN,
     PLAN_STEP,
     PREPARE,
+    ROUTE_STEP,
     TARGETS,
     Prepared,
     assemble_report,
     captured_summary,
     prepare,
+    run_route,
     run_target,
+    save_route,
 )
 from .progress import (
     CAPTURE,
@@ -29,13 +32,15 @@ from .progress import (
     LOAD,
     ONNX,
     REPORT_RETRY,
+    ROUTE,
     RUNNING,
     TARGET,
     Progress,
     ProgressEvent,
 )
 from .report.sidecar import read_file as read_report
-from .targets import ERROR, TargetResult, make_targets
+from .onnx_route import ROUTE as ROUTE_WORDS
+from .targets import ERROR, TargetResult, make_targets, takes_programs
 from .targets.base import MAX_ERROR_DETAIL
 from .worker import Job, Outcome, WorkerLimits, run_jobs
 
@@ -48,6 +53,11 @@ def emit_captured(emit: Progress, prepared: Prepared, run_dir: str, captured) ->
     emit(ProgressEvent(CAPTURE, "done", seconds=prepared.capture_seconds,
                        captured=os.path.join(run_dir, CAPTURE_DIR, "captured.json"),
                        nodes=len(captured.before.compute_nodes()), graph=captured.source.before_stage))
+
+
+def needs_route(prepared: Prepared, targets: list[str]) -> bool:
+    """An ONNX source and a target that compiles PyTorch programs: the ONNX → PyTorch route runs."""
+    return prepared.source_kind == "onnx" and takes_programs(targets)
 
 
 def probes_of(captured) -> list[str]:
@@ -84,6 +94,12 @@ class _Here:
                                 phase=lambda p: self.emit(ProgressEvent(p, RUNNING)))
         emit_captured(self.emit, self.prepared, self.run_dir, self.prepared.captured)
 
+    def route(self) -> None:
+        if needs_route(self.prepared, self.targets):
+            self.emit(ProgressEvent(ROUTE, RUNNING))
+            record = run_route(self.prepared.captured, self.prepared.feeds, self.run_dir)
+            self.emit(ProgressEvent(ROUTE, ERROR if record.get("error") else "done", error=record.get("error")))
+
     def run_targets(self) -> None:
         captured, feeds = self.prepared.captured, self.prepared.feeds
         probes = probes_of(captured)
@@ -106,7 +122,7 @@ def run_here(source, run_dir: str, targets: list[str], target_options: dict, lim
              emit: Progress, run_info: dict, artifacts_dir: str | None) -> dict:
     """The plan in this process, one step after another; returns the Report."""
     here = _Here(source, run_dir, targets, target_options, limits, prepare_args, emit, run_info, artifacts_dir)
-    steps = {PREPARE: here.prepare, TARGETS: here.run_targets, "report": here.build_report}
+    steps = {PREPARE: here.prepare, ROUTE_STEP: here.route, TARGETS: here.run_targets, "report": here.build_report}
     with gc_policy.fewer_collections():      # one big heap in this process: see gc_policy
         for step in PLAN:
             steps[step.name]()
@@ -170,6 +186,8 @@ class IsolatedRun:
 
     # -- prepare ------------------------------------------------------------------------------------------------
     def _on_phase(self, job_name: str, phase: str, data) -> None:
+        if job_name == ROUTE_STEP:
+            return
         if job_name != PREPARE:
             self._target_phase(job_name, phase)
         elif phase == PLAN_STEP[TARGETS].early and data:
@@ -210,6 +228,9 @@ class IsolatedRun:
                                   os.path.join(self.run_dir, "work", name), writable=_writable(self.run_dir, target)))
 
     def _on_done(self, out: Outcome) -> None:
+        if out.name == ROUTE_STEP:
+            self._route_done(out)
+            return
         if out.name != PREPARE:
             self._target_done(out)
             return
@@ -221,6 +242,27 @@ class IsolatedRun:
         if self.prepared is not None:
             self.emit(ProgressEvent(ONNX, "error" if final.onnx_error else "done", error=final.onnx_error))
         self._captured(final)
+        if needs_route(final, self.targets):
+            # The targets that compile ONNX start now; those that compile the route's program once it is written.
+            self.emit(ProgressEvent(ROUTE, RUNNING))
+            # torch's tracing touches the Inductor cache folder ($XC_HOME/cache/inductor) as Inductor does.
+            self.queue.append(Job(ROUTE_STEP, PLAN_STEP[ROUTE_STEP].job, {"run_dir": self.run_dir},
+                                  os.path.join(self.run_dir, "work", ROUTE_STEP),
+                                  writable=(self.run_dir, _inductor_cache())))
+            self._queue(lambda t: not t.takes_program)
+        else:
+            self._queue(lambda t: True)
+
+    def _route_done(self, out: Outcome) -> None:
+        """The route's worker has ended: its record is on disk (a worker that died leaves xc to write why)."""
+        if self.stop.is_set():
+            return
+        if out.ok:
+            error = out.value.get("error")
+        else:
+            error = f"the route's worker {out.error or 'ended without a result'}"
+            save_route({"route": ROUTE_WORDS, "error": error, "evidence": "measured"}, self.run_dir)
+        self.emit(ProgressEvent(ROUTE, ERROR if error else "done", error=error))
         self._queue(lambda t: True)
 
     def _raise_prepare_failure(self, out: Outcome | None) -> None:
@@ -333,9 +375,13 @@ def _writable(run_dir: str, target) -> tuple[str, ...]:
     """Where a target's worker may write (where Landlock confines it): its analysis' run folder (its artifacts,
     the probe models written beside the captured ONNX), and the Inductor cache for the targets that use it."""
     if target.id in _INDUCTOR_CACHE_USERS:
-        from .paths import home
-        return run_dir, os.path.join(home(), "cache", "inductor")
+        return run_dir, _inductor_cache()
     return (run_dir,)
+
+
+def _inductor_cache() -> str:
+    from .paths import home
+    return os.path.join(home(), "cache", "inductor")
 
 
 def _failure(target, out: Outcome) -> TargetResult:

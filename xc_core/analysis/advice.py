@@ -36,7 +36,8 @@ class Known:
 _C = re.compile
 # What the ONNX → PyTorch route's failures share: whose they are, and the way around them.
 _ONNX_ROUTE = "xc's ONNX → PyTorch route (onnx2torch)"
-_AS_PT2 = "upload the model as a .pt2 (torch.export.save) for the Core ML targets; the ONNX targets are unaffected"
+_AS_PT2 = ("upload the model as a .pt2 (torch.export.save) for the targets that compile PyTorch programs; the ONNX "
+           "targets are unaffected")
 KNOWN = [
     # README "Isolation": a worker's crash or limit is named by the parent
     Known(_C(r"^killed by SIG(SEGV|ABRT|BUS|ILL|FPE)"), TOOLCHAIN, None,
@@ -54,13 +55,12 @@ KNOWN = [
           "custom_translation_table) and upload it; the targets that compile the ExportedProgram ran", op_group=1),
     Known(_C(r"no ONNX to compile: torch\.onnx\.export failed"), TOOLCHAIN, "torch.onnx (the ONNX exporter)",
           "export the ONNX yourself and upload it; the targets that compile the ExportedProgram ran"),
-    # onnx2torch's converter registry (github.com/ENOT-AutoDL/onnx2torch, "Supported operations")
-    Known(_C(r"onnx2torch cannot convert this graph: no converter for (\w+)-\d+"), XC, _ONNX_ROUTE, _AS_PT2,
-          op_group=1),
-    Known(_C(r"onnx2torch converts only the default ONNX domain; this graph uses ([\w.]+:\w+)"), XC, _ONNX_ROUTE,
-          _AS_PT2, op_group=1),
-    Known(_C(r"(?:onnx2torch could not convert|could not be traced|opset-\d+ only, and xc cannot lower)"), XC,
-          _ONNX_ROUTE, _AS_PT2),
+    # onnx2torch's converter registry (github.com/ENOT-AutoDL/onnx2torch, "Supported operations") and xc's own
+    # converters (xc_core/onnx_route/converters.py)
+    Known(_C(r"no PyTorch converter for (\w+) \(domain"), XC, _ONNX_ROUTE, _AS_PT2, op_group=1),
+    Known(_C(r"(?:onnx2torch could not convert|failed in PyTorch at the analysis shapes|opset-\d+ only, and xc "
+             r"cannot lower|preparing the graph for onnx2torch failed|torch\.export could not capture the traced)"),
+          XC, _ONNX_ROUTE, _AS_PT2),
     # coremltools: apple.github.io/coremltools/docs-guides/source/custom-conversion.html (composite operators)
     Known(_C(r"Unsupported fx node (\w+)|convert function for op '(\w+)' not implemented"), TOOLCHAIN,
           "coremltools (its PyTorch frontend)",

@@ -53,6 +53,7 @@ def build_report(source, captured, inputs_info: dict, reference, results: list, 
             "timings": {k: round(v, 4) for k, v in captured.timings.items()},
             "graph": _graph_block(before, ev.REPORTED),
             "notes": captured.notes,
+            "onnx_route": _route_block(captured, results),
             "evidence": ev.REPORTED,
         }
     if reference is not None:
@@ -194,6 +195,20 @@ def _info(r) -> dict:
     if r.contract:
         info["read_back_check"] = list(r.contract)
     return info
+
+
+def _route_block(captured, results: list) -> dict | None:
+    """An ONNX source's ONNX → PyTorch route, once for the report: what was done to the graph, the conversion's
+    own drift against ONNX Runtime (measured), or the line that stopped it; and which targets compiled it."""
+    route = captured.onnx_route
+    if not route:
+        return None
+    block = {k: route[k] for k in ("route", "preprocessing", "conversion_drift", "float_model", "program_inputs",
+                                   "program_nodes", "seconds", "error") if k in route}
+    block["targets"] = [r.target for r in results if "onnx_conversion" in r.info
+                        or (r.error or "").startswith("no PyTorch program from the ONNX")]
+    block["evidence"] = ev.MEASURED
+    return block
 
 
 def _add_layer_drift(block: dict, r, reference, reference_values, boundaries: list[dict]) -> None:

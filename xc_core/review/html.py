@@ -37,6 +37,8 @@ from ..views.rows import (
     fmt_sci,
     layout_move_rows,
     layout_summary_rows,
+    onnx_route_lines,
+    onnx_route_rows,
     overview_rows,
     stage_matrix,
     stage_targets,
@@ -297,6 +299,12 @@ def _overview(report: dict, figs: _Figures) -> str:
                   for r in rows if any(c in r for c in cols)]
         if family:
             out.append(f"<h3>{_e(title)}</h3>" + _table(family, html_cols=("target", *cols), cls="fit"))
+    route = onnx_route_lines(report)
+    if route:
+        out.append(f"<h3>ONNX → PyTorch route {_badge('measured')}</h3>" + "".join(_caption(_e(line)) for line in route))
+        rows = onnx_route_rows(report)
+        if rows:
+            out.append(_table(rows, cls="fit"))
     failed = [(t, b) for t, b in report["targets"].items() if b.get("status") != "ok"]
     for tid, b in failed:
         out.append(_note(f"<code>{_e(tid)}</code> {_e(b.get('status'))}"

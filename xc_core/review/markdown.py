@@ -20,6 +20,7 @@ from ..views.rows import (
     divergence_rows,
     fmt_sci,
     layout_summary_rows,
+    onnx_route_lines,
     overview_rows,
     pair_sentence,
     stage_matrix,
@@ -69,8 +70,11 @@ def _render(report: dict, cap: int) -> str:
     pairs = pair_lines(report)
     if pairs:
         parts += ["#### Where the targets shipped together differ", "", "\n".join(pairs), ""]
-    parts += [target_table(report), "", "#### Checklist", "",
-             checklist_table(report), ""]
+    parts += [target_table(report), ""]
+    route = onnx_route_lines(report)
+    if route:
+        parts += ["#### ONNX → PyTorch route (measured)", "", text(" ".join(route)), ""]
+    parts += ["#### Checklist", "", checklist_table(report), ""]
     parts += [details(report, qid, cap) for qid in _question_ids(report)]
     stages = stages_details(report, cap)
     if stages:

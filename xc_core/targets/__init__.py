@@ -126,6 +126,12 @@ def make_targets(specs: list[str], target_options: dict[str, dict] | None = None
     return made
 
 
+def takes_programs(specs: list[str]) -> bool:
+    """Whether any of these targets compiles a PyTorch program (an ONNX source then goes through xc's ONNX →
+    PyTorch route once, in prepare)."""
+    return any(REGISTRY[tid].takes_program for tid, _ in map(parse_target_spec, specs) if tid in REGISTRY)
+
+
 def _parse_value(text: str):
     low = text.strip().lower()
     if low in ("true", "on", "yes", "1"):

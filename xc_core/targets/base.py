@@ -203,6 +203,8 @@ class Target(abc.ABC):
     # Compiles from the ExportedProgram alone (PyTorch sources), not the ONNX: an isolated worker may start it as
     # soon as torch.export has finished, while the ONNX export is still running.
     from_exported_program: ClassVar[bool] = False
+    # Compiles PyTorch programs: an ONNX source reaches it through xc's ONNX → PyTorch route (targets/routed.py).
+    takes_program: ClassVar[bool] = False
     # How the target obtains intermediate values without changing its compiled graph (None: it cannot).
     intermediates_method: ClassVar[str | None] = None
 
@@ -245,13 +247,18 @@ class Target(abc.ABC):
 
 def needs_exported_program(captured, what: str) -> tuple[bool, str]:
     """For a target that takes PyTorch programs only (`what`: "ExecuTorch lowers"): ok, or why this source cannot
-    reach it."""
+    reach it (an ONNX source reaches it through the ONNX → PyTorch route, as a view that has the program)."""
     if captured.exported_program is not None or captured.exported_program_file:
         return True, ""
-    if captured.source.kind == "onnx":
-        return False, (f"{what} PyTorch programs; an ONNX upload reaches it once xc's ONNX → PyTorch route feeds "
-                       "every PyTorch-side target (today it feeds Core ML only)")
     return False, f"{what} PyTorch programs; this {captured.source.kind} source has no ExportedProgram to give it"
+
+
+def source_tensors(inputs: dict, captured) -> list:
+    """The analysis inputs as torch tensors, in the source's input order. A 0-d input stays 0-d (numpy's
+    ascontiguousarray would make it 1-d, and a runtime then refuses the input, as ExecuTorch's set_inputs does)."""
+    import numpy as np
+    import torch
+    return [torch.from_numpy(np.array(inputs[s.name], order="C")) for s in captured.source.inputs]
 
 
 def dist_version(name: str) -> str | None:
@@ -290,6 +297,10 @@ def execute_target(target: Target, captured, inputs: dict, workdir: str,
     """Compile, inspect and run one target; every failure becomes a value in the result. `on_phase` hears each
     phase as it starts (a worker passes it on, so a kill can say which phase it interrupted)."""
     on_phase = on_phase or (lambda s: None)
+    if target.takes_program and captured.source.kind == "onnx" and not captured.routed:
+        from .routed import through_route
+        return through_route(target, captured, inputs, workdir, execute_target, log=log, probes=probes,
+                             on_phase=on_phase)
     result = TargetResult(target=target.identity, evidence=dict(target.evidence))
     ok, why = target.available()
     if not ok:

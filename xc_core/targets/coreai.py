@@ -39,7 +39,7 @@ from ..errors import first_line
 from ..ir import CONSTANT, Graph
 from ..lowering import FINAL, GRAPH_OPT, IMPORT, INPUT, KERNEL, graph_step
 from ..quiet import quiet_coreai, quiet_torch
-from .base import Target, dist_version, needs_exported_program, register
+from .base import Target, dist_version, needs_exported_program, register, source_tensors
 from .coreml_rules import ANE, CPU, UNKNOWN, Prediction, predict
 
 COREAI_TORCH_PINNED, COREAI_CORE_PINNED = "0.4.3", "1.0.0b3"
@@ -72,6 +72,7 @@ class CoreAICompiled:
 
 class CoreAITarget(Target):
     needs_onnx = False
+    takes_program = True
     from_exported_program = True
     relative_cost = 2
     precision: ClassVar[str] = "fp32"
@@ -193,7 +194,7 @@ class CoreAITarget(Target):
         for i, s in enumerate(captured.source.inputs):
             if i >= len(names):
                 break
-            arr = np.ascontiguousarray(inputs[s.name])
+            arr = np.array(inputs[s.name], order="C")   # ascontiguousarray would make a 0-d input 1-d
             want = compiled.input_dtypes[i] if i < len(compiled.input_dtypes) else None
             if want and arr.dtype != np.dtype(want):
                 arr = arr.astype(want)     # torch int64 indices are si32 in a Core AI program
@@ -428,6 +429,16 @@ class CoreAIAne(CoreAITarget):
             def __init__(self, inner):
                 super().__init__()
                 self.inner = inner.to(torch.float16)
+                # module.to() converts parameters and buffers; a program's lifted tensor constants (tensors its
+                # code made) are plain attributes
+                for node in inner.graph.nodes:
+                    if node.op != "get_attr":
+                        continue
+                    path, _, name = node.target.rpartition(".")
+                    owner = inner.get_submodule(path) if path else inner
+                    held = getattr(owner, name, None)
+                    if isinstance(held, torch.Tensor) and held.dtype == torch.float32:
+                        setattr(owner, name, held.to(torch.float16))
 
             def forward(self, *args):
                 args = [a.half() if a.is_floating_point() else a for a in args]
@@ -435,7 +446,7 @@ class CoreAIAne(CoreAITarget):
                 return tree_map(lambda t: t.float() if isinstance(t, torch.Tensor) and t.dtype == torch.float16
                                 else t, out)
         inputs = self.calibration_inputs or {}
-        args = tuple(torch.from_numpy(np.ascontiguousarray(inputs[s.name])) for s in captured.source.inputs)
+        args = tuple(source_tensors(inputs, captured))
         with quiet_torch():
             return torch.export.export(Fp16(module), args, strict=False)
 

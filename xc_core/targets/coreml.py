@@ -2,7 +2,8 @@
 MIL pipeline did and where each op will probably run.
 
 - Conversion: from the captured ExportedProgram (`run_decompositions({})` first, then the default table — some
-  models convert only with one of them; the report says which worked). TorchScript sources use the TorchScript path.
+  models convert only with one of them; the report says which worked). TorchScript sources use the TorchScript path;
+  ONNX sources the program xc's ONNX → PyTorch route made of them (targets/routed.py).
 - One ct.convert per target: its default pass pipeline is run pass by pass and recorded (`_PipelineRecorder`).
 - Before / after: the MIL program after the frontend only (read as ct.convert starts its default pipeline, plus
   `common::add_fp16_cast`, so precision compares fairly) versus after the default pipeline. Each op's scopes name
@@ -100,6 +101,7 @@ class CoreMLTarget(Target):
     relative_cost = 3   # ct.convert with run_decompositions: seconds even on tiny models
     from_exported_program = True
     needs_onnx = False
+    takes_program = True
     intermediates_method = "values recorded by the MIL interpreter while executing the compiled program"
 
     def needs_live_source(self, kind):
@@ -118,8 +120,8 @@ class CoreMLTarget(Target):
 
     def accepts(self, captured):
         kind = captured.source.kind
-        if kind == "onnx":
-            from .onnx_to_torch import available
+        if kind == "onnx":      # through xc's ONNX → PyTorch route (targets/routed.py)
+            from ..onnx_route import available
             ok, why = available()
             return (True, "") if ok else (False, f"ONNX → Core ML needs onnx2torch: {why}")
         if kind not in ("sample", "exported-program", "torchscript", "state-dict", "coreml"):
@@ -155,9 +157,6 @@ class CoreMLTarget(Target):
                     errors.append(f"{label}: {first_line(e)}")
             else:
                 raise RuntimeError("coremltools could not convert the model — " + " | ".join(errors))
-            if captured.source.kind == "onnx":
-                result.info["onnx_conversion"] = {k: v for k, v in self._onnx_conversion.items()
-                                                  if k != "module_names"}
             before = recorder.before
             if before is None:      # too deep to copy: convert the frontend once more, with the fp16 casts
                 empty = ct.PassPipeline.EMPTY
@@ -178,9 +177,6 @@ class CoreMLTarget(Target):
         """(label, model, convert kwargs) in the order to try."""
         import coremltools as ct
         src = captured.source
-        if src.kind == "onnx":
-            yield from self._onnx_route(captured)
-            return
         if src.kind == "torchscript":
             shapes = [ct.TensorType(name=s.name, shape=s.shape, dtype=_ct_dtype(s.dtype)) for s in src.inputs]
             yield "TorchScript path (torch.jit module)", src.module, {"inputs": shapes}
@@ -198,16 +194,6 @@ class CoreMLTarget(Target):
                 label += f", {aliases} aten.alias removed"
             self._decomposed = decomposed
             yield label, decomposed, {}
-
-    def _onnx_route(self, captured):
-        """ONNX → PyTorch (onnx2torch) → traced TorchScript, converted by coremltools' TorchScript frontend."""
-        import coremltools as ct
-
-        from .onnx_to_torch import ROUTE, convert_once
-        traced, self._onnx_module, self._onnx_conversion = convert_once(captured)
-        shapes = [ct.TensorType(name=_mil_name(s.name), shape=s.shape, dtype=_ct_dtype(s.dtype))
-                  for s in captured.source.inputs]
-        yield ROUTE, traced, {"inputs": shapes}
 
     # -- inspect ----------------------------------------------------------------------------------------------
     def _inspect(self, compiled, captured, result) -> Graph:
@@ -263,19 +249,6 @@ class CoreMLTarget(Target):
         from ..readers.exported_program import decomposed_origin
         source_ids = {n.id for n in captured.before.nodes}
         decomposed = compiled.decomposed
-        if captured.source.kind == "onnx":
-            # Each ONNX node became one onnx2torch submodule named after it; the TorchScript frontend keeps that
-            # module name in the op's scope (read into module_path).
-            index = captured.before.by_id()
-            by_module = self._onnx_conversion.get("module_names", {})
-            for n in before.nodes:
-                parts = (n.module_path or "").split(".")
-                origin = next((o for o in (_onnx_origin(by_module.get(p), index) for p in reversed(parts)) if o),
-                              None)
-                if origin:
-                    n.source_ops, n.module_path = [origin], index[origin].module_path
-                    n.source_location = index[origin].source_location
-            return
         names = {i: i for i in source_ids}
         if decomposed is not None:
             for dname, origin in decomposed_origin(decomposed, source_ids).items():
@@ -310,10 +283,6 @@ class CoreMLTarget(Target):
 
     # -- run --------------------------------------------------------------------------------------------------
     def _run(self, compiled, inputs, captured, result):
-        if captured.source.kind == "onnx" and getattr(self, "_onnx_module", None) is not None:
-            from .onnx_to_torch import conversion_drift_once
-            result.info["onnx_conversion"]["conversion_drift"] = conversion_drift_once(
-                captured, self._onnx_module, inputs)
         prog = compiled.after
         fn = prog.functions["main"]
         if ON_MACOS and compiled.mlmodel is not None:
@@ -333,6 +302,10 @@ class CoreMLTarget(Target):
                 feeds[name] = inputs[declared[i]]
             else:
                 raise KeyError(f"no value for Core ML input '{name}' (have {sorted(inputs)})")
+            declared_shape = tuple(fn.inputs[name].shape)
+            if np.ndim(feeds[name]) == 0 and declared_shape == (1,):
+                # coremltools declares a 0-d input (a scalar such as a sample rate) as shape (1,)
+                feeds[name] = np.reshape(feeds[name], (1,))
         outs, intermediates = run_program(prog, feeds, record=True)
         self._recorded = intermediates  # for _intermediates, same process
         result.numerics_assumption = (
@@ -598,21 +571,6 @@ def _drop_aliases(ep) -> int:
     if n:
         ep.graph_module.recompile()
     return n
-
-
-def _onnx_origin(name: str | None, index: dict) -> str | None:
-    """The captured ONNX node a converted module came from; nodes xc's own rewrites added before converting (a Gelu
-    spelled out as Mul/Erf/Add) are named under the node they replace ("<gelu>/xs")."""
-    while name and name not in index and "/" in name:
-        name = name.rsplit("/", 1)[0]
-    return name if name in index else None
-
-
-def _mil_name(name: str) -> str:
-    """MIL input names must be identifiers; ONNX allows `input:0` or `/x`."""
-    import re
-    clean = re.sub(r"\W", "_", name)
-    return clean if clean and not clean[0].isdigit() else f"input_{clean}"
 
 
 def _mil_op_count(g: Graph) -> int:

@@ -48,6 +48,7 @@ class InductorCpu(Target):
     relative_cost = 3   # Inductor compiles C++ for every kernel
     from_exported_program = True
     needs_onnx = False
+    takes_program = True
     # torch.compile's `mode` (inductor's documented presets: default, reduce-overhead, max-autotune, and
     # max-autotune-no-cudagraphs; pytorch.org/docs/stable/generated/torch.compile.html).
     option_names = ("mode",)

@@ -54,6 +54,10 @@ class OrtCpuInt8(OrtTarget):
         level = root.level
         root.setLevel(logging.ERROR)  # quantize_dynamic logs a pre-processing hint on the root logger
         source, preprocessed = captured.onnx_path, None
+        listed = self._without_initializer_inputs(source, workdir)
+        if listed:
+            source = listed
+            result.artifacts.append(listed)
 
         def quantize(model_path):
             quantize_dynamic(model_path, path, weight_type=getattr(QuantType, self.options.get(
@@ -86,12 +90,35 @@ class OrtCpuInt8(OrtTarget):
         result.declared_precisions = ["int8", "uint8"]
         result.info["quantization"] = {"method": "quantize_dynamic", "weight_type": weight_type,
                                        "per_channel": per_channel,
-                                       "preprocessing": self._preprocessing_note if preprocessed else None,
+                                       "preprocessing": "; ".join(
+                                           n for n in (getattr(self, "_input_note", None) if listed else None,
+                                                       self._preprocessing_note if preprocessed else None) if n)
+                                       or None,
                                        "quantized_nodes": sum(n.precision in ("int8", "uint8")
                                                               for n in quantized.nodes)}
         result.numerics_assumption = (f"{'u' if weight_type == 'QUInt8' else ''}int8 weights"
                                       f"{' (a scale per output channel)' if per_channel else ''}, activations "
                                       "quantised per tensor at run time")
+        return path
+
+    def _without_initializer_inputs(self, source: str, workdir: str) -> str | None:
+        """A copy of the model whose weights are no longer listed as graph inputs too (paddle2onnx writes them
+        so; quantize_dynamic then refuses them: "Expected … to be an initializer"), with ORT's own tool for it
+        (onnxruntime.tools.remove_initializer_from_input); None when the model has no such input."""
+        import onnx
+        from onnxruntime.tools.remove_initializer_from_input import remove_initializer_from_input
+        model = onnx.load(source)
+        initializers = {i.name for i in model.graph.initializer}
+        listed = sum(1 for i in model.graph.input if i.name in initializers)
+        if not listed:
+            return None
+        model.ir_version = max(model.ir_version, 4)    # below IR 4 every initializer had to be an input
+        remove_initializer_from_input(model)
+        path = os.path.join(workdir, "model.no-weight-inputs.onnx")
+        onnx.save(model, path)
+        self._input_note = (f"{listed} weight(s) the model also lists as graph inputs taken as constants first "
+                            "(onnxruntime.tools.remove_initializer_from_input): quantize_dynamic quantizes "
+                            "initializers only")
         return path
 
     def _preprocess(self, source: str, workdir: str, why: str) -> str:

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import os
 
-from ..progress import CAPTURE, INPUTS, LOAD, ONNX, REPORT, TARGET, ProgressEvent
+from ..progress import CAPTURE, INPUTS, LOAD, ONNX, REPORT, ROUTE, TARGET, ProgressEvent
 from ..sources.spec import BEFORE_STAGE_WORDS
 from .text import markdown_plain
 
 _STEP_WORDS = {LOAD: "Loading the model", INPUTS: "Choosing input shapes",
                CAPTURE: "Capturing the graph (PyTorch: torch.export)",
-               ONNX: "Exporting it to ONNX (torch.onnx) for the targets that compile ONNX"}
+               ONNX: "Exporting it to ONNX (torch.onnx) for the targets that compile ONNX",
+               ROUTE: "Converting the ONNX to a PyTorch program (xc's ONNX → PyTorch route) for the targets that "
+                      "compile one"}
 _STATUS_BADGE = {"ok": ":green-badge[ok]", "error": ":red-badge[error]", "unavailable": ":gray-badge[unavailable]"}
 
 
@@ -55,6 +57,8 @@ def cli_line(ev: ProgressEvent) -> str | None:
         return "  capturing (torch.export / ONNX)…"
     if ev.step == ONNX and ev.status == "error":
         return f"  no ONNX — {ev.error}; the targets that compile ONNX fail with it"
+    if ev.step == ROUTE and ev.status == "error":
+        return f"  no PyTorch program from the ONNX — {ev.error}; the targets that compile one fail with it"
     if ev.step == CAPTURE and ev.captured:
         rel = os.path.relpath(ev.captured)
         return (f"  captured {ev.nodes} ops in {ev.seconds:.1f} s "

@@ -89,6 +89,35 @@ def drift_output_rows(t: dict) -> list[dict]:
     return rows
 
 
+def onnx_route_lines(report: dict) -> list[str]:
+    """An ONNX source's ONNX → PyTorch route in plain sentences (empty when there was none): how it ended, which
+    targets compiled its program, the worst conversion drift, and whether the program is a float model."""
+    route = (report.get("capture") or {}).get("onnx_route")
+    if not route:
+        return []
+    targets = ", ".join(route.get("targets") or []) or "none"
+    if route.get("error"):
+        return [f"The ONNX could not be made a PyTorch program, so {targets} did not compile it: {route['error']}"]
+    drift = [m["rel_l2"] for m in (route.get("conversion_drift") or {}).values() if "rel_l2" in m]
+    lines = [f"{route['route']}: {route.get('program_nodes', '?')} ops in {route.get('seconds', 0):.1f} s, compiled "
+             f"by {targets}. Its own error against ONNX Runtime (optimizations off), measured apart so no target "
+             f"is blamed for it: worst rel L2 {fmt_sci(max(drift)) if drift else '—'}."]
+    if route.get("float_model"):
+        lines.append(route["float_model"][0].upper() + route["float_model"][1:] + ".")
+    unread = [name for name in ((report.get("inputs") or {}).get("resolution") or {}).get("inputs") or {}
+              if "program_inputs" in route and name not in route["program_inputs"]]
+    if unread:
+        lines.append(f"The program takes no {', '.join(unread)}: once the route fixed its conditions, nothing it "
+                     f"computes reads {'it' if len(unread) == 1 else 'them'}.")
+    return lines
+
+
+def onnx_route_rows(report: dict) -> list[dict]:
+    """The ONNX → PyTorch conversion's own drift, one row per output (as `drift_output_rows`)."""
+    route = (report.get("capture") or {}).get("onnx_route") or {}
+    return drift_output_rows({"drift": {"outputs": route.get("conversion_drift") or {}}})
+
+
 def run_status(report: dict) -> tuple[str, str]:
     """(label, state) for the analysis status box: never "compiled" when nothing compiled, and the likely cause."""
     targets = report["targets"].values()

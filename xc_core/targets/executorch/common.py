@@ -27,7 +27,7 @@ from ...analysis.boundaries import (
 from ...ir import COMPUTE, Graph
 from ...lowering import FINAL, GRAPH_OPT, IMPORT, INPUT, KERNEL, graph_step
 from ...readers.executorch import ProgramReader, op_name
-from ..base import Target, dist_version, needs_exported_program
+from ..base import Target, dist_version, needs_exported_program, source_tensors
 
 CPU_KERNELS = "ExecuTorch CPU kernels"
 EXECUTORCH_VERSION_PINNED = "1.5.1"
@@ -47,6 +47,7 @@ class ExecuTorchCompiled:
 class ExecuTorchTarget(Target):
     """One ExecuTorch backend. A subclass names its partitioner, its backend id and how it explains a refusal."""
     needs_onnx = False
+    takes_program = True
     from_exported_program = True
     relative_cost = 3            # to_edge + partitioning + to_executorch: seconds even on tiny models
     backend_id: ClassVar[str]    # ExecuTorch's name of the backend (XnnpackBackend)
@@ -234,7 +235,6 @@ def registered_operators() -> list[str]:
 
 def run_pte(pte_path: str, inputs: dict, captured, operators: list[str]) -> dict:
     """The .pte run by ExecuTorch's runtime on this host (its Python bindings): output name → numpy array."""
-    import numpy as np
     import torch
     from executorch.runtime import Runtime
     from torch.utils._pytree import tree_leaves
@@ -246,7 +246,7 @@ def run_pte(pte_path: str, inputs: dict, captured, operators: list[str]) -> dict
         raise RuntimeError(f"ExecuTorch's runtime on this host has no kernel for {', '.join(missing)} (the .pte "
                            "calls it outside every delegate)")
     method = runtime.load_program(pte_path).load_method("forward")
-    args = [torch.from_numpy(np.ascontiguousarray(inputs[s.name])) for s in captured.source.inputs]
+    args = source_tensors(inputs, captured)
     outs = [x for x in tree_leaves(method.execute(args)) if isinstance(x, torch.Tensor)]
     return {name: t.detach().numpy() for name, t in zip(captured.output_names, outs)}
 

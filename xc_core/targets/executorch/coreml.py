@@ -20,7 +20,7 @@ import numpy as np
 
 from ... import evidence as ev
 from ...ir import COMPUTE, CONSTANT, Graph, Node
-from ..base import register
+from ..base import register, source_tensors
 from ..coreml_rules import CPU, predict
 from .common import ExecuTorchTarget
 
@@ -289,7 +289,7 @@ def _emulate(edge, programs: dict, inputs: dict, captured) -> dict:
                                           if np.asarray(outs[v.name]).dtype == np.float16 else
                                           np.asarray(outs[v.name])) for v in fn.outputs)
 
-    args = [torch.from_numpy(np.ascontiguousarray(inputs[s.name])) for s in captured.source.inputs]
+    args = source_tensors(inputs, captured)
     with torch.no_grad():
         result = Emulator(module).run(*args)
     leaves = [x for x in tree_leaves(result) if isinstance(x, torch.Tensor)]
@@ -300,6 +300,8 @@ def _np(v):
     import torch
     if isinstance(v, torch.Tensor):
         a = v.detach().numpy()
+        if a.ndim == 0:
+            a = a.reshape(1)    # coremltools gives a 0-d input a (1,) shape ("…_wrapped_as_tensor_for_coreml")
         return a.astype(np.int32) if a.dtype == np.int64 else a
     return v
 

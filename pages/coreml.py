@@ -18,6 +18,18 @@ st.caption("Linux cannot ask Core ML where ops run: units come from xc's rule ta
            "source (`predicted-rules`); numerics come from executing the compiled MIL program in numpy with its own "
            "dtypes (`emulated`). On macOS 14.4+ MLComputePlan and predict replace both (`reported`, `measured`).")
 
+# An ONNX source: one program from xc's ONNX → PyTorch route for every column, said once.
+route = (report.get("capture") or {}).get("onnx_route")
+if route and not route.get("error") and set(route.get("targets") or []) & set(targets):
+    drift = route.get("conversion_drift") or {}
+    worst = max((m.get("rel_l2") or 0 for m in drift.values() if "error" not in m), default=None)
+    st.markdown(f"**ONNX → PyTorch conversion** {_ui.evidence_badge(route.get('evidence'))}: one program for "
+                f"{_ui.plain(', '.join(t for t in route['targets'] if t in targets))}; worst rel L2 {fmt_sci(worst)} "
+                "against ONNX Runtime — the conversion's own error, measured apart, so it is not blamed on Core ML "
+                "or Core AI")
+    if route.get("preprocessing"):
+        st.caption("Prepared for the conversion: " + "; ".join(_ui.plain(n) for n in route["preprocessing"]))
+
 for col, tid in zip(_ui.target_columns(targets, failed), targets):
     t = report["targets"][tid]
     info = t["info"]
@@ -37,15 +49,6 @@ for col, tid in zip(_ui.target_columns(targets, failed), targets):
                    + (f" · no rule for: {', '.join(units['unknown_ops'])}" if units["unknown_ops"] else ""))
         st.caption(f"Conversion: {_ui.plain(info.get('conversion', '—'))} · coremltools "
                    f"{_ui.plain(info.get('coremltools_version', ''))}")
-        conv = info.get("onnx_conversion")
-        if conv:
-            drift = conv.get("conversion_drift") or {}
-            worst = max((m.get("rel_l2") or 0 for m in drift.values() if "error" not in m), default=None)
-            st.markdown(f"**ONNX → PyTorch conversion** {_ui.evidence_badge(conv.get('evidence'))}: worst rel L2 "
-                        f"{fmt_sci(worst)} against ONNX Runtime — the conversion's own error, measured apart, so "
-                        "it is not blamed on Core ML")
-            if conv.get("preprocessing"):
-                st.caption("Prepared for the conversion: " + "; ".join(conv["preprocessing"]))
         files = _ui.run_files(report)
         zips = [files[p] for p in t.get("artifacts") or [] if p.endswith(".zip") and p in files]
         if zips:

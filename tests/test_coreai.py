@@ -198,3 +198,33 @@ def test_the_fp16_program_converts_the_tensors_a_program_makes_in_its_code(tmp_p
     t = analyze(path, ["coreai-ane"])["targets"]["coreai-ane"]
     assert t["status"] == "ok", t["error"]
     assert t["drift"]["worst"]["rel_l2"] < 1e-2
+
+
+class DeadChannel(torch.nn.Module):
+    """A batch norm whose dead channel has statistics past float16's ±65,504 (PP-OCR's text detector has a
+    running variance of 1e8): in float16 they are infinite, and inf − inf poisons everything after."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv, self.bn, self.head = torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4), \
+            torch.nn.Conv2d(4, 2, 1)
+        self.bn.running_var[0], self.bn.running_mean[0] = 1e8, 3e5
+
+    def forward(self, x):
+        return torch.sigmoid(self.head(torch.relu(self.bn(self.conv(x)))))
+
+
+def test_an_op_whose_constant_overflows_float16_stays_fp32_as_in_core_ml(tmp_path):
+    from xc_core.api import analyze
+    ep = torch.export.export(DeadChannel().eval(), (torch.randn(1, 3, 8, 8),))
+    path = str(tmp_path / "dead.pt2")
+    torch.export.save(ep, path)
+    report = analyze(path, ["coreai-ane", "coreai-cpu"])
+    t = report["targets"]["coreai-ane"]
+    assert t["status"] == "ok", t["error"]
+    kept = [n for n in t["notes"] if "kept in fp32" in n]
+    assert kept and kept[0].startswith("1 op(s) kept in fp32") and "batch_norm" in kept[0]
+    assert t["precision"]["mix"].get("fp32") and t["precision"]["mix"].get("fp16")
+    assert t["drift"]["worst"]["rel_l2"] < 1e-2
+    assert report["targets"]["coreai-cpu"]["drift"]["worst"]["rel_l2"] < 1e-5     # the program left fp32

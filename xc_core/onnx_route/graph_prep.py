@@ -150,9 +150,10 @@ def _fold(m, feeds: dict) -> tuple[object, list[str]]:
             ir_model.graph.register_initializer(const)
             n.replace_input_with(0, const)
             notes.append(f"If '{n.name}': its condition is {str(taken).lower()} for the analysis inputs, so the "
-                         f"program keeps the {'then' if taken else 'else'} branch only (torch.export traces one "
-                         "path; inputs that take the other branch need an analysis of their own)")
+                         f"program keeps the {'then' if taken else 'else'} branch only")
         fold(ir_model)
+    if any(note.startswith("If '") for note in notes):
+        notes.append("torch.export traces one path: inputs that take another branch need an analysis of their own")
     dequantized = dequantize_integer_ops(ir_model)
     if dequantized:
         notes += dequantized

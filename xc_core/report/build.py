@@ -53,9 +53,11 @@ def build_report(source, captured, inputs_info: dict, reference, results: list, 
             "timings": {k: round(v, 4) for k, v in captured.timings.items()},
             "graph": _graph_block(before, ev.REPORTED),
             "notes": captured.notes,
-            "onnx_route": _route_block(captured, results),
             "evidence": ev.REPORTED,
         }
+        route = _route_block(captured, results)
+        if route is not None:          # an ONNX source's route to the PyTorch-side targets
+            report["capture"]["onnx_route"] = route
     if reference is not None:
         report["reference"] = {
             "id": reference.target, "status": reference.status, "error": reference.error,

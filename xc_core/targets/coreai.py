@@ -96,7 +96,7 @@ class CoreAITarget(Target):
         return needs_exported_program(captured, "Core AI converts")
 
     # -- compile ----------------------------------------------------------------------------------------------
-    def _program_to_convert(self, captured):
+    def _program_to_convert(self, captured, result):
         return captured.program()
 
     def _compile(self, captured, workdir, result):
@@ -109,7 +109,7 @@ class CoreAITarget(Target):
         os.makedirs(workdir, exist_ok=True)
         result.info["coreai_torch_version"] = coreai_torch.__version__
         result.info["coreai_core_version"] = dist_version("coreai-core")
-        ep = self._program_to_convert(captured)
+        ep = self._program_to_convert(captured, result)
         index = captured.before.by_id()
         with quiet_torch(), quiet_coreai():
             decomposed = ep.run_decompositions(coreai_torch.get_decomp_table())
@@ -403,52 +403,20 @@ class CoreAIAne(CoreAITarget):
     accelerator = "Apple Neural Engine"
     precision = "fp16"
 
-    def _program_to_convert(self, captured):
+    def _program_to_convert(self, captured, result):
         """coreai-torch 0.4.3 has no compute-precision option: a program computes in the dtypes of the model it
-        is given. The model's weights, activations and explicit fp32 casts become fp16 (what the Neural Engine
-        computes in); inputs and outputs stay as declared, cast at the edges. Shapes are the run's inputs."""
-        import torch
-        from torch.utils._pytree import tree_map
-        module = captured.program().module()
-        # torch.export records the dtype it saw at each explicit cast (`_assert_tensor_metadata`: float32); in the
-        # fp16 model those checks no longer hold, and they compute nothing.
-        # An explicit cast to float32 the program recorded (an attention mask `.to(self.dtype)` traced in fp32)
-        # becomes a cast to fp16, as Core ML's compute_precision=FLOAT16 turns every fp32 computation into fp16.
-        for node in list(module.graph.nodes):
-            if node.op != "call_function":
-                continue
-            if node.target is torch.ops.aten._assert_tensor_metadata.default and not node.users:
-                module.graph.erase_node(node)
-                continue
-            node.args = tuple(torch.float16 if a is torch.float32 else a for a in node.args)
-            if node.kwargs.get("dtype") is torch.float32:
-                node.kwargs = {**node.kwargs, "dtype": torch.float16}
-        module.recompile()
-
-        class Fp16(torch.nn.Module):
-            def __init__(self, inner):
-                super().__init__()
-                self.inner = inner.to(torch.float16)
-                # module.to() converts parameters and buffers; a program's lifted tensor constants (tensors its
-                # code made) are plain attributes
-                for node in inner.graph.nodes:
-                    if node.op != "get_attr":
-                        continue
-                    path, _, name = node.target.rpartition(".")
-                    owner = inner.get_submodule(path) if path else inner
-                    held = getattr(owner, name, None)
-                    if isinstance(held, torch.Tensor) and held.dtype == torch.float32:
-                        setattr(owner, name, held.to(torch.float16))
-
-            def forward(self, *args):
-                args = [a.half() if a.is_floating_point() else a for a in args]
-                out = self.inner(*args)
-                return tree_map(lambda t: t.float() if isinstance(t, torch.Tensor) and t.dtype == torch.float16
-                                else t, out)
-        inputs = self.calibration_inputs or {}
-        args = tuple(source_tensors(inputs, captured))
+        is given. The program is made float16 as Core ML's FLOAT16 compute precision makes one (fp16_program.py):
+        an op whose constant float16 cannot hold stays float32, and the report lists it. Shapes are the run's
+        inputs."""
+        from .fp16_program import fp16_program
+        args = tuple(source_tensors(self.calibration_inputs or {}, captured))
         with quiet_torch():
-            return torch.export.export(Fp16(module), args, strict=False)
+            program, kept = fp16_program(captured.program(), args)
+        if kept:
+            result.notes.append(f"{len(kept)} op(s) kept in fp32, a constant of theirs past float16's ±65,504 "
+                                f"(as coremltools' FP16ComputePrecision keeps them): {', '.join(kept[:8])}"
+                                + (" …" if len(kept) > 8 else ""))
+        return program
 
     def _import_step_name(self) -> str:
         return "the captured ExportedProgram, re-exported with fp16 weights and activations"

@@ -320,6 +320,33 @@ def test_an_op_without_a_converter_is_named_with_its_domain_opset_node_and_what_
     assert ".pt2" in error and "\n" not in error and "KeyError" not in error
 
 
+HOSTILE = 'conv "x")\n__import__("os")'
+
+
+def test_a_form_xc_does_not_convert_names_the_node_in_one_line(tmp_path):
+    """xc's converters refuse forms they do not compute (ConvInteger with SAME padding): the error names the op and
+    the node — a name with quotes, a newline and ")" escaped, never executed — and what to do."""
+    inits = [numpy_helper.from_array(np.ones((2, 3, 3, 3), np.int8), "w")]
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["q", "s", "z"], name="dql"),
+             helper.make_node("ConvInteger", ["q", "w", "z"], ["c"], name=HOSTILE, auto_pad="SAME_UPPER")]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+                   [helper.make_tensor_value_info("c", TensorProto.INT32, None)], inits)
+    error = _route(tmp_path, model, {"x": _x(1, 3, 4, 4)})["error"]
+    assert error.startswith("ConvInteger 'conv \"x\")\\n__import__(\"os\")' (domain ai.onnx): ConvInteger with "
+                            "auto_pad=SAME_UPPER — xc's converter does not compute this form; upload"), error
+    assert "\n" not in error
+
+
+def test_a_node_pytorch_cannot_run_is_named_in_one_line(tmp_path):
+    idx = numpy_helper.from_array(np.array([[10 ** 9]], np.int64), "idx")
+    nodes = [helper.make_node("GatherND", ["x", "idx"], ["y"], name=HOSTILE)]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])], [idx])
+    error = _route(tmp_path, model, {"x": _x(4)})["error"]
+    assert error.startswith("GatherND 'conv \"x\")\\n__import__(\"os\")' (domain ai.onnx) failed in PyTorch"), error
+    assert "\n" not in error
+
+
 def test_one_program_per_run_reaches_executorch_and_core_ai(tmp_path):
     """An ONNX upload: the route runs once in prepare; ExecuTorch and Core AI compile its program, and their ops
     trace to the ONNX nodes."""

@@ -120,6 +120,15 @@ def _cut(text: str, limit: int) -> str:
     return cut.rstrip(",;:") + " …"
 
 
+def with_kind(e: BaseException, text: str, generic: frozenset | set) -> str:
+    """`text` (what `e` says) behind its exception class's name, unless the class is one of `generic`, whose
+    name adds nothing (RuntimeError); the class's name alone when `text` is empty."""
+    kind = type(e).__name__
+    if not text:
+        return kind
+    return text if kind in generic else f"{kind}: {text}"
+
+
 def first_line(e: BaseException, limit: int = 200) -> str:
     """An exception's first non-empty line, cut to `limit` characters; its type's name when it says nothing."""
     for line in str(e).strip().splitlines():

@@ -68,7 +68,11 @@ def _register() -> None:
 
     def register(op: str, versions, make, domain: str = ""):
         def convert(node, graph):
-            return OperationConverterResult(torch_module=make(node, graph), onnx_mapping=onnx_mapping_from_node(node))
+            try:
+                module = make(node, graph)
+            except m.Unsupported as e:      # said with the node it stopped at
+                raise m.Unsupported(f"{op} '{node.name}' (domain {domain or 'ai.onnx'}): {e}") from None
+            return OperationConverterResult(torch_module=module, onnx_mapping=onnx_mapping_from_node(node))
         for v in versions:
             if OperationDescription(domain, op, v) not in _CONVERTER_REGISTRY:
                 add_converter(op, v, domain)(convert)
@@ -120,7 +124,7 @@ def _wrap_pad(registry, description, result, mapping) -> None:
             if mode in ("reflect", "edge"):
                 return result(torch_module=m.Pad(mode, dict(node.attributes).get("pads")), onnx_mapping=mapping(node))
             if original is None:
-                raise NotImplementedError(f"Pad-{version} in {mode} mode")
+                raise m.Unsupported(f"Pad '{node.name}' (domain ai.onnx): Pad-{version} in {mode} mode")
             return original(node, graph)
         registry[key] = convert
 

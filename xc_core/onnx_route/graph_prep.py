@@ -26,6 +26,7 @@ import re
 import numpy as np
 
 from .dequantize import dequantize_integer_ops
+from .names import shown
 
 MAX_OPSET = 17
 FOLD_LIMIT = 1 << 26       # elements of a constant the route folds (256 MB of fp32)
@@ -149,7 +150,7 @@ def _fold(m, feeds: dict) -> tuple[object, list[str]]:
             const = onnx_ir.Value(name=f"{n.name}/condition", const_value=onnx_ir.tensor(np.array(taken)))
             ir_model.graph.register_initializer(const)
             n.replace_input_with(0, const)
-            notes.append(f"If '{n.name}': its condition is {str(taken).lower()} for the analysis inputs, so the "
+            notes.append(f"If '{shown(n.name)}': its condition is {str(taken).lower()} for the analysis inputs, so the "
                          f"program keeps the {'then' if taken else 'else'} branch only")
         fold(ir_model)
     if any(note.startswith("If '") for note in notes):
@@ -250,7 +251,7 @@ def lower_opset(model, opset: int, target: int) -> tuple[object, list[str]]:
             axis = attrs["axis"].i if "axis" in attrs else 0
             dim = (shapes.get(n.input[0]) or [None])[axis] if shapes.get(n.input[0]) else None
             if not dim:
-                raise RuntimeError(f"Split '{n.name}' splits an axis of unknown size into num_outputs parts, which "
+                raise RuntimeError(f"Split '{shown(n.name)}' splits an axis of unknown size into num_outputs parts, which "
                                    "opset 17 cannot say")
             k = attrs["num_outputs"].i
             size = -(-dim // k)
@@ -264,7 +265,7 @@ def lower_opset(model, opset: int, target: int) -> tuple[object, list[str]]:
         elif n.op_type == "Split" and "num_outputs" not in attrs:
             pass            # sizes as an input already: Split-13
         else:
-            raise RuntimeError(f"{n.op_type} '{n.name}' is opset-{since} only, and xc cannot lower it to opset "
+            raise RuntimeError(f"{n.op_type} '{shown(n.name)}' is opset-{since} only, and xc cannot lower it to opset "
                                f"{target} for onnx2torch")
         counts[n.op_type] = counts.get(n.op_type, 0) + 1
     for o in m.opset_import:

@@ -10,6 +10,12 @@ import torch.nn.functional as F
 from torch import nn
 
 
+
+class Unsupported(NotImplementedError):
+    """A form of an op (an attribute value, string labels) xc's converter does not compute: a refusal, not
+    unfinished work. The route says it in one line, with the node, and what the user can do instead."""
+
+
 class GlobalMaxPool(nn.Module):
     def forward(self, x):
         return torch.amax(x, dim=tuple(range(2, x.dim())), keepdim=True)
@@ -75,7 +81,7 @@ class LSTM(nn.Module):
     def from_attributes(cls, attrs: dict, outputs: int, quantized: bool = False) -> "LSTM":
         acts = [a.lower() for a in attrs.get("activations", [])]
         if acts and acts not in (["sigmoid", "tanh", "tanh"], ["sigmoid", "tanh", "tanh"] * 2):
-            raise NotImplementedError(f"LSTM with activations {acts} (xc converts the default sigmoid, tanh, tanh)")
+            raise Unsupported(f"LSTM with activations {acts} (xc converts the default sigmoid, tanh, tanh)")
         return cls(int(attrs["hidden_size"]), attrs.get("direction", "forward"), int(attrs.get("layout", 0)),
                    attrs.get("clip"), int(attrs.get("input_forget", 0)), outputs, quantized)
 
@@ -90,7 +96,7 @@ class LSTM(nn.Module):
             initial_c = initial_c.transpose(0, 1) if initial_c is not None else None
         seq, batch, hid = x.shape[0], x.shape[1], self.hidden
         if sequence_lens is not None and bool((sequence_lens != seq).any()):
-            raise NotImplementedError("LSTM with sequence_lens shorter than the sequence")
+            raise Unsupported("LSTM with sequence_lens shorter than the sequence")
         reverse = {"forward": [False], "reverse": [True], "bidirectional": [False, True]}[self.direction]
         ys, hs, cs = [], [], []
         for d, backwards in enumerate(reverse):
@@ -183,7 +189,7 @@ class ConvInteger(nn.Module):
     @classmethod
     def from_attributes(cls, attrs: dict) -> "ConvInteger":
         if attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
-            raise NotImplementedError(f"ConvInteger with auto_pad={attrs['auto_pad']}")
+            raise Unsupported(f"ConvInteger with auto_pad={attrs['auto_pad']}")
         return cls(attrs.get("strides"), attrs.get("pads"), attrs.get("dilations"), int(attrs.get("group", 1)))
 
     def forward(self, x, w, x_zero_point=None, w_zero_point=None):
@@ -211,7 +217,7 @@ _POST = {"NONE": lambda s: s, "SOFTMAX": lambda s: torch.softmax(s, dim=-1), "LO
 
 def _post_transform(name: str):
     if name not in _POST:
-        raise NotImplementedError(f"post_transform {name} (xc converts NONE, SOFTMAX and LOGISTIC)")
+        raise Unsupported(f"post_transform {name} (xc converts NONE, SOFTMAX and LOGISTIC)")
     return _POST[name]
 
 
@@ -222,13 +228,13 @@ class LinearClassifier(nn.Module):
     def __init__(self, attrs: dict, outputs: int):
         super().__init__()
         if "classlabels_strings" in attrs:
-            raise NotImplementedError("LinearClassifier with string labels (a torch program returns tensors of "
+            raise Unsupported("LinearClassifier with string labels (a torch program returns tensors of "
                                       "numbers)")
         self.labels = list(attrs.get("classlabels_ints") or [])
         self.coefficients = list(attrs["coefficients"])
         self.intercepts = list(attrs.get("intercepts") or [])
         if len(self.intercepts) not in (0, len(self.labels)) or len(self.labels) < 3 and len(self.intercepts) == 1:
-            raise NotImplementedError("a binary LinearClassifier with one row of coefficients")
+            raise Unsupported("a binary LinearClassifier with one row of coefficients")
         self.post = _post_transform(attrs.get("post_transform", "NONE"))
         self.outputs = outputs
 
@@ -262,7 +268,7 @@ class Normalizer(nn.Module):
     def __init__(self, norm: str):
         super().__init__()
         if norm not in ("MAX", "L1", "L2"):
-            raise NotImplementedError(f"Normalizer norm={norm}")
+            raise Unsupported(f"Normalizer norm={norm}")
         self.norm = norm
 
     def forward(self, x):

@@ -58,9 +58,14 @@ def safe_names(model) -> tuple[object, dict[str, str]]:
     return m, {**nodes, **{new: old for old, new in values.items()}}
 
 
+def shown(name: str) -> str:
+    """A model's name inside a one-line message: escaped as a Python string literal ("\\n", quotes)."""
+    return repr(name)[1:-1]
+
+
 def in_model_names(text: str, names: dict[str, str]) -> str:
     """An error message about the renamed graph, in the model's own names."""
-    return re.sub(r"\b[nv]\d+\b", lambda m: repr(names[m.group(0)])[1:-1] if m.group(0) in names else m.group(0),
+    return re.sub(r"\b[nv]\d+\b", lambda m: shown(names[m.group(0)]) if m.group(0) in names else m.group(0),
                   text)
 
 

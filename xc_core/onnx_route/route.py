@@ -24,8 +24,9 @@ import time
 
 import numpy as np
 
-from ..errors import first_line
+from ..errors import first_line, with_kind
 from .graph_prep import origin_of, prepare
+from .names import shown
 
 ROUTE = ("ONNX → xc's graph preparation → PyTorch (onnx2torch + xc's converters) → traced at the analysis "
          "shapes → torch.export")
@@ -82,7 +83,8 @@ def _build(onnx_path: str, specs, feeds: dict, folder: str) -> dict:
 
     from ..quiet import quiet_torch
     from .converters import QUANTIZED_OPS, import_onnx2torch
-    from .names import checked_module_names, safe_names
+    from .modules import Unsupported
+    from .names import checked_module_names, in_model_names, safe_names
     source = onnx.load(onnx_path)
     model_nodes = {n.name for n in source.graph.node}
     kinds = {n.name: (n.domain or "ai.onnx", n.op_type) for n in source.graph.node}
@@ -97,10 +99,12 @@ def _build(onnx_path: str, specs, feeds: dict, folder: str) -> dict:
     with quiet_torch():
         try:
             module = onnx2torch.convert(safe).eval()
+        except Unsupported as e:           # a converter xc has, refusing this form of the op
+            raise RouteError(f"{in_model_names(_first(e), names)} — xc's converter does not compute this form; "
+                             f"{_DEFAULT_ADVICE}") from None
         except NotImplementedError as e:
             raise RouteError(_no_converter(e, safe, names, opsets)) from None
         except Exception as e:  # noqa: BLE001
-            from .names import in_model_names
             raise RouteError(f"onnx2torch could not convert the graph: {in_model_names(_first(e), names)}") from None
         args = tuple(torch.from_numpy(np.asarray(feeds[s.name], order="C")) for s in specs)
         traced, used = _trace(module, args, module_names, kinds, model_nodes)
@@ -169,8 +173,8 @@ def _trace_once(module, args, used: list[int], module_names: dict, kinds: dict, 
                 except Exception as e:  # noqa: BLE001 — said as the ONNX node that failed
                     node = origin_of(module_names.get(target, ""), model_nodes)
                     domain, op = kinds.get(node, ("?", "?"))
-                    raise RouteError(f"{op} '{node}' (domain {domain}) failed in PyTorch at the analysis shapes: "
-                                     f"{_first(e)} — if ONNX Runtime ran it on empty tensors, give the input "
+                    raise RouteError(f"{op} '{shown(node)}' (domain {domain}) failed in PyTorch at the analysis "
+                                     f"shapes: {_first(e)} — if ONNX Runtime ran it on empty tensors, give the input "
                                      "shapes the model is meant for") from None
 
     with torch.no_grad(), fx_traceback.preserve_node_meta():
@@ -263,9 +267,8 @@ def _no_converter(e: Exception, model, names: dict, opsets: dict) -> str:
     domain, op, version = found.group(1) or "ai.onnx", found.group(2), found.group(3)
     node = next((names.get(n.name, n.name) for n in model.graph.node if n.op_type == op), "?")
     return (f"no PyTorch converter for {op} (domain {domain}, opset {opsets.get(domain, version)}; first at node "
-            f"'{node}') in onnx2torch or xc — {_ADVICE.get(op, _DEFAULT_ADVICE)}")
+            f"'{shown(node)}') in onnx2torch or xc — {_ADVICE.get(op, _DEFAULT_ADVICE)}")
 
 
 def _first(e: Exception) -> str:
-    text = first_line(e, 300)
-    return text if type(e).__name__ in ("RuntimeError", "NotImplementedError") else f"{type(e).__name__}: {text}"
+    return with_kind(e, first_line(e, 300), {"RuntimeError", "NotImplementedError", "Unsupported"})

@@ -14,7 +14,7 @@ import traceback
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, ClassVar
 
-from ..errors import first_line, summarize_error
+from ..errors import first_line, summarize_error, with_kind
 from ..ir import Graph
 from ..lowering import Step
 from ..outputs import normalize_outputs
@@ -284,11 +284,7 @@ _GENERIC_EXCEPTIONS = {"RuntimeError", "TargetError", "Exception", "Fail", "Runt
 
 
 def _error_words(e: BaseException) -> str:
-    summary = summarize_error(str(e))
-    kind = type(e).__name__
-    if not summary:
-        return kind
-    return summary if kind in _GENERIC_EXCEPTIONS else f"{kind}: {summary}"
+    return with_kind(e, summarize_error(str(e)), _GENERIC_EXCEPTIONS)
 
 
 def execute_target(target: Target, captured, inputs: dict, workdir: str,

@@ -20,6 +20,8 @@ exporter once, and per target
   here);
 - coreai-cpu / -ane: run_decompositions with coreai_torch's table, TorchConverter.to_coreai, the .aimodel saved,
   lowered to ODIX and run once by Core AI's Linux runtime (coreai-ane: the model in fp16 first);
+- litert-xnnpack / -gpu: litert_torch.convert, the .tflite written; xnnpack: LiteRT's interpreter (XNNPACK delegate)
+  run once and its op details read; gpu: CompiledModel with the GPU accelerator on SwiftShader, run once;
 - the eager PyTorch reference, one run.
 `--targets all` takes every one of them.
 It covers bundled samples and .pt2 / .onnx files (for a .pt2 the bare side uses torch.export.load: a bench on
@@ -41,7 +43,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT]
 BARE_TARGETS = ("ort-cpu", "openvino-cpu", "coreml-ane", "coreml-cpu", "ort-cpu-int8", "ort-nnapi", "ort-coreml",
                 "inductor-cpu", "executorch-xnnpack", "executorch-vulkan", "executorch-coreml", "coreai-cpu",
-                "coreai-ane")
+                "coreai-ane", "litert-xnnpack", "litert-gpu")
 # bare: the toolchain calls alone; xc-inproc: analyze in this process, one target after another (CPU time and
 # peak RSS compare like for like); xc: analyze as the CLI runs it, every step in an isolated worker, as many
 # targets at once as there are cores (its workers are not this process's children, so only its wall time is
@@ -190,6 +192,28 @@ def _bare(model: str, targets: list[str], workdir: str) -> dict:
                             a.numpy().astype(np.int32) if a.dtype == torch.int64 else a.numpy()))
                             for name, a in zip(fn.desc.input_names, args)})
                 asyncio.run(run_once())
+            elif tid in ("litert-xnnpack", "litert-gpu") and ep is not None:
+                import litert_torch
+                tfl = os.path.join(workdir, f"{tid}.tflite")
+                litert_torch.convert(ep.module(), args).export(tfl)
+                arrays = [a.numpy().astype(np.int32) if a.dtype == torch.int64 else a.numpy() for a in args]
+                if tid == "litert-xnnpack":
+                    from ai_edge_litert.interpreter import Interpreter
+                    it = Interpreter(model_path=tfl)
+                    it.allocate_tensors()
+                    for d, a in zip(it.get_input_details(), arrays):
+                        it.set_tensor(d["index"], a)
+                    it.invoke()
+                    it._get_ops_details()
+                else:
+                    os.environ.setdefault("VK_ICD_FILENAMES", "/usr/lib/chromium/vk_swiftshader_icd.json")
+                    from ai_edge_litert.compiled_model import CompiledModel
+                    from ai_edge_litert.hardware_accelerator import HardwareAccelerator as HA
+                    cm = CompiledModel.from_file(tfl, hardware_accel=HA.GPU | HA.CPU)
+                    ins, outs = cm.create_input_buffers(0), cm.create_output_buffers(0)
+                    for b, a in zip(ins, arrays):
+                        b.write(a)
+                    cm.run_by_index(0, ins, outs)
             elif tid == "openvino-cpu":
                 import openvino as ov
                 core = ov.Core()

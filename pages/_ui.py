@@ -18,7 +18,8 @@ from xc_core.views.text import markdown_plain
 
 # Model files, and the names exporters give an ONNX model's external data (torch: model.onnx.data; Hugging Face
 # optimum: model.onnx_data; others: .bin, which is also an accepted model name).
-UPLOAD_TYPES = ["pt2", "pt", "pth", "jit", "ptl", "safetensors", "onnx", "bin", "mlmodel", "zip", "data", "onnx_data"]
+UPLOAD_TYPES = ["pt2", "pt", "pth", "jit", "ptl", "safetensors", "onnx", "bin", "mlmodel", "zip", "data", "onnx_data",
+                "tflite"]
 SAVED_RUN = "Saved run"
 
 
@@ -108,7 +109,8 @@ def sidebar_and_analyze() -> None:
         upload = sb.file_uploader("Model", type=UPLOAD_TYPES, key="upload", accept_multiple_files=True,
                                   help=".pt2 (torch.export.save), TorchScript (.pt, .jit, .ptl), a sample's "
                                        "state_dict (.pt, .safetensors), .onnx, a Core ML ML program (.mlmodel / "
-                                       "zipped .mlpackage) or a zipped OpenVINO IR (.xml + .bin); recognised by "
+                                       "zipped .mlpackage), a zipped OpenVINO IR (.xml + .bin) or a LiteRT .tflite; "
+                                       "recognised by "
                                        "content. An ONNX model with external data (model.onnx + model.onnx.data, "
                                        "as torch.onnx.export writes it): select the model and its data files "
                                        "together, or upload a zip of its folder")

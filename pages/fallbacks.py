@@ -17,8 +17,8 @@ _ui.header(report, "Fallbacks")
 targets = accelerated_targets(report)
 failed = not_compiled_accelerated(report)     # an accelerated target that did not compile keeps its column
 _ui.stop_unless_targets(targets, failed, "None of the selected targets has an accelerator to fall back from. Pick "
-                                         "`ort-nnapi`, `ort-coreml`, `coreml-ane` or an `executorch-…` target in the "
-                                         "sidebar.")
+                                         "`ort-nnapi`, `ort-coreml`, `coreml-ane`, a `litert-…` or an `executorch-…` "
+                                         "target in the sidebar.")
 
 with st.expander("Cost model (latency-cliff estimate)", expanded=False):
     first = split_summary(report, targets[0])

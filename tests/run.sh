@@ -7,11 +7,14 @@ cd "$(dirname "$0")/.."
 .venv/bin/python -m pip install -q -r requirements.txt -r tests/requirements.txt
 .venv/bin/python -m pip install -q --no-deps -r requirements-nodeps.txt
 # Debian packages: Graphviz (`dot` draws the Topology view; required), Chromium for the real-browser tests
-# (playwright's own browser download does not work here) and g++ (TorchInductor's compiler).
+# (playwright's own browser download does not work here; its SwiftShader is litert-gpu's GPU) and g++ (TorchInductor's
+# compiler).
 missing=""
 command -v dot >/dev/null 2>&1 || missing="$missing graphviz"
 command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
 command -v g++ >/dev/null 2>&1 || missing="$missing g++"
+# libvulkan1: the Vulkan loader LiteRT's GPU delegate opens (it runs on Chromium's SwiftShader, a software GPU)
+ldconfig -p 2>/dev/null | grep -q libvulkan.so.1 || missing="$missing libvulkan1"
 if [ -n "$missing" ] && [ "$(id -u)" = 0 ]; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null) \
     || echo "warning: could not install$missing" >&2

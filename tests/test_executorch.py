@@ -11,24 +11,12 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("executorch")
 
+from tiny_models import ConvMeanGeluCumsum  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ET = ("executorch-xnnpack", "executorch-vulkan", "executorch-coreml")
 INT8 = "executorch-xnnpack[quantize=int8]"
 TARGETS = ET + (INT8, "ort-nnapi", "coreml-ane")
-
-
-class ConvMeanGeluCumsum(torch.nn.Module):
-    """Conv+BN+ReLU → mean → Linear → GELU → cumsum: XNNPACK declines mean.dim without keepdim and has no config for
-    cumsum; Vulkan has no cumsum; Core ML takes it all."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv, self.bn = torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8)
-        self.fc = torch.nn.Linear(8, 16)
-
-    def forward(self, x):
-        y = torch.relu(self.bn(self.conv(x))).mean(dim=(2, 3))
-        return torch.cumsum(torch.nn.functional.gelu(self.fc(y)), 1)
 
 
 @pytest.fixture(scope="module")

@@ -95,3 +95,18 @@ class BlockedConvBn(ConvBnRelu):
     def forward(self, x):
         y = self.conv(x)
         return self.head((self.act(self.bn(y)) + y).mean((2, 3)))
+
+
+class ConvMeanGeluCumsum(nn.Module):
+    """Conv+BN+ReLU → mean → Linear → GELU → cumsum: ExecuTorch's XNNPACK declines mean.dim without keepdim and has
+    no config for cumsum, Vulkan has no cumsum, Core ML takes it all; LiteRT makes the first three one CONV_2D between
+    two TRANSPOSEs, and its XNNPACK has no CUMSUM kernel."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8)
+        self.fc = nn.Linear(8, 16)
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.conv(x))).mean(dim=(2, 3))
+        return torch.cumsum(nn.functional.gelu(self.fc(y)), 1)

@@ -39,6 +39,7 @@ class Captured:
     exported_program: object = None
     timings: dict[str, float] = field(default_factory=dict)
     ir_path: str | None = None        # an OpenVINO IR source's model.xml (what openvino-cpu compiles)
+    tflite_path: str | None = None    # a .tflite source's copy in the capture folder (what the LiteRT targets run)
     # Derived from the captured model once and shared by the targets that need it (coreml-ane and coreml-cpu
     # take the same ONNX → PyTorch conversion). Rebuilt, not shipped, wherever a target runs.
     derived: dict = field(default_factory=dict, repr=False)
@@ -104,7 +105,24 @@ def capture(source: Source, workdir: str, example_inputs: dict, exported=None) -
         from .sources.openvino_ir import port_name
         outputs = [port_name(o) for o in source.openvino_model.outputs]
         return Captured(source, None, g, g, outputs, ir_path=source.openvino_xml)
+    if source.kind == "tflite":
+        return _capture_tflite(source, workdir)
     raise XcInputError(f"source kind '{source.kind}' cannot be captured")
+
+
+def _capture_tflite(source: Source, workdir: str) -> Captured:
+    """A .tflite is its own "before" graph: LiteRT's targets run it as it is; nothing else has a way in."""
+    import shutil
+
+    from .readers.tflite import TfliteModel
+    path = os.path.join(workdir, "model.tflite")
+    shutil.copyfile(source.path, path)
+    with open(path, "rb") as f:
+        model = TfliteModel(f.read())
+    g = model.graph(source.name, "tflite")
+    for n in g.nodes:
+        n.source_ops = [n.id]
+    return Captured(source, None, None, g, list(source.tflite_outputs), tflite_path=path)
 
 
 # ---------------------------------------------------------------------------------------------- PyTorch ----

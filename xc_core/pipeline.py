@@ -128,7 +128,8 @@ def prepare(src: Source, run_dir: str, *, shapes=None, dims=None, values=None, r
                        exported=hand_on if exported is not None else None)
     capture_seconds = time.perf_counter() - t0
     save_captured(captured, os.path.join(run_dir, CAPTURE_DIR), save_program=not handed_on)
-    reference_id = ("torch" if src.module is not None else "onnx-reference" if captured.onnx_path else None)
+    reference_id = ("torch" if src.module is not None else "onnx-reference" if captured.onnx_path else
+                    "tflite-reference" if captured.tflite_path else None)
     return Prepared(inputs_info, reference_id, capture_seconds, src.name, list(captured.output_names),
                     captured.onnx_error, source_kind=src.kind, captured=captured, feeds=feeds)
 
@@ -345,6 +346,7 @@ def save_captured(captured: Captured, folder: str, save_program: bool = True) ->
         "timings": dict(captured.timings),
         "notes": list(captured.notes),
         "onnx_error": captured.onnx_error,
+        "tflite_path": captured.tflite_path,
         "exported_program": ep_file,
     }
     tmp = os.path.join(folder, "captured.json.tmp")
@@ -388,7 +390,8 @@ def _captured(src: Source, data: dict, run_dir: str) -> Captured:
     before = Graph.from_dict(data["before"]) if data["before"] is not None else onnx_graph
     return Captured(src, data["onnx_path"], onnx_graph, before, data["output_names"],
                     timings=data["timings"], notes=data["notes"], onnx_error=data.get("onnx_error"),
-                    output_labels=data.get("output_labels") or [], onnx_route=_read_route(run_dir))
+                    output_labels=data.get("output_labels") or [], onnx_route=_read_route(run_dir),
+                    tflite_path=data.get("tflite_path"))
 
 
 def _read_route(run_dir: str) -> dict | None:

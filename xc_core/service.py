@@ -27,7 +27,7 @@ QUEUED, RUNNING, DONE, REFUSED, FAILED = "queued", "running", "done", "refused",
 MAX_REMEMBERED_REFUSALS = 256
 MAX_KEPT_IN_MEMORY = 16     # finished reports held when the store cannot keep them (each can be tens of MB)
 # What a model upload's main file may be called when it comes with other files; the others are its data.
-MODEL_EXTENSIONS = (".onnx", ".pt2", ".pt", ".pth", ".jit", ".ptl", ".safetensors", ".mlmodel", ".zip")
+MODEL_EXTENSIONS = (".onnx", ".pt2", ".pt", ".pth", ".jit", ".ptl", ".safetensors", ".mlmodel", ".zip", ".tflite")
 DATA_EXTENSIONS = (".data", ".onnx_data")     # what exporters name external data (.bin is a model's name too)
 
 

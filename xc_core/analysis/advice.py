@@ -20,7 +20,8 @@ MODEL, TOOLCHAIN, XC, LIMITS = "model", "toolchain", "xc", "limits"
 # Whose compiler each target family runs (by target id prefix).
 TOOLCHAIN_OF = (("ort-", "ONNX Runtime"), ("coreml-", "coremltools / Core ML"), ("openvino-", "OpenVINO"),
                 ("inductor-", "TorchInductor (torch.compile)"), ("torch", "PyTorch"),
-                ("onnx-reference", "ONNX Runtime"), ("executorch-", "ExecuTorch"), ("coreai-", "coreai-torch / Core AI"))
+                ("onnx-reference", "ONNX Runtime"), ("executorch-", "ExecuTorch"), ("coreai-", "coreai-torch / Core AI"),
+                ("litert-", "LiteRT (litert-torch, ai-edge-litert)"), ("tflite-reference", "LiteRT"))
 
 
 @dataclass(frozen=True)

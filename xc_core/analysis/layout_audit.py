@@ -133,6 +133,8 @@ def _said_by(target_id: str, layouts: dict, moves: list) -> str:
         return "ORT's optimized model (NCHWc blocked ops, ReorderInput/ReorderOutput)"
     if target_id.startswith("coreml"):
         return "the MIL program's transpose ops (Core ML chooses memory layouts itself and does not report them)"
+    if target_id.startswith("litert") or target_id == "tflite-reference":
+        return "the .tflite's TRANSPOSE ops (litert-torch converts NCHW models to NHWC around convolutions)"
     if target_id.startswith("inductor"):
         return "Inductor's operand-preparation kernels"
     return "the compiled graph's layout nodes"

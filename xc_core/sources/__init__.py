@@ -18,7 +18,7 @@ from .spec import InputSpec, ShapeOverrides, Source
 ACCEPTED = ("accepted: sample:NAME, a PyTorch ExportedProgram .pt2 (torch.export.save), a TorchScript archive "
             "(torch.jit.save: .pt, .jit, .ptl), a state_dict of a bundled sample's architecture (.pt or "
             ".safetensors), an ONNX model (or a zip of its folder with its external data), a Core ML ML program "
-            "(.mlmodel, or a .mlpackage zipped), or an OpenVINO IR (.xml + .bin, zipped)")
+            "(.mlmodel, or a .mlpackage zipped), an OpenVINO IR (.xml + .bin, zipped), or a LiteRT / TFLite model (.tflite)")
 
 
 def load_source(spec: str, shapes: ShapeOverrides | None = None, limits: Limits | None = None) -> Source:
@@ -67,11 +67,11 @@ _EXTENSIONS = {sniff_kind: exts for sniff_kind, exts in (
     ("pt2", (".pt2",)), ("torchscript", (".pt", ".pth", ".jit", ".ptl", ".torchscript")),
     ("torch-zip", (".pt", ".pth", ".bin", ".ckpt")), ("onnx", (".onnx",)), ("mlmodel", (".mlmodel",)),
     ("mlpackage-zip", (".zip",)), ("openvino-ir-zip", (".zip",)), ("safetensors", (".safetensors",)),
-    (ONNX_ZIP, (".zip",)))}
+    (ONNX_ZIP, (".zip",)), ("tflite", (".tflite", ".lite")))}
 _KIND_LABEL = {"pt2": "a torch.export archive", "torchscript": "TorchScript", "torch-zip": "a torch.save file",
                "onnx": "ONNX", "mlmodel": "a Core ML model", "mlpackage-zip": "a zipped .mlpackage",
                "openvino-ir-zip": "a zipped OpenVINO IR", "safetensors": "safetensors weights",
-               ONNX_ZIP: "a zipped ONNX model"}
+               ONNX_ZIP: "a zipped ONNX model", "tflite": "a TFLite model"}
 
 
 def _holds_onnx(spec: str, name: str, limits: Limits) -> bool:
@@ -107,6 +107,9 @@ def _load_kind(kind: str, spec: str, name: str, shapes, limits: Limits) -> Sourc
     if kind == sniff.OPENVINO_ZIP:
         from .openvino_ir import load_openvino_ir
         return load_openvino_ir(spec, limits)
+    if kind == sniff.TFLITE:
+        from .tflite_file import load_tflite
+        return load_tflite(spec, shapes, limits)
     if kind == sniff.NPZ:
         raise XcInputError(f"{name}: an .npz of arrays, not a model — give it as the inputs of a model "
                            "(--inputs in the CLI, the Inputs .npz upload in the dashboard)")

@@ -1,5 +1,5 @@
 """What a file is, from its content rather than its name: a TorchScript archive named .jit or .ptl, an ONNX model
-named .bin, a zipped .mlpackage or OpenVINO IR named anything. Nothing here loads a model; zips are opened with
+named .bin, a zipped .mlpackage or OpenVINO IR named anything, a .tflite by its flatbuffer identifier. Nothing here loads a model; zips are opened with
 bounds (`safe_zip`) and only their directory is read.
 """
 from __future__ import annotations
@@ -14,6 +14,7 @@ from . import safe_zip
 PT2, TORCHSCRIPT, TORCH_ZIP, MLPACKAGE_ZIP, OPENVINO_ZIP, NPZ = ("pt2", "torchscript", "torch-zip",
                                                                  "mlpackage-zip", "openvino-ir-zip", "npz")
 ONNX, MLMODEL, SAFETENSORS, PICKLE, UNKNOWN = "onnx", "mlmodel", "safetensors", "pickle", "unknown"
+TFLITE = "tflite"
 SAFETENSORS_MAX_HEADER = 100 << 20
 
 
@@ -27,6 +28,8 @@ def sniff(path: str, limits: Limits) -> str:
         return PICKLE  # pickle protocol 2-5
     if _is_safetensors(path, head):
         return SAFETENSORS
+    if head[4:8] == b"TFL3":
+        return TFLITE     # a LiteRT / TFLite flatbuffer's file identifier
     return _protobuf_kind(path)
 
 

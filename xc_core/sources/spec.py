@@ -11,7 +11,7 @@ ShapeOverrides = dict[str, tuple[list[int], str | None]]
 
 # The captured ("before") graph of each kind of source, in words.
 BEFORE_STAGE_WORDS = {"exported-program": "ExportedProgram (torch.export)", "onnx": "ONNX graph",
-                      "mil": "Core ML MIL program", "openvino-ir": "OpenVINO IR"}
+                      "mil": "Core ML MIL program", "openvino-ir": "OpenVINO IR", "tflite": "TFLite flatbuffer"}
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class InputSpec:
 
 @dataclass
 class Source:
-    kind: str                 # sample | exported-program | torchscript | state-dict | onnx | coreml | openvino-ir
+    kind: str                 # sample | exported-program | torchscript | state-dict | onnx | coreml | openvino-ir | tflite
     name: str
     sha256: str
     inputs: list[InputSpec]
@@ -44,6 +44,7 @@ class Source:
     mil_program: Any = None   # coremltools MIL Program when the source is a compiled Core ML model
     openvino_model: Any = None  # openvino.Model when the source is an OpenVINO IR
     openvino_xml: str | None = None
+    tflite_outputs: list[str] = field(default_factory=list)   # a .tflite's output names (signature keys)
     path: str | None = None   # the file on disk, when there is one
     notes: list[str] = field(default_factory=list)
     # Per symbolic dim name: (min, max) an ExportedProgram's range constraints allow.
@@ -66,7 +67,7 @@ class Source:
     def before_stage(self) -> str:
         """What the captured ("before") graph is: the ExportedProgram for PyTorch sources, else the format given."""
         return ("exported-program" if self.is_pytorch else
-                {"coreml": "mil", "openvino-ir": "openvino-ir"}.get(self.kind, "onnx"))
+                {"coreml": "mil", "openvino-ir": "openvino-ir", "tflite": "tflite"}.get(self.kind, "onnx"))
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "name": self.name, "sha256": self.sha256,

@@ -6,9 +6,10 @@ from ..errors import XcInputError
 from . import ort_cpu, ort_mobile, ort_int8, coreml, openvino_cpu, inductor_cpu, reference  # noqa: F401,I001  (registration order = display order)
 from . import executorch  # noqa: F401,E402,I001  (after the others: the ExecuTorch columns come last)
 from . import coreai  # noqa: F401,E402,I001  (Core AI after ExecuTorch: Apple's newest stack last)
+from . import litert  # noqa: F401,E402,I001  (LiteRT: Android's most shipped runtime, newest in xc)
 from .base import ERROR, OK, REGISTRY, UNAVAILABLE, Target, TargetResult, execute_target
 
-REFERENCE_IDS = ("torch", "onnx-reference")
+REFERENCE_IDS = ("torch", "onnx-reference", "tflite-reference")
 
 
 def load_plugins() -> None:

@@ -518,6 +518,9 @@ SHIPPED_TOGETHER = [("coreml-ane", "coreai-ane"), ("coreml-cpu", "coreai-cpu"), 
                     # an ExecuTorch team's Android and iOS builds; Core ML direct and through ExecuTorch
                     ("executorch-xnnpack", "executorch-coreml"), ("coreml-ane", "executorch-coreml"),
                     ("ort-coreml", "coreml-ane"), ("ort-nnapi", "ort-coreml"), ("ort-nnapi", "executorch-xnnpack"),
+                    # Android's two native stacks, and LiteRT's CPU and GPU delegates on one .tflite
+                    ("litert-xnnpack", "executorch-xnnpack"), ("litert-xnnpack", "litert-gpu"),
+                    ("litert-gpu", "executorch-vulkan"), ("litert-xnnpack", "coreml-ane"),
                     ("ort-cpu", "openvino-cpu"), ("ort-cpu", "ort-cpu-int8"), ("inductor-cpu", "ort-cpu")]
 
 

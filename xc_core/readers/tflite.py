@@ -1,0 +1,171 @@
+"""TFLite / LiteRT flatbuffer → IR: the main subgraph's operators, one node each, with their tensors' shapes,
+dtypes and quantization parameters, read with the schema LiteRT ships (`ai_edge_litert.schema_py_generated`,
+zero-copy accessors: nothing is unpacked beyond what is asked for).
+
+A .tflite has no operator names: a node is called by its op and position (`conv_2d_1`), the position the runtime's
+own op details use, so a delegate's decision (`_get_ops_details`) maps onto it by index. Constant tensors (those
+with data in a buffer) are operands, not nodes. NCHW↔NHWC TRANSPOSEs — LiteRT's converter puts them around every
+convolution of a PyTorch model — are layout nodes carrying their permutation.
+"""
+from __future__ import annotations
+
+from ..ir import COMPUTE, LAYOUT, Graph, Node, TensorInfo
+
+TFLITE_IDENTIFIER = b"TFL3"     # the flatbuffer's file identifier, bytes 4..8
+# TensorType enum → numpy-style names (the schema's own order, tensorflow/compiler/mlir/lite/schema/schema.fbs)
+_DTYPES = ["float32", "float16", "int32", "uint8", "int64", "string", "bool", "int16", "complex64", "int8",
+           "float64", "complex128", "uint64", "resource", "variant", "uint32", "uint16", "int4", "bfloat16",
+           "int2", "uint4", "float8_e4m3fn"]
+# Ops that only move or reinterpret data (what op counts and fusion analysis leave aside).
+_LAYOUT_OPS = {"TRANSPOSE"}
+MAX_QUANT_VALUES = 8      # per-channel scales listed in a node's attributes (the rest are counted)
+
+
+def is_tflite(head: bytes) -> bool:
+    return len(head) >= 8 and head[4:8] == TFLITE_IDENTIFIER
+
+
+def op_names() -> dict[int, str]:
+    from ai_edge_litert.schema_py_generated import BuiltinOperator
+    return {v: k for k, v in vars(BuiltinOperator).items() if not k.startswith("_") and isinstance(v, int)}
+
+
+def node_id(op_name: str, index: int) -> str:
+    return f"{op_name.lower()}_{index}"
+
+
+class TfliteModel:
+    """A parsed .tflite: the main subgraph's operators and tensors, as plain data."""
+
+    def __init__(self, data: bytes):
+        from ai_edge_litert import schema_py_generated as schema
+        if not is_tflite(data[:8]):
+            raise ValueError("not a TFLite flatbuffer (no TFL3 identifier)")
+        model = schema.Model.GetRootAs(data, 0)
+        limit = len(data) // 4           # a vector's entries take 4 bytes at least: a longer one is corrupt
+
+        def bounded(n: int, what: str) -> int:
+            if n < 0 or n > limit:
+                raise ValueError(f"corrupt flatbuffer: {what} claims {n} entries in a {len(data)}-byte file")
+            return n
+        if bounded(model.SubgraphsLength(), "subgraphs") == 0:
+            raise ValueError("the model has no subgraph")
+        bounded(model.BuffersLength(), "buffers")
+        self.version = model.Version()
+        self.subgraphs = model.SubgraphsLength()
+        names = op_names()
+        codes = []
+        for i in range(bounded(model.OperatorCodesLength(), "operator codes")):
+            oc = model.OperatorCodes(i)
+            code = max(oc.BuiltinCode(), oc.DeprecatedBuiltinCode())
+            custom = oc.CustomCode()
+            codes.append(custom.decode("utf-8", "replace") if custom else names.get(code, f"BUILTIN_{code}"))
+        self.custom = {i for i in range(model.OperatorCodesLength()) if model.OperatorCodes(i).CustomCode()}
+        sg = model.Subgraphs(0)
+        self.name = (sg.Name() or b"main").decode("utf-8", "replace")
+        self.tensors = []
+        for t in range(bounded(sg.TensorsLength(), "tensors")):
+            tensor = sg.Tensors(t)
+            buf = model.Buffers(tensor.Buffer()) if tensor.Buffer() < model.BuffersLength() else None
+            constant = buf is not None and (buf.DataLength() > 0 or buf.Offset() > 1)
+            q = tensor.Quantization()
+            quant = None
+            if q is not None and bounded(q.ScaleLength(), "scales"):
+                scales = [float(q.Scale(k)) for k in range(q.ScaleLength())]
+                zps = [int(q.ZeroPoint(k)) for k in range(q.ZeroPointLength())]
+                quant = {"scale": scales[:MAX_QUANT_VALUES], "zero_point": zps[:MAX_QUANT_VALUES],
+                         "channels": len(scales), "axis": int(q.QuantizedDimension())}
+            dtype = _DTYPES[tensor.Type()] if tensor.Type() < len(_DTYPES) else f"type{tensor.Type()}"
+            shape = [int(tensor.Shape(k)) for k in range(bounded(tensor.ShapeLength(), "a shape"))]
+            sig = [int(tensor.ShapeSignature(k)) for k in range(bounded(tensor.ShapeSignatureLength(), "a shape"))]
+            if sig and len(sig) == len(shape):
+                shape = [None if s < 0 else d for d, s in zip(shape, sig)]
+            self.tensors.append({"name": (tensor.Name() or b"").decode("utf-8", "replace") or f"t{t}",
+                                 "shape": shape, "dtype": dtype, "constant": constant, "quant": quant,
+                                 "value": _small_int_value(buf, dtype, shape) if constant else None})
+        self.inputs = self._indices(sg.Inputs, bounded(sg.InputsLength(), "inputs"), "the graph")
+        self.outputs = self._indices(sg.Outputs, bounded(sg.OutputsLength(), "outputs"), "the graph")
+        self.ops = []
+        for i in range(bounded(sg.OperatorsLength(), "operators")):
+            op = sg.Operators(i)
+            if not 0 <= op.OpcodeIndex() < len(codes):
+                raise ValueError(f"corrupt flatbuffer: operator {i} has opcode {op.OpcodeIndex()} of {len(codes)}")
+            self.ops.append({"index": i, "op": codes[op.OpcodeIndex()], "custom": op.OpcodeIndex() in self.custom,
+                             "inputs": self._indices(op.Inputs, bounded(op.InputsLength(), "inputs"), i),
+                             "outputs": self._indices(op.Outputs, bounded(op.OutputsLength(), "outputs"), i),
+                             "options": _options(op)})
+
+    def _indices(self, get, n: int, where) -> list[int]:
+        out = [int(get(k)) for k in range(n)]
+        bad = [t for t in out if t >= len(self.tensors) or t < -1]
+        if bad:
+            raise ValueError(f"corrupt flatbuffer: {where if isinstance(where, str) else f'operator {where}'} "
+                             f"names tensor {bad[0]} of {len(self.tensors)}")
+        return out
+
+    def tensor(self, index: int) -> TensorInfo:
+        t = self.tensors[index]
+        return TensorInfo(t["name"], list(t["shape"]), t["dtype"])
+
+    def graph(self, name: str, stage: str) -> Graph:
+        g = Graph(name=name, stage=stage)
+        g.inputs = [self.tensor(i) for i in self.inputs]
+        g.outputs = [self.tensor(i) for i in self.outputs]
+        for op in self.ops:
+            ins = [i for i in op["inputs"] if i >= 0]
+            attrs = dict(op["options"])
+            consts = {f"input{k}": self.tensors[i]["value"] for k, i in enumerate(ins)
+                      if self.tensors[i]["value"] is not None}
+            if op["op"] == "TRANSPOSE" and len(ins) > 1 and self.tensors[ins[1]]["value"] is not None:
+                attrs["perm"] = self.tensors[ins[1]]["value"]
+            elif consts:
+                attrs["constant_operands"] = consts
+            quant = {self.tensors[i]["name"]: self.tensors[i]["quant"] for i in ins + op["outputs"]
+                     if self.tensors[i]["quant"]}
+            if quant:
+                attrs["quantization"] = quant
+            weights = sorted({self.tensors[i]["dtype"] for i in ins if self.tensors[i]["constant"]
+                              and self.tensors[i]["dtype"] not in ("int32", "int64")})
+            if weights:
+                attrs["weight_dtypes"] = weights
+            if op["custom"]:
+                attrs["custom_op"] = True
+            g.nodes.append(Node(id=node_id(op["op"], op["index"]), op_type=op["op"], domain="tflite",
+                                kind=LAYOUT if op["op"] in _LAYOUT_OPS else COMPUTE,
+                                inputs=[self.tensor(i) for i in ins if not self.tensors[i]["constant"]],
+                                outputs=[self.tensor(i) for i in op["outputs"] if i >= 0], attributes=attrs))
+        return g
+
+
+def _small_int_value(buf, dtype: str, shape: list) -> list | int | None:
+    """A constant int32/int64 operand with a handful of values (a permutation, an axis, a shape), as a list."""
+    import numpy as np
+    if dtype not in ("int32", "int64") or buf is None or buf.DataLength() == 0 or buf.DataLength() > 64:
+        return None
+    values = np.frombuffer(buf.DataAsNumpy().tobytes(), dtype=dtype).tolist()
+    return values[0] if not shape and len(values) == 1 else values
+
+
+def _options(op) -> dict:
+    """The op's builtin options as plain scalars (fused activation, padding, strides, axes…)."""
+    from ai_edge_litert import schema_py_generated as schema
+    try:
+        t = schema.OperatorT.InitFromObj(op)
+    except Exception:  # noqa: BLE001 — options of an op this schema does not know: the op is still listed
+        return {}
+    opts = getattr(t, "builtinOptions", None)
+    out = {}
+    if opts is not None:
+        for k, v in vars(opts).items():
+            if isinstance(v, (bool, int, float, str)):
+                out[k] = v
+    if out.get("fusedActivationFunction") is not None:
+        names = {v: k for k, v in vars(schema.ActivationFunctionType).items() if isinstance(v, int)}
+        out["fusedActivationFunction"] = names.get(out["fusedActivationFunction"], out["fusedActivationFunction"])
+    if "padding" in out:
+        out["padding"] = {0: "SAME", 1: "VALID"}.get(out["padding"], out["padding"])
+    return out
+
+
+def tflite_graph(data: bytes, name: str, stage: str) -> Graph:
+    return TfliteModel(data).graph(name, stage)

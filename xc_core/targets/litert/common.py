@@ -1,0 +1,321 @@
+"""What the LiteRT targets share: the model as a .tflite (the upload itself, or the captured program converted by
+litert-torch), read back with readers/tflite.py, each op traced to the source ops it came from, and runs by LiteRT's
+interpreter.
+
+litert-torch's flow (ai.google.dev/edge/litert, "PyTorch to LiteRT"): torch.export → its own FX passes (NCHW→NHWC
+layout: a TRANSPOSE before and after each convolution, folded where two meet) → StableHLO/TFL MLIR → the LiteRT
+converter passes (fusions such as Conv+BatchNorm+ReLU into one CONV_2D with a fused activation) → flatbuffer. The
+MLIR keeps each op's location: the FX node names it was lowered from (a fused op keeps all of them). xc reads them
+from the converted module before it is written, in op order — the flatbuffer's operators are the MLIR function's
+ops in the same order — so every .tflite op names its source ops.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+from dataclasses import dataclass, field
+
+from ...ir import COMPUTE, Graph
+from ...readers.tflite import TfliteModel
+from ..base import Target, dist_version, source_tensors
+
+LITERT_TORCH_PINNED = "0.10.0"
+AI_EDGE_LITERT_PINNED = "2.3.0"
+CPU_KERNELS = "LiteRT built-in kernels"
+
+
+@dataclass
+class LiteRTCompiled:
+    """What conversion hands on to read-back and run."""
+    tflite_path: str
+    model: TfliteModel
+    origin: dict[int, list[str]]          # op index → source op ids (captured.before's node ids)
+    io: dict                               # input/output tensor indices in the source's order
+    extra: dict = field(default_factory=dict)
+
+
+class LiteRTTarget(Target):
+    """A LiteRT runtime on the .tflite of this analysis. Subclasses read back and run it their way."""
+    needs_onnx = False
+    takes_program = True
+    from_exported_program = True
+    relative_cost = 3            # litert-torch's conversion: seconds even on tiny models
+
+    @classmethod
+    def available(cls):
+        if importlib.util.find_spec("ai_edge_litert") is None:
+            return False, f"LiteRT is not installed (pip install ai-edge-litert=={AI_EDGE_LITERT_PINNED})"
+        return True, ""
+
+    def accepts(self, captured):
+        if captured.tflite_path:
+            return True, ""
+        if captured.exported_program is not None or captured.exported_program_file:
+            if importlib.util.find_spec("litert_torch") is None:
+                return False, f"litert-torch is not installed (pip install litert-torch=={LITERT_TORCH_PINNED})"
+            return True, ""
+        return False, (f"LiteRT runs .tflite models; this {captured.source.kind} source is neither a .tflite nor a "
+                       "PyTorch program litert-torch can convert")
+
+    # -- compile ---------------------------------------------------------------------------------------------
+    def _compile(self, captured, workdir, result):
+        os.makedirs(workdir, exist_ok=True)
+        result.info["ai_edge_litert_version"] = dist_version("ai-edge-litert")
+        path = os.path.join(workdir, "model.tflite")
+        if captured.tflite_path:
+            shutil.copyfile(captured.tflite_path, path)
+            with open(path, "rb") as f:
+                model = TfliteModel(f.read())
+            origin = {op["index"]: [f"{op['op'].lower()}_{op['index']}"] for op in model.ops}
+            result.info["conversion"] = "none: the uploaded .tflite as it is"
+        else:
+            model, origin = convert_program(captured, self.calibration_inputs or {}, path, result)
+        model, path, origin = self._transform(model, path, origin, captured, workdir, result)
+        result.artifacts.append(path)
+        result.info["tflite_bytes"] = os.path.getsize(path)
+        return LiteRTCompiled(path, model, origin, io_order(path, captured))
+
+    def _transform(self, model, path, origin, captured, workdir, result):
+        """A variant's rewrite of the .tflite (int8 quantization); returns (model, path, origin)."""
+        return model, path, origin
+
+    # -- inspect helpers -------------------------------------------------------------------------------------
+    def converted_graph(self, compiled, captured, stage: str) -> Graph:
+        """The .tflite in the IR, each op with its source ops, module path and the ops it absorbed."""
+        g = compiled.model.graph(captured.source.name, stage)
+        index = captured.before.by_id()
+        order = {n.id: k for k, n in enumerate(captured.before.nodes)}
+        for i, n in enumerate(g.nodes):
+            srcs = sorted((s for s in compiled.origin.get(i, []) if s in index), key=order.get)
+            n.source_ops = srcs
+            if srcs:
+                first = index[srcs[0]]
+                n.module_path, n.source_location = first.module_path, first.source_location
+            if len(srcs) > 1 and not captured.tflite_path:
+                n.fused_from = list(srcs)
+        return g
+
+    def given_graph(self, captured) -> Graph:
+        """What the converter was given — the captured program — or the uploaded .tflite itself: the graph
+        `fused_from` ids refer to."""
+        return Graph.from_dict(captured.before.to_dict())
+
+
+def litert_torch_version() -> str | None:
+    return dist_version("litert-torch")
+
+
+def convert_program(captured, inputs: dict, path: str, result) -> tuple[TfliteModel, dict[int, list[str]]]:
+    """The captured ExportedProgram converted by litert-torch at this run's input shapes; returns the model and,
+    per op index, the FX node names its MLIR location names."""
+    import litert_torch
+
+    from ...quiet import quiet_litert
+    ep = captured.program()
+    args = tuple(source_tensors(inputs, captured)) if inputs else tuple(ep.example_inputs[0])
+    result.info["litert_torch_version"] = litert_torch_version()
+    with quiet_litert():
+        converted = litert_torch.convert(ep.module(), args)
+        text = _module_text(converted)
+        converted.export(path)
+    with open(path, "rb") as f:
+        model = TfliteModel(f.read())
+    origin, why = op_origins(text, model)
+    if why:
+        result.notes.append(f"LiteRT ops are not traced to source ops: {why}")
+    result.info["conversion"] = (f"litert-torch {result.info['litert_torch_version']}: litert_torch.convert at the "
+                                 "analysis input shapes (the .tflite is static at them)")
+    downcast = [s.name for s in captured.source.inputs if s.dtype in ("int64", "float64")]
+    if downcast:
+        result.info["downcast_inputs"] = downcast
+        result.notes.append("litert-torch turns 64-bit inputs into 32-bit ones (its enable_x64=False default): "
+                            + ", ".join(downcast) + " are fed as int32/float32")
+    return model, origin
+
+
+def _module_text(converted) -> str | None:
+    """The converted MLIR module with its debug locations (weights elided), before the flatbuffer is written."""
+    try:
+        op = converted._exporter._module_op                       # litert-torch 0.10's LazyModelExporter
+        return op.get_asm(enable_debug_info=True, large_elements_limit=16)
+    except Exception:  # noqa: BLE001 — provenance is optional; the model is still analysed
+        return None
+
+
+_LOC_DEF = re.compile(r"^#(loc\d*) = loc\((.*)\)\s*$", re.M)
+_LOC_REF = re.compile(r"#(loc\d*)")
+_OP_LINE = re.compile(r'^(\s*)(?:%[^=]*=\s*)?"?([a-z_]+\.[a-z0-9_.]+)"?[ (<]')
+_NOT_OPERATORS = ("arith.constant", "tfl.pseudo_const", "tfl.pseudo_qconst", "tfl.no_value",
+                  "tfl.pseudo_sparse_const", "tfl.pseudo_sparse_qconst", "func.return", "stablehlo.constant",
+                  "vhlo.constant_v1")
+
+
+def op_origins(text: str | None, model: TfliteModel) -> tuple[dict[int, list[str]], str | None]:
+    """{op index: FX node names} from the MLIR's locations, matched to the flatbuffer's ops by order; or ({}, why)."""
+    if not text:
+        return {}, "litert-torch gave no MLIR module to read locations from"
+    locs = {m.group(1): m.group(2) for m in _LOC_DEF.finditer(text)}
+    body = text.split("func.func", 1)[1] if "func.func" in text else ""
+    ops, indent = [], None
+    for line in body.splitlines()[1:]:
+        m = _OP_LINE.match(line)
+        if not m:
+            if line.strip().startswith("}") and indent is not None and len(line) - len(line.lstrip()) < indent:
+                break                                              # the end of the first function
+            continue
+        if indent is None:
+            indent = len(m.group(1))
+        if len(m.group(1)) != indent or m.group(2) in _NOT_OPERATORS:
+            continue                                               # region bodies (subgraphs) and constants
+        ref = re.search(r"loc\((#loc\d*)\)\s*$", line)
+        ops.append((m.group(2), ref.group(1)[1:] if ref else None))
+    if len(ops) != len(model.ops):
+        return {}, f"the MLIR has {len(ops)} operators, the .tflite {len(model.ops)}"
+    origin = {}
+    for i, ((mlir_op, loc), op) in enumerate(zip(ops, model.ops)):
+        if mlir_op.startswith("tfl.") and mlir_op[4:].upper() != op["op"] and not op["custom"]:
+            return {}, f"op {i} is {mlir_op} in the MLIR and {op['op']} in the .tflite"
+        origin[i] = list(dict.fromkeys(_fx_names(loc, locs, set())))
+    return origin, None
+
+
+def _fx_names(loc: str | None, locs: dict, seen: set) -> list[str]:
+    """The FX node names a location names: litert-torch writes loc("<module hierarchy>;"(loc("<fx node>"(file))))
+    per op, and fused[...] for an op several were folded into."""
+    if loc is None or loc in seen or loc not in locs:
+        return []
+    seen.add(loc)
+    body = locs[loc]
+    names = []
+    m = re.match(r'^"([^"]*)"(?:\((.*)\))?$', body)
+    if m:
+        name, inner = m.group(1), m.group(2) or ""
+        child = _LOC_REF.findall(inner)
+        if not name.endswith(";") and not re.search(r":\d+:\d+$", body) and "/" not in name:
+            names.append(name)
+        for c in child:
+            names += _fx_names(c, locs, seen)
+    elif body.startswith("fused["):
+        for c in _LOC_REF.findall(body):
+            names += _fx_names(c, locs, seen)
+    return names
+
+
+def io_order(path: str, captured) -> dict:
+    """The model's input and output tensor indices in the source's order: the serving signature's args_k/output_k
+    for a converted program, the signature (or subgraph) order for an upload."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    it = Interpreter(model_path=path, experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    sigs = it._get_full_signature_list()
+    if sigs:
+        sig = next(iter(sigs.values()))
+        ins, outs = sig["inputs"], sig["outputs"]
+        if captured.tflite_path:
+            return {"inputs": [ins[s.name] for s in captured.source.inputs if s.name in ins],
+                    "outputs": [outs[o] for o in captured.output_names if o in outs]}
+        ordered_in = [ins[k] for k in sorted(ins, key=_arg_position)]
+        ordered_out = [outs[k] for k in sorted(outs, key=_arg_position)]
+        return {"inputs": ordered_in, "outputs": ordered_out}
+    return {"inputs": [d["index"] for d in it.get_input_details()],
+            "outputs": [d["index"] for d in it.get_output_details()]}
+
+
+def _arg_position(key: str) -> tuple:
+    m = re.search(r"(\d+)$", key)
+    return (int(m.group(1)) if m else 1 << 30, key)
+
+
+def feed_arrays(inputs: dict, captured, details_by_index: dict, order: list[int]) -> dict[int, object]:
+    """{tensor index: array} in the model's input dtypes (litert-torch made 64-bit inputs 32-bit)."""
+    import numpy as np
+    arrays = {}
+    for spec, idx, tensor in zip(captured.source.inputs, order, source_tensors(inputs, captured)):
+        want = details_by_index[idx]["dtype"]
+        arrays[idx] = np.asarray(tensor.numpy(), dtype=want)
+    return arrays
+
+
+def run_interpreter(compiled: LiteRTCompiled, inputs: dict, captured, delegates: bool,
+                    threads: int | None = None) -> tuple[dict, object]:
+    """The .tflite run by LiteRT's interpreter — with its default delegate (XNNPACK) or with the built-in kernels
+    only — on the analysis inputs: ({output name: array}, the interpreter)."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    resolver = OpResolverType.AUTO if delegates else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+    it = Interpreter(model_path=compiled.tflite_path, experimental_op_resolver_type=resolver,
+                     num_threads=threads)
+    it.allocate_tensors()
+    details = {d["index"]: d for d in it.get_input_details()}
+    for idx, arr in feed_arrays(inputs, captured, details, compiled.io["inputs"]).items():
+        if list(arr.shape) != list(details[idx]["shape"]):
+            it.resize_tensor_input(idx, list(arr.shape))
+            it.allocate_tensors()
+        it.set_tensor(idx, arr)
+    it.invoke()
+    outs = [it.get_tensor(i) for i in compiled.io["outputs"]]
+    return dict(zip(captured.output_names, outs)), it
+
+
+def delegated_ops(ops_details: list[dict], n_model_ops: int) -> dict[int, int]:
+    """{op index: the DELEGATE node that took it}. The interpreter lists the model's ops and then one DELEGATE
+    node per delegated partition, with the partition's input and output tensors; a partition's ops are those met
+    walking back from its outputs to its inputs."""
+    producer = {}
+    for d in ops_details[:n_model_ops]:
+        for t in d["outputs"]:
+            producer[int(t)] = d["index"]
+    taken: dict[int, int] = {}
+    for d in ops_details[n_model_ops:]:
+        if d["op_name"] != "DELEGATE":
+            continue
+        boundary = {int(t) for t in d["inputs"]}
+        stack = [int(t) for t in d["outputs"]]
+        while stack:
+            t = stack.pop()
+            if t in boundary or t not in producer or producer[t] in taken:
+                continue
+            op = producer[t]
+            taken[op] = d["index"]
+            stack += [int(x) for x in ops_details[op]["inputs"] if int(x) >= 0]
+    return taken
+
+
+def partition_summary(g: Graph, ep: str, decided_by: str, sizes: list[int], evidence: str, **extra) -> dict:
+    """The report's partitioning record for a LiteRT delegate: ops it took, ops left, partitions."""
+    compute = [n for n in g.nodes if n.kind == COMPUTE]
+    on_cpu = [n for n in compute if n.backend == "cpu"]
+    return {"ep": ep, "decided_by": decided_by, "num_nodes": len(compute),
+            "num_supported_nodes": len(compute) - len(on_cpu), "num_partitions": len(sizes),
+            "partition_sizes": sizes, "unsupported_ops": sorted({n.op_type for n in on_cpu}),
+            "accelerated_share_nodes": round((len(compute) - len(on_cpu)) / len(compute), 4) if compute else 0.0,
+            **extra, "evidence": evidence}
+
+
+def delegate_boundaries(g: Graph, options: dict, evidence: str) -> dict:
+    """Accelerator ↔ CPU boundaries with the latency-cliff estimate, at the target's cost-model options."""
+    from ...analysis.boundaries import DEFAULT_BANDWIDTH_GB_S, DEFAULT_TRANSITION_OVERHEAD_MS, boundaries
+    b = boundaries(g, float(options.get("bandwidth_gb_s", DEFAULT_BANDWIDTH_GB_S)),
+                   float(options.get("transition_overhead_ms", DEFAULT_TRANSITION_OVERHEAD_MS)))
+    b["evidence"] = evidence
+    return b
+
+
+COST_OPTION_HELP = {"bandwidth_gb_s": "copy bandwidth at a delegate↔CPU boundary, for the latency-cliff estimate "
+                                      "(GB/s, default 4)",
+                    "transition_overhead_ms": "fixed cost per boundary crossing, for the estimate (ms, default 0.2)"}
+
+
+def compute_precision(n) -> str | None:
+    from ...ir import precision_of_dtype
+    dtypes = [t.dtype for t in n.outputs + n.inputs if t.dtype]
+    return precision_of_dtype(dtypes[0]) if dtypes else None
+
+
+def set_precisions(g: Graph) -> None:
+    for n in g.nodes:
+        if n.precision is None:
+            n.precision = compute_precision(n)
+            weights = n.attributes.get("weight_dtypes") or []
+            if n.kind == COMPUTE and "int8" in weights and n.precision == "fp32":
+                n.precision = "int8"     # dynamic-range quantized: int8 weights, the kernel computes in int8

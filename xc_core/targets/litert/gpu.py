@@ -1,0 +1,212 @@
+"""`litert-gpu`: LiteRT's GPU delegate (ML Drift) given the .tflite — its own decision per op, and its own kernels run
+on a software GPU.
+
+There is no phone GPU here. LiteRT's pip wheel carries its GPU accelerator built for WebGPU, and WebGPU runs on any
+Vulkan device: xc points it at SwiftShader, the CPU implementation of Vulkan that Debian's Chromium package ships
+(`vk_swiftshader_icd.json`). The delegate then partitions the model exactly as it would on a device: it says which
+operators it cannot take and why, and how many ops it runs ("Following operations are not supported by GPU
+delegate: CUMSUM: Input/output must be float type …  34 operations will run on the GPU, and the remaining 2
+operations will run on the CPU" — ml_drift_delegate/tflite/model_builder.cc, GetOpsToReplaceWithOptions). It takes
+only its largest partition (max_delegated_partitions defaults to 1, same file); supported ops outside it stay on the
+CPU too. Those words are per op type, so the assignment is the delegate's decision as xc applies it to each node:
+`predicted-runtime` (the runtime's own checker; a phone's OpenCL backend shares it).
+
+Numerics are `emulated`: the delegate's own shaders, computed by SwiftShader. SwiftShader has no fp16 shader
+arithmetic, so they compute in fp32 — a phone's GPU computes in fp16 unless the app sets
+`GpuOptions.enforce_f32`: the drift here is that of the GPU kernels' algorithms, not of half precision.
+"""
+from __future__ import annotations
+
+import ctypes.util
+import os
+import re
+
+from ... import evidence as ev
+from ...ir import COMPUTE
+from ...lowering import BACKEND, FINAL, IMPORT, graph_step
+from ..base import register
+from .common import (
+    COST_OPTION_HELP,
+    LiteRTTarget,
+    delegate_boundaries,
+    feed_arrays,
+    partition_summary,
+    set_precisions,
+)
+
+# Where Debian's chromium package puts SwiftShader's Vulkan driver manifest (XC_VULKAN_ICD overrides).
+SWIFTSHADER_ICDS = ("/usr/lib/chromium/vk_swiftshader_icd.json", "/usr/lib/chromium-browser/vk_swiftshader_icd.json")
+GPU_DELEGATE = "LiteRT GPU delegate (ML Drift)"
+_UNSUPPORTED = re.compile(r"Following operations are not supported by GPU delegate:\n(.*?)\n(?:(\d+) operations will "
+                          r"run on the GPU, and the remaining (\d+)|No operations will run on the GPU, and all (\d+))"
+                          r"(?: operations will run on the CPU\.)?",
+                          re.S)
+
+
+def vulkan_icd() -> str | None:
+    forced = os.environ.get("XC_VULKAN_ICD")
+    if forced:
+        return forced if os.path.exists(forced) else None
+    return next((p for p in SWIFTSHADER_ICDS if os.path.exists(p)), None)
+
+
+@register
+class LiteRTGpu(LiteRTTarget):
+    id = "litert-gpu"
+    label = "LiteRT · GPU delegate"
+    description = ("LiteRT's GPU delegate on the same .tflite: its decision per op, and its kernels run on SwiftShader "
+                   "(a software Vulkan GPU) in fp32")
+    evidence = {"assignment": ev.PREDICTED_RUNTIME, "precision": ev.PREDICTED_RUNTIME, "numerics": ev.EMULATED}
+    accelerator = "GPU delegate (mobile GPU)"
+    option_names = ("bandwidth_gb_s", "transition_overhead_ms")
+    option_help = COST_OPTION_HELP
+
+    @classmethod
+    def available(cls):
+        ok, why = super().available()
+        if not ok:
+            return ok, why
+        if ctypes.util.find_library("vulkan") is None:
+            return False, ("LiteRT's GPU delegate needs the Vulkan loader: apt-get install libvulkan1 chromium "
+                           "(xc runs the delegate on Chromium's SwiftShader, a software GPU)")
+        if vulkan_icd() is None:
+            return False, ("LiteRT's GPU delegate needs a Vulkan device: apt-get install chromium (xc runs it on "
+                           "Chromium's SwiftShader, a software GPU), or set XC_VULKAN_ICD to a Vulkan driver manifest")
+        return True, ""
+
+    def _compiled_model(self, path: str, log: list[str]):
+        """LiteRT's CompiledModel with the GPU accelerator (CPU for what it leaves), on SwiftShader."""
+        os.environ.setdefault("VK_ICD_FILENAMES", vulkan_icd() or "")
+        os.environ.setdefault("VK_DRIVER_FILES", os.environ["VK_ICD_FILENAMES"])
+        from ai_edge_litert.compiled_model import CompiledModel
+        from ai_edge_litert.hardware_accelerator import HardwareAccelerator
+
+        from ...quiet import quiet_litert
+        with quiet_litert(log):
+            return CompiledModel.from_file(path, hardware_accel=HardwareAccelerator.GPU | HardwareAccelerator.CPU)
+
+    def _inspect(self, compiled, captured, result):
+        log: list[str] = []
+        model = self._compiled_model(compiled.tflite_path, log)
+        compiled.extra["compiled_model"] = model
+        text = "".join(log)
+        fully = bool(model.is_fully_accelerated())
+        said = _delegate_words(text)
+        final = self.converted_graph(compiled, captured, "litert-gpu")
+        given = self.converted_graph(compiled, captured, "litert-converted")
+        reasons = said["reasons"]
+        for n in final.nodes:
+            n.backend, n.kernel = "gpu", GPU_DELEGATE
+            if not fully and n.op_type in reasons:
+                n.backend, n.kernel = "cpu", "LiteRT CPU (XNNPACK / built-in kernels)"
+                n.fallback, n.fallback_reason = True, f"the GPU delegate: {reasons[n.op_type]}"
+        if not fully and said["on_gpu"] is not None:
+            _outside_largest_partition(final, said["on_gpu"], result)
+        for n in final.nodes:
+            if n.kind != COMPUTE:
+                n.fallback = False
+        set_precisions(final)
+        set_precisions(given)
+        result.input_graph = self.given_graph(captured)
+        on_gpu = sum(n.kind == COMPUTE and n.backend == "gpu" for n in final.nodes)
+        on_cpu = [n for n in final.nodes if n.kind == COMPUTE and n.backend == "cpu"]
+        result.partitioning = partition_summary(
+            final, "GPU", "LiteRT's GPU delegate (its partitioning, on SwiftShader)", [on_gpu] if on_gpu else [],
+            self.evidence["assignment"], fully_accelerated=fully, delegate_said=said["said"])
+        result.boundaries = delegate_boundaries(final, self.options, self.evidence["assignment"])
+        result.info["gpu_device"] = "SwiftShader (software Vulkan) through WebGPU"
+        result.stages += [
+            graph_step(IMPORT, "the captured program converted by litert-torch" if not captured.tflite_path
+                       else "the uploaded .tflite", given, transposes=sum(n.op_type == "TRANSPOSE" for n in given.nodes)),
+            graph_step(BACKEND, f"GPU delegate: {on_gpu} op(s) on the GPU, {len(on_cpu)} left to "
+                                "the CPU", final, ref=FINAL),
+        ]
+        return final
+
+    def _run(self, compiled, inputs, captured, result):
+        import numpy as np
+        model = compiled.extra.get("compiled_model") or self._compiled_model(compiled.tflite_path, [])
+        result.numerics_assumption = ("emulated: the GPU delegate's own kernels computed by SwiftShader (a software "
+                                      "Vulkan GPU) in fp32; a phone's GPU computes in fp16 by default, so half "
+                                      "precision's own error is not in these numbers")
+        details = {d["index"]: {"dtype": np.dtype(d["dtype"])} for d in
+                   model.get_input_tensor_details(_signature(model)).values()}
+        feeds = feed_arrays(inputs, captured, details, compiled.io["inputs"])
+        from ...quiet import quiet_litert
+        with quiet_litert():
+            ins = model.create_input_buffers(0)
+            outs = model.create_output_buffers(0)
+        in_order = [d["index"] for d in model.get_input_tensor_details(_signature(model)).values()]
+        for buf, idx in zip(ins, in_order):
+            buf.write(np.ascontiguousarray(feeds[idx]))
+        from ...quiet import quiet_litert
+        log: list[str] = []
+        try:
+            with quiet_litert(log):
+                model.run_by_index(0, ins, outs)
+        except Exception as e:
+            said = [ln.strip() for ln in "".join(log).splitlines() if ln.startswith("ERROR")]
+            raise RuntimeError(f"{e}" + (f" — LiteRT said: {' '.join(said[-3:])}" if said else "")) from None
+        out_details = list(model.get_output_tensor_details(_signature(model)).values())
+        by_index = {}
+        for buf, d in zip(outs, out_details):
+            shape = [int(x) for x in d["shape"]]
+            by_index[d["index"]] = buf.read(int(np.prod(shape)) if shape else 1, np.dtype(d["dtype"])).reshape(shape)
+        return {name: by_index[i] for name, i in zip(captured.output_names, compiled.io["outputs"]) if i in by_index}
+
+
+def _signature(model) -> str:
+    return next(iter(model.get_signature_list()))
+
+
+def _delegate_words(text: str) -> dict:
+    """What the GPU delegate said: {op type: reason}, how many ops it runs, its message."""
+    m = _UNSUPPORTED.search(text)
+    if not m:
+        return {"reasons": {}, "on_gpu": None, "said": None}
+    reasons = {}
+    for line in m.group(1).splitlines():
+        op, _, why = line.partition(":")
+        if op.strip() and why.strip():
+            reasons.setdefault(op.strip(), why.strip())
+    on_gpu = int(m.group(2)) if m.group(2) is not None else 0
+    return {"reasons": reasons, "on_gpu": on_gpu, "said": m.group(0).strip()}
+
+
+def _outside_largest_partition(g, on_gpu: int, result) -> None:
+    """The delegate runs its largest partition only. Its partitions are TFLite's independent node subsets
+    (PartitionGraphIntoIndependentNodeSubsets, tflite/graph_info.cc): walking the ops in order, each subset takes
+    every op of one kind — supported or not — whose inputs are ready, until none is; then the other kind. Supported
+    ops outside the largest supported subset stay on the CPU. The delegate's own count is checked."""
+    produced = {t.name for n in g.nodes for t in n.outputs}
+    ready = {t.name for n in g.nodes for t in n.inputs if t.name not in produced}
+    remaining = list(g.nodes)
+    subsets: list[list] = []
+    kind = remaining[0].backend == "gpu" if remaining else True
+    while remaining:
+        subset, progress = [], True
+        while progress:
+            progress = False
+            for n in list(remaining):
+                if (n.backend == "gpu") == kind and all(t.name in ready for t in n.inputs):
+                    subset.append(n)
+                    remaining.remove(n)
+                    ready.update(t.name for t in n.outputs)
+                    progress = True
+        if subset and kind:
+            subsets.append(subset)
+        kind = not kind
+    if len(subsets) > 1:
+        largest = max(subsets, key=len)
+        for members in subsets:
+            if members is largest:
+                continue
+            for n in members:
+                n.backend, n.kernel = "cpu", "LiteRT CPU (XNNPACK / built-in kernels)"
+                n.fallback = n.kind == COMPUTE
+                n.fallback_reason = ("supported, but outside the GPU delegate's largest partition (it delegates one "
+                                     "partition: max_delegated_partitions = 1)")
+    placed = sum(n.backend == "gpu" for n in g.nodes)
+    if placed != on_gpu:
+        result.notes.append(f"the GPU delegate said {on_gpu} op(s) run on the GPU; xc placed {placed} from its "
+                            "words per op type (an op type it refuses only in some nodes is marked CPU everywhere)")

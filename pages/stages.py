@@ -37,7 +37,8 @@ st.caption("Each cell: what the target's toolchain did in that stage. Ops are co
            "ct.convert runs it (the net change of the passes of each kind). Inductor: its pre- and post-grad FX graphs, then its "
            "kernels. Mobile EPs: the basic-optimized graph, then ORT's partitioning. ExecuTorch: the Edge program, the "
            "partitioner's delegates, the .pte's execution plan. Core AI: the program as converted, after its "
-           "pre-compilation rewrite, then lowered to ODIX. Evidence (steps / backend "
+           "pre-compilation rewrite, then lowered to ODIX. LiteRT: the .tflite litert-torch wrote (its fusions and "
+           "NHWC transposes), then the delegate's partitions. Evidence (steps / backend "
            "selection): " + " · ".join(f"{_ui.code(t)} {ev.get('steps')} / {ev.get('assignment')}" for t in targets
                                        for ev in [report['targets'][t]['stages']['evidence']]))
 

@@ -23,7 +23,7 @@ import re
 
 from ... import evidence as ev
 from ...ir import COMPUTE
-from ...lowering import BACKEND, FINAL, IMPORT, graph_step
+from ...lowering import IMPORT, graph_step
 from ..base import register
 from .common import (
     COST_OPTION_HELP,
@@ -109,7 +109,6 @@ class LiteRTGpu(LiteRTTarget):
         set_precisions(given)
         result.input_graph = self.given_graph(captured)
         on_gpu = sum(n.kind == COMPUTE and n.backend == "gpu" for n in final.nodes)
-        on_cpu = [n for n in final.nodes if n.kind == COMPUTE and n.backend == "cpu"]
         result.partitioning = partition_summary(
             final, "GPU", "LiteRT's GPU delegate (its partitioning, on SwiftShader)", [on_gpu] if on_gpu else [],
             self.evidence["assignment"], fully_accelerated=fully, delegate_said=said["said"])
@@ -118,8 +117,6 @@ class LiteRTGpu(LiteRTTarget):
         result.stages += [
             graph_step(IMPORT, "the captured program converted by litert-torch" if not captured.tflite_path
                        else "the uploaded .tflite", given, transposes=sum(n.op_type == "TRANSPOSE" for n in given.nodes)),
-            graph_step(BACKEND, f"GPU delegate: {on_gpu} op(s) on the GPU, {len(on_cpu)} left to "
-                                "the CPU", final, ref=FINAL),
         ]
         return final
 

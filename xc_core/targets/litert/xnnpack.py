@@ -17,7 +17,7 @@ import os
 
 from ... import evidence as ev
 from ...ir import COMPUTE
-from ...lowering import BACKEND, FINAL, IMPORT, KERNEL, graph_step
+from ...lowering import FINAL, IMPORT, KERNEL, graph_step
 from ..base import register
 from .common import (
     COST_OPTION_HELP,
@@ -122,8 +122,6 @@ class LiteRTXnnpack(LiteRTTarget):
             graph_step(IMPORT, "the captured program converted by litert-torch (layout to NHWC, TFL ops, fusions)"
                        if not captured.tflite_path else "the uploaded .tflite", given,
                        transposes=transposes),
-            graph_step(BACKEND, f"XNNPACK delegate: {len(delegates)} partition(s) taken, {len(on_cpu)} op(s) left "
-                                f"to the {CPU_KERNELS}", final, ref=FINAL),
             graph_step(KERNEL, "the interpreter's execution plan: DELEGATE nodes and built-in kernels", final,
                        ref=FINAL, delegate_calls=len(delegates), kernel_calls=len(on_cpu)),
         ]

@@ -85,6 +85,15 @@ class TfliteModel:
                                  "value": _small_int_value(buf, dtype, shape) if constant else None})
         self.inputs = self._indices(sg.Inputs, bounded(sg.InputsLength(), "inputs"), "the graph")
         self.outputs = self._indices(sg.Outputs, bounded(sg.OutputsLength(), "outputs"), "the graph")
+        # The first signature of the main subgraph (what apps call the inputs and outputs): {key: tensor index}.
+        self.signature = None
+        if bounded(model.SignatureDefsLength(), "signatures") and model.SignatureDefs(0).SubgraphIndex() == 0:
+            sig = model.SignatureDefs(0)
+            self.signature = {
+                "inputs": {sig.Inputs(k).Name().decode("utf-8", "replace"): int(sig.Inputs(k).TensorIndex())
+                           for k in range(bounded(sig.InputsLength(), "signature inputs"))},
+                "outputs": {sig.Outputs(k).Name().decode("utf-8", "replace"): int(sig.Outputs(k).TensorIndex())
+                            for k in range(bounded(sig.OutputsLength(), "signature outputs"))}}
         self.ops = []
         for i in range(bounded(sg.OperatorsLength(), "operators")):
             op = sg.Operators(i)
@@ -102,6 +111,14 @@ class TfliteModel:
             raise ValueError(f"corrupt flatbuffer: {where if isinstance(where, str) else f'operator {where}'} "
                              f"names tensor {bad[0]} of {len(self.tensors)}")
         return out
+
+    def io_names(self) -> tuple[list[str], list[str]]:
+        """Names of the inputs and outputs, in the main subgraph's order: the signature's keys where it has them,
+        else the tensors' names; made unique."""
+        keys_in = {i: k for k, i in (self.signature or {}).get("inputs", {}).items()}
+        keys_out = {i: k for k, i in (self.signature or {}).get("outputs", {}).items()}
+        return (_unique([keys_in.get(i, self.tensors[i]["name"]) for i in self.inputs]),
+                _unique([keys_out.get(i, self.tensors[i]["name"]) for i in self.outputs]))
 
     def tensor(self, index: int) -> TensorInfo:
         t = self.tensors[index]
@@ -135,6 +152,18 @@ class TfliteModel:
                                 inputs=[self.tensor(i) for i in ins if not self.tensors[i]["constant"]],
                                 outputs=[self.tensor(i) for i in op["outputs"] if i >= 0], attributes=attrs))
         return g
+
+
+def _unique(names: list[str]) -> list[str]:
+    seen, out = set(), []
+    for n in names:
+        base, k = n, 1
+        while n in seen:
+            k += 1
+            n = f"{base}_{k}"
+        seen.add(n)
+        out.append(n)
+    return out
 
 
 def _small_int_value(buf, dtype: str, shape: list) -> list | int | None:

@@ -26,7 +26,7 @@ def load_tflite(path: str, shapes=None, limits: Limits | None = None) -> Source:
                            ".tflite flatbuffer as LiteRT / TensorFlow Lite writes it") from None
     if not model.inputs:
         raise XcInputError(f"{name}: the TFLite model has no inputs; xc runs a model on inputs it draws")
-    in_names, out_names = _signature_names(data, model)
+    in_names, out_names = model.io_names()
     inputs = []
     for idx, label in zip(model.inputs, in_names):
         t = model.tensors[idx]
@@ -47,33 +47,3 @@ def load_tflite(path: str, shapes=None, limits: Limits | None = None) -> Source:
     src = Source(kind="tflite", name=name, sha256=sha256_file(path), inputs=inputs, path=path, notes=notes)
     src.tflite_outputs = out_names
     return src
-
-
-def _signature_names(data: bytes, model) -> tuple[list[str], list[str]]:
-    """Input and output names: the first signature's keys where the model has one (what apps call them), else the
-    tensors' names — in the main subgraph's order."""
-    from ai_edge_litert import schema_py_generated as schema
-    m = schema.Model.GetRootAs(data, 0)
-    ins = [model.tensors[i]["name"] for i in model.inputs]
-    outs = [model.tensors[i]["name"] for i in model.outputs]
-    if m.SignatureDefsLength() and m.SignatureDefs(0).SubgraphIndex() == 0:
-        sig = m.SignatureDefs(0)
-        by_index_in = {sig.Inputs(k).TensorIndex(): sig.Inputs(k).Name().decode("utf-8", "replace")
-                       for k in range(min(sig.InputsLength(), len(data) // 4))}
-        by_index_out = {sig.Outputs(k).TensorIndex(): sig.Outputs(k).Name().decode("utf-8", "replace")
-                        for k in range(min(sig.OutputsLength(), len(data) // 4))}
-        ins = [by_index_in.get(i, n) for i, n in zip(model.inputs, ins)]
-        outs = [by_index_out.get(i, n) for i, n in zip(model.outputs, outs)]
-    return _unique(ins), _unique(outs)
-
-
-def _unique(names: list[str]) -> list[str]:
-    seen, out = set(), []
-    for n in names:
-        base, k = n, 1
-        while n in seen:
-            k += 1
-            n = f"{base}_{k}"
-        seen.add(n)
-        out.append(n)
-    return out

@@ -75,7 +75,7 @@ class LiteRTTarget(Target):
         model, path, origin = self._transform(model, path, origin, captured, workdir, result)
         result.artifacts.append(path)
         result.info["tflite_bytes"] = os.path.getsize(path)
-        return LiteRTCompiled(path, model, origin, io_order(path, captured))
+        return LiteRTCompiled(path, model, origin, io_order(model, captured))
 
     def _transform(self, model, path, origin, captured, workdir, result):
         """A variant's rewrite of the .tflite (int8 quantization); returns (model, path, origin)."""
@@ -203,23 +203,20 @@ def _fx_names(loc: str | None, locs: dict, seen: set) -> list[str]:
     return names
 
 
-def io_order(path: str, captured) -> dict:
-    """The model's input and output tensor indices in the source's order: the serving signature's args_k/output_k
-    for a converted program, the signature (or subgraph) order for an upload."""
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
-    it = Interpreter(model_path=path, experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
-    sigs = it._get_full_signature_list()
-    if sigs:
-        sig = next(iter(sigs.values()))
-        ins, outs = sig["inputs"], sig["outputs"]
-        if captured.tflite_path:
-            return {"inputs": [ins[s.name] for s in captured.source.inputs if s.name in ins],
-                    "outputs": [outs[o] for o in captured.output_names if o in outs]}
-        ordered_in = [ins[k] for k in sorted(ins, key=_arg_position)]
-        ordered_out = [outs[k] for k in sorted(outs, key=_arg_position)]
-        return {"inputs": ordered_in, "outputs": ordered_out}
-    return {"inputs": [d["index"] for d in it.get_input_details()],
-            "outputs": [d["index"] for d in it.get_output_details()]}
+def io_order(model: TfliteModel, captured) -> dict:
+    """The model's input and output tensor indices in the source's order: by name for an upload (the names the
+    source took from the model), by position for a converted program (litert-torch's signature keys args_k,
+    output_k; without a signature, the subgraph's order)."""
+    if captured.tflite_path:
+        ins, outs = model.io_names()
+        by_in, by_out = dict(zip(ins, model.inputs)), dict(zip(outs, model.outputs))
+        return {"inputs": [by_in[s.name] for s in captured.source.inputs],
+                "outputs": [by_out[o] for o in captured.output_names]}
+    if model.signature:
+        ins, outs = model.signature["inputs"], model.signature["outputs"]
+        return {"inputs": [ins[k] for k in sorted(ins, key=_arg_position)],
+                "outputs": [outs[k] for k in sorted(outs, key=_arg_position)]}
+    return {"inputs": list(model.inputs), "outputs": list(model.outputs)}
 
 
 def _arg_position(key: str) -> tuple:
@@ -237,15 +234,18 @@ def feed_arrays(inputs: dict, captured, details_by_index: dict, order: list[int]
     return arrays
 
 
-def run_interpreter(compiled: LiteRTCompiled, inputs: dict, captured, delegates: bool,
-                    threads: int | None = None) -> tuple[dict, object]:
-    """The .tflite run by LiteRT's interpreter — with its default delegate (XNNPACK) or with the built-in kernels
-    only — on the analysis inputs: ({output name: array}, the interpreter)."""
+def interpreter(path: str, delegates: bool):
+    """LiteRT's interpreter on the .tflite, tensors allocated: with its default delegate (XNNPACK, what an app gets
+    with no options) or with the built-in kernels only."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
     resolver = OpResolverType.AUTO if delegates else OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
-    it = Interpreter(model_path=compiled.tflite_path, experimental_op_resolver_type=resolver,
-                     num_threads=threads)
+    it = Interpreter(model_path=path, experimental_op_resolver_type=resolver)
     it.allocate_tensors()
+    return it
+
+
+def run_interpreter(it, compiled: LiteRTCompiled, inputs: dict, captured) -> dict:
+    """One run of an interpreter on the analysis inputs: {output name: array}."""
     details = {d["index"]: d for d in it.get_input_details()}
     for idx, arr in feed_arrays(inputs, captured, details, compiled.io["inputs"]).items():
         if list(arr.shape) != list(details[idx]["shape"]):
@@ -253,8 +253,7 @@ def run_interpreter(compiled: LiteRTCompiled, inputs: dict, captured, delegates:
             it.allocate_tensors()
         it.set_tensor(idx, arr)
     it.invoke()
-    outs = [it.get_tensor(i) for i in compiled.io["outputs"]]
-    return dict(zip(captured.output_names, outs)), it
+    return dict(zip(captured.output_names, (it.get_tensor(i) for i in compiled.io["outputs"])))
 
 
 def delegated_ops(ops_details: list[dict], n_model_ops: int) -> dict[int, int]:

@@ -18,6 +18,7 @@ arithmetic, so they compute in fp32 — a phone's GPU computes in fp16 unless th
 from __future__ import annotations
 
 import ctypes.util
+import functools
 import os
 import re
 
@@ -43,6 +44,13 @@ _UNSUPPORTED = re.compile(r"Following operations are not supported by GPU delega
                           re.S)
 
 
+@functools.lru_cache(maxsize=1)
+def vulkan_loader() -> bool:
+    """Whether the Vulkan loader is installed (asked once: find_library runs ldconfig, and the dashboard asks
+    every target's availability on each rerun)."""
+    return ctypes.util.find_library("vulkan") is not None
+
+
 def vulkan_icd() -> str | None:
     forced = os.environ.get("XC_VULKAN_ICD")
     if forced:
@@ -66,7 +74,7 @@ class LiteRTGpu(LiteRTTarget):
         ok, why = super().available()
         if not ok:
             return ok, why
-        if ctypes.util.find_library("vulkan") is None:
+        if not vulkan_loader():
             return False, ("LiteRT's GPU delegate needs the Vulkan loader: apt-get install libvulkan1 chromium "
                            "(xc runs the delegate on Chromium's SwiftShader, a software GPU)")
         if vulkan_icd() is None:

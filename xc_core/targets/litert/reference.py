@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ... import evidence as ev
 from ..base import register
-from .common import CPU_KERNELS, LiteRTTarget, run_interpreter, set_precisions
+from .common import CPU_KERNELS, LiteRTTarget, interpreter, run_interpreter, set_precisions
 
 
 @register
@@ -35,5 +35,4 @@ class TfliteReference(LiteRTTarget):
     def _run(self, compiled, inputs, captured, result):
         from ...quiet import quiet_litert
         with quiet_litert():
-            outs, _ = run_interpreter(compiled, inputs, captured, delegates=False)
-        return outs
+            return run_interpreter(interpreter(compiled.tflite_path, delegates=False), compiled, inputs, captured)

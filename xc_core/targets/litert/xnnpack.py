@@ -25,6 +25,7 @@ from .common import (
     LiteRTTarget,
     delegate_boundaries,
     delegated_ops,
+    interpreter,
     partition_summary,
     run_interpreter,
     set_precisions,
@@ -86,12 +87,11 @@ class LiteRTXnnpack(LiteRTTarget):
         return quant, out, _origin_by_output_name(model, quant, origin)
 
     def _inspect(self, compiled, captured, result):
-        from ai_edge_litert.interpreter import Interpreter
         from ...quiet import quiet_litert
         with quiet_litert():
-            it = Interpreter(model_path=compiled.tflite_path)
-            it.allocate_tensors()
+            it = interpreter(compiled.tflite_path, delegates=True)
             details = it._get_ops_details()
+        compiled.extra["interpreter"] = it         # the run uses the same one: XNNPACK packs its weights once
         n_ops = len(compiled.model.ops)
         taken = delegated_ops(details, n_ops)
         delegates = sorted(set(taken.values()))
@@ -134,8 +134,8 @@ class LiteRTXnnpack(LiteRTTarget):
                                       "delegate and LiteRT's built-in kernels), as on a phone's CPU up to its SIMD "
                                       "width")
         with quiet_litert():
-            outs, _ = run_interpreter(compiled, inputs, captured, delegates=True)
-        return outs
+            it = compiled.extra.get("interpreter") or interpreter(compiled.tflite_path, delegates=True)
+            return run_interpreter(it, compiled, inputs, captured)
 
 
 def _reason(n) -> str:

@@ -37,6 +37,8 @@ def _tree(root: str, skip: str) -> dict[str, tuple[int, int]]:
 EXECUTORCH_TARGETS = ("executorch-xnnpack", "executorch-vulkan", "executorch-coreml")
 # Core AI: coreai-ane regenerates the program's code to re-export it in fp16.
 COREAI_TARGETS = ("coreai-cpu", "coreai-ane")
+# LiteRT: litert-torch re-exports the program (ep.module() regenerates its code) and writes names into MLIR.
+LITERT_TARGETS = ("litert-xnnpack", "litert-gpu")
 
 
 def _analyze(tmp_path, source: str, targets=ALL_TARGETS) -> tuple[int, dict | None]:
@@ -70,12 +72,12 @@ def test_hostile_onnx_names_run_nothing_on_any_target(tmp_path):
     # the batch dim's name is a payload too: xc picks a default for it and never evaluates it
     path = hostile_onnx(str(tmp_path / "hostile.onnx"), canary, batch_dim=payloads(canary)[4])
     # ExecuTorch and Core AI regenerate the route's program's code at each pass: those too.
-    rc, report = _analyze(tmp_path, path, ALL_TARGETS + ("executorch-xnnpack", "coreai-cpu"))
+    rc, report = _analyze(tmp_path, path, ALL_TARGETS + ("executorch-xnnpack", "coreai-cpu", "litert-xnnpack"))
     assert rc == 0 and not os.path.exists(canary)
     _one_line_outcomes(report)
     # The ONNX → PyTorch route converts it for every target that compiles PyTorch programs, and their ops still
     # trace to the model's own names.
-    for tid in ("coreml-cpu", "coreml-ane", "inductor-cpu", "executorch-xnnpack", "coreai-cpu"):
+    for tid in ("coreml-cpu", "coreml-ane", "inductor-cpu", "executorch-xnnpack", "coreai-cpu", "litert-xnnpack"):
         t = report["targets"][tid]
         assert t["status"] == "ok", (tid, t.get("error"))
         traced = {s for n in t["graph"]["nodes"] for s in n.get("source_ops") or []}
@@ -114,7 +116,8 @@ def test_hostile_pt2_names_are_refused_or_compiled_without_running(tmp_path):
     model, args = hostile_torch_module(names)
     torch.export.save(torch.export.export(model, args), str(tmp_path / "plain.pt2"))
     # ExecuTorch regenerates the program's code at every pass (to_edge, partitioning, to_executorch): those too.
-    rc, report = _analyze(tmp_path, str(tmp_path / "plain.pt2"), ALL_TARGETS + EXECUTORCH_TARGETS + COREAI_TARGETS)
+    rc, report = _analyze(tmp_path, str(tmp_path / "plain.pt2"),
+                          ALL_TARGETS + EXECUTORCH_TARGETS + COREAI_TARGETS + LITERT_TARGETS)
     assert rc == 0 and not os.path.exists(canary)
     _one_line_outcomes(report)
     assert all(t["status"] == "ok" for t in report["targets"].values()), \
@@ -174,3 +177,46 @@ def test_safe_names_keeps_the_computation_and_maps_every_name_back(tmp_path):
     # A name onnx2torch would put into generated code unrenamed is refused, not converted.
     with pytest.raises(RuntimeError, match="not a plain identifier"):
         checked_module_names(model, {})
+
+
+def test_hostile_tflite_tensor_and_signature_names_run_nothing(tmp_path):
+    """A .tflite names its tensors and its signature's inputs and outputs: every payload as such a name, through the
+    reference and both LiteRT targets, Markdown, HTML and the drawings."""
+    import torch
+    pytest.importorskip("litert_torch")
+    from ai_edge_litert.tools import flatbuffer_utils as fb
+    canary = str(tmp_path / "canary")
+    names = payloads(canary)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.LazyLinear(2))
+    model(torch.randn(1, 3, 8, 8))
+    from xc_core.api import analyze
+    convert = tmp_path / "convert"
+    convert.mkdir()
+    analyze(str(_saved(convert, model)), ["litert-xnnpack"], out_dir=str(convert / "out"))
+    written = convert / "out" / "artifacts" / "litert-xnnpack" / "model.tflite"
+    m = fb.read_model(str(written))
+    sg = m.subgraphs[0]
+    for k, t in enumerate(sg.tensors):
+        t.name = names[k % len(names)].encode()
+    sig = m.signatureDefs[0]
+    sig.inputs[0].name = names[2].encode()                 # a newline and a statement as the input's name
+    sig.outputs[0].name = names[-1].encode()
+    fb.write_model(m, str(tmp_path / "hostile.tflite"))
+    rc, report = _analyze(tmp_path, str(tmp_path / "hostile.tflite"), ("litert-xnnpack", "litert-gpu"))
+    assert rc == 0 and not os.path.exists(canary)
+    _one_line_outcomes(report)
+    t = report["targets"]["litert-xnnpack"]
+    assert t["status"] == "ok", t["error"]
+    assert report["reference"]["id"] == "tflite-reference" and t["drift"]["outputs"]     # run, and compared
+    assert report["source"]["inputs"][0]["name"] == names[2]       # kept as the model's name, never as code
+    _drawings_hold_no_markup(report)
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert "<img src=x onerror" not in html.lower()
+
+
+def _saved(tmp_path, model):
+    import torch
+    path = tmp_path / "conv.pt2"
+    torch.export.save(torch.export.export(model.eval(), (torch.randn(1, 3, 8, 8),)), str(path))
+    return path

@@ -188,3 +188,35 @@ def test_report_json_and_markdown_carry_the_litert_columns(conv_report):
     assert any("litert-xnnpack" in f for f in os.listdir(me))
     assert np.isfinite(report["targets"]["litert-gpu"]["drift"]["outputs"]["output 0"]["rel_l2"]) or \
         report["targets"]["litert-gpu"]["status"] != "ok"
+
+
+class Bucketize(torch.nn.Module):
+    """torch.bucketize: litert-torch has no lowering for it."""
+
+    def forward(self, x):
+        return torch.bucketize(x, torch.tensor([-1.0, 0.0, 1.0])).float() + x
+
+
+def test_one_conversion_per_run_shared_by_the_litert_targets_its_failure_too(tmp_path):
+    report = _analyze(str(tmp_path), Bucketize(), (torch.randn(2, 5),), ("litert-xnnpack", "litert-gpu", "ort-cpu"))
+    errors = {tid: report["targets"][tid]["error"] for tid in ("litert-xnnpack", "litert-gpu")}
+    assert all(e and "aten.bucketize" in e and "\n" not in e for e in errors.values()), errors
+    assert len(set(errors.values())) == 1                       # the same words: one conversion, said to both
+    assert report["targets"]["ort-cpu"]["status"] == "ok"
+    converted = os.listdir(tmp_path / "out" / "artifacts" / "litert-converted")
+    assert len(converted) == 1
+
+
+class TensorLiteral(torch.nn.Module):
+    """A tensor literal in forward: lift_fresh_copy + detach_ in the program, a view of the .pt2's storage once read
+    back — litert-torch's re-export refused it until xc made the detach out of place."""
+
+    def forward(self, x):
+        return x * torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0]) + 1
+
+
+def test_a_pt2_with_a_tensor_literal_converts(tmp_path):
+    report = _analyze(str(tmp_path), TensorLiteral(), (torch.randn(2, 5),), ("litert-xnnpack",))
+    t = report["targets"]["litert-xnnpack"]
+    assert t["status"] == "ok", t["error"]
+    assert max(d["rel_l2"] for d in t["drift"]["outputs"].values()) < 1e-6

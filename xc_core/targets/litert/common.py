@@ -17,6 +17,8 @@ import re
 import shutil
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ...ir import COMPUTE, Graph
 from ...readers.tflite import TfliteModel
 from ..base import Target, dist_version, source_tensors
@@ -108,31 +110,84 @@ def litert_torch_version() -> str | None:
 
 
 def convert_program(captured, inputs: dict, path: str, result) -> tuple[TfliteModel, dict[int, list[str]]]:
-    """The captured ExportedProgram converted by litert-torch at this run's input shapes; returns the model and,
-    per op index, the FX node names its MLIR location names."""
+    """The captured ExportedProgram converted by litert-torch at this run's input shapes, written to `path`; returns
+    the model and, per op index, the FX node names its MLIR location names.
+
+    The LiteRT targets of one run convert the same program at the same shapes: the first to get here converts into
+    a folder beside the targets' own (keyed by the source and the input shapes) while holding its lock; the others
+    wait for it and take its .tflite and record (a failure too) instead of converting again."""
+    import fcntl
+    import hashlib
+    import json
+    key = hashlib.sha256(json.dumps([captured.source.sha256, [[s.name, list(np.shape(inputs[s.name])) if s.name in
+                                     inputs else s.shape, s.dtype] for s in captured.source.inputs]],
+                                    default=str).encode()).hexdigest()[:16]
+    folder = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(path)), os.pardir, "litert-converted", key))
+    os.makedirs(folder, exist_ok=True)
+    shared, record_file = os.path.join(folder, "model.tflite"), os.path.join(folder, "conversion.json")
+    with open(os.path.join(folder, ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(record_file):
+            try:
+                record = _convert(captured, inputs, shared)
+            except Exception as e:  # noqa: BLE001 — said again to every target that asks, not converted again
+                record = {"error": str(e), "error_type": type(e).__name__}
+            tmp = record_file + ".tmp"
+            with open(tmp, "w") as f:
+                json.dump(record, f)
+            os.replace(tmp, record_file)
+        with open(record_file) as f:
+            record = json.load(f)
+    if "error" in record:
+        # Every target says the conversion's failure in the same words: under the converter's own class name.
+        raise type(record["error_type"], (RuntimeError,), {})(record["error"])
+    shutil.copyfile(shared, path)               # each target's artifacts keep their own .tflite (Downloads)
+    result.info.update(record["info"])
+    result.notes.extend(record["notes"])
+    with open(path, "rb") as f:
+        model = TfliteModel(f.read())
+    return model, {int(k): v for k, v in record["origin"].items()}
+
+
+def _convert(captured, inputs: dict, path: str) -> dict:
+    """litert-torch's conversion into `path`: {origin, info, notes} as plain data."""
     import litert_torch
 
     from ...quiet import quiet_litert
     ep = captured.program()
     args = tuple(source_tensors(inputs, captured)) if inputs else tuple(ep.example_inputs[0])
-    result.info["litert_torch_version"] = litert_torch_version()
+    version = litert_torch_version()
     with quiet_litert():
-        converted = litert_torch.convert(ep.module(), args)
+        converted = litert_torch.convert(_module_to_convert(ep), args)
         text = _module_text(converted)
         converted.export(path)
     with open(path, "rb") as f:
         model = TfliteModel(f.read())
     origin, why = op_origins(text, model)
-    if why:
-        result.notes.append(f"LiteRT ops are not traced to source ops: {why}")
-    result.info["conversion"] = (f"litert-torch {result.info['litert_torch_version']}: litert_torch.convert at the "
-                                 "analysis input shapes (the .tflite is static at them)")
+    notes = [f"LiteRT ops are not traced to source ops: {why}"] if why else []
+    info = {"litert_torch_version": version,
+            "conversion": f"litert-torch {version}: litert_torch.convert at the analysis input shapes (the .tflite is "
+                          "static at them)"}
     downcast = [s.name for s in captured.source.inputs if s.dtype in ("int64", "float64")]
     if downcast:
-        result.info["downcast_inputs"] = downcast
-        result.notes.append("litert-torch turns 64-bit inputs into 32-bit ones (its enable_x64=False default): "
-                            + ", ".join(downcast) + " are fed as int32/float32")
-    return model, origin
+        info["downcast_inputs"] = downcast
+        notes.append("litert-torch turns 64-bit inputs into 32-bit ones (its enable_x64=False default): "
+                     + ", ".join(downcast) + " are fed as int32/float32")
+    return {"origin": origin, "info": info, "notes": notes}
+
+
+def _module_to_convert(ep):
+    """The program as a module litert-torch can export again. A tensor literal (`torch.tensor([...])` in forward)
+    is `lift_fresh_copy` then an in-place `detach_` in the program; in a program read back from a .pt2 the constant
+    is a view of the archive's storage, and re-exporting fails on it ("Can't detach views in-place"). The copy is
+    fresh already, so the out-of-place detach computes the same."""
+    import torch
+    gm = ep.module()
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n.target is torch.ops.aten.detach_.default:
+            n.target = torch.ops.aten.detach.default
+    gm.recompile()
+    return gm
 
 
 def _module_text(converted) -> str | None:

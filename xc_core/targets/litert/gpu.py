@@ -122,10 +122,9 @@ class LiteRTGpu(LiteRTTarget):
             self.evidence["assignment"], fully_accelerated=fully, delegate_said=said["said"])
         result.boundaries = delegate_boundaries(final, self.options, self.evidence["assignment"])
         result.info["gpu_device"] = "SwiftShader (software Vulkan) through WebGPU"
-        result.stages += [
-            graph_step(IMPORT, "the captured program converted by litert-torch" if not captured.tflite_path
-                       else "the uploaded .tflite", given, transposes=sum(n.op_type == "TRANSPOSE" for n in given.nodes)),
-        ]
+        result.stages.append(graph_step(
+            IMPORT, "the captured program converted by litert-torch" if not captured.tflite_path else
+            "the uploaded .tflite", given, transposes=sum(n.op_type == "TRANSPOSE" for n in given.nodes)))
         return final
 
     def _run(self, compiled, inputs, captured, result):

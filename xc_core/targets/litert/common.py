@@ -11,6 +11,7 @@ ops in the same order — so every .tflite op names its source ops.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import re
@@ -157,7 +158,7 @@ def _convert(captured, inputs: dict, path: str) -> dict:
     ep = captured.program()
     args = tuple(source_tensors(inputs, captured)) if inputs else tuple(ep.example_inputs[0])
     version = litert_torch_version()
-    with quiet_litert():
+    with quiet_litert(), _constants_kept_alive():
         converted = litert_torch.convert(_module_to_convert(ep), args)
         text = _module_text(converted)
         converted.export(path)
@@ -174,6 +175,30 @@ def _convert(captured, inputs: dict, path: str) -> dict:
         notes.append("litert-torch turns 64-bit inputs into 32-bit ones (its enable_x64=False default): "
                      + ", ".join(downcast) + " are fed as int32/float32")
     return {"origin": origin, "info": info, "notes": notes}
+
+
+@contextlib.contextmanager
+def _constants_kept_alive():
+    """litert-torch 0.10 caches each constant it lowers by its memory address (backend/inline_consts.py,
+    `_ConstantFingerprint`: data_ptr, shape, stride, offset) without keeping the tensor. A constant its passes made
+    and dropped (a transposed weight) frees its memory, the next of the same shape is allocated there, and the cache
+    hands back the first one's values: converting GPT-2 (two blocks) wrote the first block's attention weight for
+    the second's, on some runs and not others (rel L2 0.3–0.5 on the logits). Every tensor fingerprinted is kept
+    alive until the conversion ends, so no address is reused."""
+    from litert_torch.backend import inline_consts
+    fingerprint = inline_consts._ConstantFingerprint
+    original = fingerprint.__dict__["from_tensor"]
+    kept = []
+
+    def from_tensor(cls, tensor):
+        kept.append(tensor)
+        return original.__func__(cls, tensor)
+    fingerprint.from_tensor = classmethod(from_tensor)
+    try:
+        yield
+    finally:
+        fingerprint.from_tensor = original
+        kept.clear()
 
 
 def _module_to_convert(ep):

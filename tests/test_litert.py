@@ -220,3 +220,26 @@ def test_a_pt2_with_a_tensor_literal_converts(tmp_path):
     t = report["targets"]["litert-xnnpack"]
     assert t["status"] == "ok", t["error"]
     assert max(d["rel_l2"] for d in t["drift"]["outputs"].values()) < 1e-6
+
+
+def test_a_tflite_with_a_dynamic_batch_runs_at_the_batch_asked_for(conv_report, tmp_path):
+    """A .tflite whose batch is -1 in its shape signature: the source says the dim is the model's to choose, the
+    run's batch is what the user gives, and both runtimes resize their inputs to it."""
+    from ai_edge_litert.tools import flatbuffer_utils as fb
+    from xc_core.api import analyze
+    _, tmp = conv_report
+    m = fb.read_model(os.path.join(tmp, "out", "artifacts", "litert-xnnpack", "model.tflite"))
+    for t in m.subgraphs[0].tensors:
+        if t.shape is not None and len(t.shape) in (2, 4) and t.shape[0] == 1 and not m.buffers[t.buffer].data:
+            t.shapeSignature = [-1] + list(t.shape[1:])
+    fb.write_model(m, str(tmp_path / "dynamic.tflite"))
+    report = analyze(str(tmp_path / "dynamic.tflite"), ["litert-xnnpack", "litert-gpu"],
+                     shapes={"args_0": ([3, 3, 16, 16], None)}, out_dir=str(tmp_path / "out"))
+    assert report["source"]["inputs"][0]["dim_names"][0] == "?"
+    for tid in ("litert-xnnpack", "litert-gpu"):
+        t = report["targets"][tid]
+        if t["status"] == "unavailable":
+            continue
+        assert t["status"] == "ok", (tid, t["error"])
+        assert t["outputs"]["values"]["output_0"]["shape"] == [3, 16]
+        assert t["drift"]["worst"]["rel_l2"] < 1e-5

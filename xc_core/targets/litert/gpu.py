@@ -129,31 +129,30 @@ class LiteRTGpu(LiteRTTarget):
 
     def _run(self, compiled, inputs, captured, result):
         import numpy as np
+
+        from ...quiet import quiet_litert
         model = compiled.extra.get("compiled_model") or self._compiled_model(compiled.tflite_path, [])
         result.numerics_assumption = ("emulated: the GPU delegate's own kernels computed by SwiftShader (a software "
                                       "Vulkan GPU) in fp32; a phone's GPU computes in fp16 by default, so half "
                                       "precision's own error is not in these numbers")
-        details = {d["index"]: {"dtype": np.dtype(d["dtype"])} for d in
-                   model.get_input_tensor_details(_signature(model)).values()}
-        feeds = feed_arrays(inputs, captured, details, compiled.io["inputs"])
-        from ...quiet import quiet_litert
-        with quiet_litert():
-            ins = model.create_input_buffers(0)
-            outs = model.create_output_buffers(0)
-        in_order = [d["index"] for d in model.get_input_tensor_details(_signature(model)).values()]
-        for buf, idx in zip(ins, in_order):
-            buf.write(np.ascontiguousarray(feeds[idx]))
-        from ...quiet import quiet_litert
+        in_details = list(model.get_input_tensor_details(_signature(model)).values())     # the signature's order
+        feeds = feed_arrays(inputs, captured, {d["index"]: {"dtype": np.dtype(d["dtype"])} for d in in_details},
+                            compiled.io["inputs"])
         log: list[str] = []
         try:
             with quiet_litert(log):
+                for k, d in enumerate(in_details):          # a dynamic dim the run's inputs fix
+                    if list(feeds[d["index"]].shape) != [int(x) for x in d["shape"]]:
+                        model.resize_input_tensor(k, list(feeds[d["index"]].shape))
+                ins, outs = model.create_input_buffers(0), model.create_output_buffers(0)
+                for buf, d in zip(ins, in_details):
+                    buf.write(np.ascontiguousarray(feeds[d["index"]]))
                 model.run_by_index(0, ins, outs)
         except Exception as e:
             said = [ln.strip() for ln in "".join(log).splitlines() if ln.startswith("ERROR")]
             raise RuntimeError(f"{e}" + (f" — LiteRT said: {' '.join(said[-3:])}" if said else "")) from None
-        out_details = list(model.get_output_tensor_details(_signature(model)).values())
         by_index = {}
-        for buf, d in zip(outs, out_details):
+        for buf, d in zip(outs, model.get_output_tensor_details(_signature(model)).values()):
             shape = [int(x) for x in d["shape"]]
             by_index[d["index"]] = buf.read(int(np.prod(shape)) if shape else 1, np.dtype(d["dtype"])).reshape(shape)
         return {name: by_index[i] for name, i in zip(captured.output_names, compiled.io["outputs"]) if i in by_index}

@@ -68,7 +68,7 @@ class LiteRTTarget(Target):
         result.info["ai_edge_litert_version"] = dist_version("ai-edge-litert")
         path = os.path.join(workdir, "model.tflite")
         if captured.tflite_path:
-            shutil.copyfile(captured.tflite_path, path)
+            same_file(captured.tflite_path, path)
             with open(path, "rb") as f:
                 model = TfliteModel(f.read())
             origin = {op["index"]: [f"{op['op'].lower()}_{op['index']}"] for op in model.ops}
@@ -104,6 +104,17 @@ class LiteRTTarget(Target):
         """What the converter was given — the captured program — or the uploaded .tflite itself: the graph
         `fused_from` ids refer to."""
         return Graph.from_dict(captured.before.to_dict())
+
+
+def same_file(src: str, dst: str) -> None:
+    """`dst` as the same file as `src`: a hard link (no second copy of a model's weights on disk), a copy where the
+    file system has none."""
+    if os.path.exists(dst):
+        os.remove(dst)
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
 
 
 def litert_torch_version() -> str | None:
@@ -142,7 +153,7 @@ def convert_program(captured, inputs: dict, path: str, result) -> tuple[TfliteMo
     if "error" in record:
         # Every target says the conversion's failure in the same words: under the converter's own class name.
         raise type(record["error_type"], (RuntimeError,), {})(record["error"])
-    shutil.copyfile(shared, path)               # each target's artifacts keep their own .tflite (Downloads)
+    same_file(shared, path)                     # each target's artifacts list the .tflite it ran (Downloads)
     result.info.update(record["info"])
     result.notes.extend(record["notes"])
     with open(path, "rb") as f:

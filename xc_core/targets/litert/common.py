@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...ir import COMPUTE, Graph
-from ...readers.tflite import TfliteModel
+from ...readers.tflite import TfliteModel, node_id
 from ..base import Target, dist_version, source_tensors
 
 LITERT_TORCH_PINNED = "0.10.0"
@@ -71,7 +71,7 @@ class LiteRTTarget(Target):
             same_file(captured.tflite_path, path)
             with open(path, "rb") as f:
                 model = TfliteModel(f.read())
-            origin = {op["index"]: [f"{op['op'].lower()}_{op['index']}"] for op in model.ops}
+            origin = {op["index"]: [node_id(op["op"], op["index"])] for op in model.ops}
             result.info["conversion"] = "none: the uploaded .tflite as it is"
         else:
             model, origin = convert_program(captured, self.calibration_inputs or {}, path, result)
@@ -98,6 +98,13 @@ class LiteRTTarget(Target):
                 n.module_path, n.source_location = first.module_path, first.source_location
             if len(srcs) > 1 and not captured.tflite_path:
                 n.fused_from = list(srcs)
+        return g
+
+    @staticmethod
+    def before_delegation(final: Graph) -> Graph:
+        """The converted graph as the runtime was given it (no device yet), for the import step."""
+        g = Graph.from_dict(final.to_dict())
+        g.stage = "litert-converted"
         return g
 
     def given_graph(self, captured) -> Graph:

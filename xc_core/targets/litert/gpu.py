@@ -101,7 +101,7 @@ class LiteRTGpu(LiteRTTarget):
         fully = bool(model.is_fully_accelerated())
         said = _delegate_words(text)
         final = self.converted_graph(compiled, captured, "litert-gpu")
-        given = self.converted_graph(compiled, captured, "litert-converted")
+        given = self.before_delegation(final)
         reasons = said["reasons"]
         for n in final.nodes:
             n.backend, n.kernel = "gpu", GPU_DELEGATE

@@ -95,8 +95,8 @@ class LiteRTXnnpack(LiteRTTarget):
         n_ops = len(compiled.model.ops)
         taken = delegated_ops(details, n_ops)
         delegates = sorted(set(taken.values()))
-        given = self.converted_graph(compiled, captured, "litert-converted")
         final = self.converted_graph(compiled, captured, "litert-xnnpack")
+        given = self.before_delegation(final)
         for i, n in enumerate(final.nodes):
             if i in taken:
                 n.backend, n.kernel = "xnnpack", "XNNPACK delegate"

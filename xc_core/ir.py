@@ -44,6 +44,9 @@ class Node:
     fused_from: list[str] = field(default_factory=list)   # node ids of the target's input graph absorbed here
     fallback: bool = False
     fallback_reason: str | None = None
+    # Median time of this node over the profiled runs, in microseconds, as the runtime's profiler measured it on
+    # this host (None: not timed). The target's `node_times` block says how and on which CPU.
+    measured_us: float | None = None
 
     def to_dict(self) -> dict:
         # Written out field by field: dataclasses.asdict deep-copies recursively and took ~0.3 ms a node, most of
@@ -53,7 +56,7 @@ class Node:
                 "attributes": dict(self.attributes), "backend": self.backend, "kernel": self.kernel,
                 "precision": self.precision, "source_ops": list(self.source_ops), "module_path": self.module_path,
                 "source_location": self.source_location, "fused_from": list(self.fused_from),
-                "fallback": self.fallback, "fallback_reason": self.fallback_reason}
+                "fallback": self.fallback, "fallback_reason": self.fallback_reason, "measured_us": self.measured_us}
 
 
 @dataclass

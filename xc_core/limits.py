@@ -23,6 +23,7 @@ class Limit:
     flag: str
     unit: str            # "MiB" or "" (a count)
     what: str            # what the limit bounds, for the message and --help
+    zero_ok: bool = False    # 0 is accepted (turns the work off) rather than refused
 
 
 LIMITS = {
@@ -43,6 +44,10 @@ LIMITS = {
     # so in the report, instead of holding every other result back.
     "max_int8_nodes": Limit("max_int8_nodes", 3000, "XC_MAX_INT8_NODES", "--max-int8-nodes", "",
                             "ONNX nodes ort-cpu-int8 quantizes (a bigger model skips that target)"),
+    # A time bound too: every target that can time its compiled nodes runs the model this many more times with
+    # its profiler on, after the run whose outputs are compared (0 skips the time per node).
+    "profile_runs": Limit("profile_runs", 5, "XC_PROFILE_RUNS", "--profile-runs", "",
+                          "profiled runs per target for the time per node (0: none)", zero_ok=True),
 }
 ZIP_RATIO_MIN_BYTES = 1 << 20
 
@@ -75,6 +80,7 @@ class Limits:
     max_zip_ratio: float = LIMITS["max_zip_ratio"].default
     max_input_mb: float = LIMITS["max_input_mb"].default
     max_int8_nodes: int = int(LIMITS["max_int8_nodes"].default)
+    profile_runs: int = int(LIMITS["profile_runs"].default)
 
     @classmethod
     def from_env(cls, **overrides) -> "Limits":
@@ -88,7 +94,7 @@ class Limits:
         limits = replace(cls(), **values)
         given = {k: v for k, v in overrides.items() if v is not None}
         for k, v in given.items():
-            if v <= 0:
+            if v < 0 or (v == 0 and not LIMITS[k].zero_ok):
                 raise XcInputError(f"{LIMITS[k].flag} {v}: must be a positive number")
         return replace(limits, **given)
 
@@ -102,7 +108,7 @@ def _parse(raw: str, lim: Limit, source: str) -> float:
     except ValueError:
         raise XcInputError(f"{source}={raw!r}: expected a {'number of MiB' if lim.unit else 'whole number'}") \
             from None
-    if value <= 0:
+    if value < 0 or (value == 0 and not lim.zero_ok):
         raise XcInputError(f"{source}={raw!r}: must be positive")
     return value
 

@@ -55,6 +55,9 @@ class TargetResult:
     numerics_failed: dict | None = None         # xc could not emulate the numbers: why, and what it tried
     # This host cannot run the compiled program and xc does not emulate it: why (no figure is made up).
     numerics_not_run: str | None = None
+    # The time per compiled node (each node's `measured_us`): how it was measured, on which CPU, over how many
+    # profiled runs, and how much of the run it accounts for (see `attach_node_times`).
+    node_times: dict | None = None
     evidence: dict[str, str] = field(default_factory=dict)  # assignment / precision / numerics -> kind
     info: dict[str, Any] = field(default_factory=dict)      # target-specific, JSON-serialisable facts
     notes: list[str] = field(default_factory=list)
@@ -207,6 +210,8 @@ class Target(abc.ABC):
     takes_program: ClassVar[bool] = False
     # How the target obtains intermediate values without changing its compiled graph (None: it cannot).
     intermediates_method: ClassVar[str | None] = None
+    # How the target times each compiled node (the runtime's profiler and what it reports), None: it cannot.
+    profile_method: ClassVar[str | None] = None
 
     def needs_live_source(self, kind: str) -> bool:
         """Whether this target reads the loaded model itself (an nn.Module, a Core ML program, an OpenVINO IR),
@@ -243,6 +248,17 @@ class Target(abc.ABC):
         tensor survives compilation on this target. Targets that can, override this and set
         `intermediates_method`."""
         return {}
+
+    def _profile(self, compiled, inputs: dict, captured, result: TargetResult, runs: int) -> dict[str, list[float]]:
+        """Run the compiled model `runs` more times with the runtime's profiler on, after the run whose outputs
+        are compared (so profiling never distorts it). Returns compiled node id -> its time in each run, in
+        microseconds (a node with several events in one run: their sum); the key RUN_KEY, if present, holds the
+        whole run's time per run. Targets that can, override this and set `profile_method`."""
+        return {}
+
+
+# The key of `_profile`'s answer that holds the whole run's time per run (no node has this id).
+RUN_KEY = "<whole run>"
 
 
 def needs_exported_program(captured, what: str) -> tuple[bool, str]:
@@ -355,7 +371,73 @@ def execute_target(target: Target, captured, inputs: dict, workdir: str,
         except Exception as e:  # noqa: BLE001 — per-layer drift is optional; say why it is missing
             result.notes.append(f"intermediate values unavailable: {type(e).__name__}: {first_line(e, 300)}")
         result.timings["intermediates"] = round(time.perf_counter() - t0, 4)
+    runs = profile_runs(target)
+    if runs and target.profile_method and result.graph is not None:
+        on_phase("profile")
+        t0 = time.perf_counter()
+        try:
+            attach_node_times(result, target._profile(compiled, inputs, captured, result, runs),
+                              target.profile_method, runs)
+        except Exception as e:  # noqa: BLE001 — the time per node is optional; say why it is missing
+            result.notes.append(f"time per node unavailable: {type(e).__name__}: {first_line(e, 300)}")
+        result.timings["profile"] = round(time.perf_counter() - t0, 4)
     return result
+
+
+def profile_runs(target: Target) -> int:
+    """How many profiled runs the run's limits ask of each target (XC_PROFILE_RUNS / --profile-runs)."""
+    from ..limits import Limits
+    return int((target.limits or Limits.from_env()).profile_runs)
+
+
+def attach_node_times(result: TargetResult, samples: dict[str, list[float]], method: str, runs: int) -> None:
+    """Each compiled node's median time over the profiled runs into its `measured_us`, and the `node_times`
+    block: evidence `measured`, the host CPU, the method, the coverage of compute nodes, and what the profiler
+    timed that is no node of the graph (its own copies, the runtime's glue) as `unattributed_us`."""
+    import statistics
+
+    from .. import evidence as ev
+    from ..ir import COMPUTE
+    whole = samples.get(RUN_KEY)
+    by_id = result.graph.by_id()
+    unattributed = 0.0
+    for node_id, values in samples.items():
+        if node_id == RUN_KEY or not values:
+            continue
+        median = float(statistics.median(values))
+        node = by_id.get(node_id)
+        if node is None:
+            unattributed += median
+        else:
+            node.measured_us = round(median, 3)
+    compute = [n for n in result.graph.nodes if n.kind == COMPUTE]
+    timed = [n for n in result.graph.nodes if n.measured_us is not None]
+    result.evidence["time"] = ev.MEASURED
+    result.node_times = {
+        "evidence": ev.MEASURED, "method": method, "host_cpu": host_cpu(), "runs": runs,
+        "statistic": "median over the profiled runs",
+        "nodes_timed": len(timed), "compute_nodes": len(compute),
+        "compute_nodes_timed": sum(1 for n in compute if n.measured_us is not None),
+        "total_us": round(sum(n.measured_us for n in timed), 3),
+        "unattributed_us": round(unattributed, 3),
+        "run_us": round(float(statistics.median(whole)), 3) if whole else None,
+    }
+
+
+def host_cpu() -> str:
+    """The CPU model this host reports (the times are this CPU's, not a phone's), with its core count."""
+    import os
+    import platform
+    name = None
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    name = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{name or platform.processor() or platform.machine()} ({os.cpu_count()} logical cores)"
 
 
 def check_result(result: TargetResult, captured) -> list[str]:

@@ -1,4 +1,5 @@
-"""Shared ONNX Runtime plumbing: sessions, feeds, per-node providers from the profiling JSON."""
+"""Shared ONNX Runtime plumbing: sessions, feeds, per-node providers from ORT's assignment API and its profiling
+JSON, and the time per node from that JSON."""
 from __future__ import annotations
 
 import json
@@ -18,9 +19,17 @@ PROVIDER_BACKEND = {"CPUExecutionProvider": "cpu", "NnapiExecutionProvider": "nn
                     "CoreMLExecutionProvider": "coreml", "CUDAExecutionProvider": "gpu"}
 
 
-def make_session(model_path: str, level: str, optimized_path: str | None = None, profile_dir: str | None = None):
+# Asks the session to keep which EP took which node when it partitioned the graph; read with
+# InferenceSession.get_provider_graph_assignment_info() (ORT 1.23+, onnxruntime_session_options_config_keys.h).
+RECORD_ASSIGNMENT = "session.record_ep_graph_assignment_info"
+
+
+def make_session(model_path: str, level: str, optimized_path: str | None = None, profile_dir: str | None = None,
+                 record_assignment: bool = False):
     import onnxruntime as ort
     so = ort.SessionOptions()
+    if record_assignment:
+        so.add_session_config_entry(RECORD_ASSIGNMENT, "1")
     so.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
     so.log_severity_level = 3  # warnings about serialising nchwc models are expected; keep the CLI clean
     if optimized_path:
@@ -46,10 +55,42 @@ def run_session(session, inputs: dict) -> dict:
     return {n: np.asarray(v) for n, v in zip(names, values)}
 
 
-def providers_from_profile(profile_path: str) -> dict[str, str]:
-    """node name -> execution provider, from ORT's profiling trace."""
+def providers_from_api(session) -> dict[str, str]:
+    """node name -> execution provider, as ORT's partitioner assigned them (get_provider_graph_assignment_info).
+    The names are those of the graph ORT partitioned: after its basic, EP-independent optimizations and before
+    the fusions and layout changes that follow, so a fused node is found through its `fused_from`."""
+    out = {}
+    for subgraph in session.get_provider_graph_assignment_info():
+        for node in subgraph.get_nodes():
+            out[node.name] = subgraph.ep_name
+    return out
+
+
+def assign_from_api(graph, api: dict[str, str]) -> list:
+    """Each node of the optimized graph gets the provider the API names for it, or for every node it was fused
+    from when they agree. Returns the compute nodes the API says nothing unambiguous about."""
+    unknown = []
+    for n in graph.nodes:
+        if n.kind == "constant":
+            continue
+        provider = api.get(n.id)
+        if provider is None:
+            found = {api[f] for f in n.fused_from if f in api}
+            provider = found.pop() if len(found) == 1 else None
+        if provider:
+            n.kernel, n.backend = provider, PROVIDER_BACKEND.get(provider, provider)
+        else:
+            unknown.append(n)
+    return unknown
+
+
+def read_profile(profile_path: str) -> list[dict]:
     with open(profile_path) as f:
-        events = json.load(f)
+        return json.load(f)
+
+
+def providers_from_profile(events: list[dict]) -> dict[str, str]:
+    """node name -> execution provider, from ORT's profiling trace."""
     out = {}
     for e in events:
         name = e.get("name", "")
@@ -57,6 +98,29 @@ def providers_from_profile(profile_path: str) -> dict[str, str]:
             provider = (e.get("args") or {}).get("provider")
             if provider:
                 out[name[: -len(_KERNEL_SUFFIX)]] = provider
+    return out
+
+
+def times_from_profile(events: list[dict], skip_runs: int = 1) -> dict[str, list[float]]:
+    """node name -> its kernel time (µs) in each profiled run, and RUN_KEY -> each run's whole time. A run is a
+    "model_run" session event; kernel events fall inside one by their timestamps. The first `skip_runs` runs are
+    warm-up (first-touch allocations, caches) and left out."""
+    from .base import RUN_KEY
+    runs = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
+                  if e.get("cat") == "Session" and e.get("name") == "model_run")[skip_runs:]
+    out: dict[str, list[float]] = {RUN_KEY: [end - start for start, end in runs]}
+    per_run: list[dict[str, float]] = [defaultdict(float) for _ in runs]
+    starts = [start for start, _ in runs]
+    import bisect
+    for e in events:
+        name = e.get("name", "")
+        if e.get("cat") != "Node" or not name.endswith(_KERNEL_SUFFIX):
+            continue
+        i = bisect.bisect_right(starts, e["ts"]) - 1
+        if i >= 0 and e["ts"] <= runs[i][1]:
+            per_run[i][name[: -len(_KERNEL_SUFFIX)]] += float(e["dur"])
+    for node in {k for r in per_run for k in r}:
+        out[node] = [r.get(node, 0.0) for r in per_run]
     return out
 
 

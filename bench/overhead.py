@@ -1,7 +1,8 @@
 """What xc adds beyond the toolchains: for one model and a set of targets, the bare toolchain calls that do the same
 work (export once, compile, run, read back what each compiler wrote, convert) against xc's own `analyze`, each in a
 fresh process, interleaved, medians of --repeat runs; wall time, CPU time (the process and its workers) and peak
-RSS; then xc's time broken down by its steps.
+RSS; then xc's time broken down by its steps, and the share of the analysis its profiled runs (the time per
+compiled node) take.
 
     python bench/overhead.py [--model sample:vision-mini] [--targets ort-cpu,openvino-cpu,coreml-ane] [--repeat 3]
 
@@ -324,6 +325,16 @@ def main() -> int:
             vals = [r["steps"][s] for r in runs[kind] if s in r["steps"]]
             cells.append(f"{statistics.median(vals):9.2f}" if vals else "        —")
         print(f"    {s:28} " + " ".join(cells))
+    # The time per node's own cost: the profiled runs each timing target makes after its compared run, against
+    # the whole analysis in this process (one target after another, so the seconds add up), medians.
+    inproc = runs["xc-inproc"]
+    profiled = [sum(v for k, v in r["steps"].items() if k.endswith(".profile")) for r in inproc]
+    if any(profiled):
+        share = statistics.median(p / r["wall"] for p, r in zip(profiled, inproc))
+        print(f"  profiled runs (time per node): {statistics.median(profiled):.2f} s of the in-process analysis's "
+              f"{med['xc-inproc']['wall']:.2f} s = {100 * share:.1f}% (goal ≤ 10%); per target: "
+              + ", ".join(f"{s.split('.')[0]} {statistics.median(r['steps'][s] for r in inproc):.2f} s"
+                          for s in sorted({k for r in inproc for k in r['steps'] if k.endswith('.profile')})))
     errors = runs["xc"][-1].get("errors")
     if errors:
         print(f"  xc target errors: {errors}")

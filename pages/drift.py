@@ -5,7 +5,14 @@ import streamlit as st
 
 from pages import _ui
 from xc_core.analysis.drift import passes_at
-from xc_core.views.figures import drift_histogram_figure, drift_scatter_figure, layer_drift_figure, layer_drift_series
+from xc_core.analysis.drift_attribution import attribution_rows
+from xc_core.views.figures import (
+    drift_histogram_figure,
+    drift_scatter_figure,
+    layer_drift_attribution_marks,
+    layer_drift_figure,
+    layer_drift_series,
+)
 from xc_core.views.rows import fmt_sci
 
 report = _ui.require_report()
@@ -66,7 +73,8 @@ layer = layer_drift_series(report)
 if not layer:
     st.info("No target exposed intermediate values for this model.")
 else:
-    st.plotly_chart(layer_drift_figure(report), width="stretch", key="drift_layers")
+    st.plotly_chart(layer_drift_attribution_marks(layer_drift_figure(report), report), width="stretch",
+                    key="drift_layers")
     rows = []
     for t, ld in layer.items():
         first = ld["first_divergence"]
@@ -77,3 +85,18 @@ else:
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
     st.caption("Boundaries are module outputs of the captured graph; a boundary whose tensor does not survive "
                "compilation on a target (fused into a larger node) is skipped for that target.")
+
+    st.subheader("Which decision caused the drift")
+    method = None
+    for t, ld in layer.items():
+        att = ld.get("attribution")
+        if not att:
+            continue
+        method = att["method"]
+        st.markdown(f"**{_ui.plain(t)}** {_ui.evidence_badge(att['evidence'])} — {_ui.plain(att['summary'])}")
+        rows = attribution_rows(report["targets"][t])
+        if rows:
+            st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    if method:
+        st.caption("Stars on the figure mark the attributed jumps. Method: " + method + ". Boundaries are module "
+                   "outputs only; a decision inside a fused node that hides its tensor cannot be separated.")

@@ -5,6 +5,7 @@ import streamlit as st
 from pages import _ui
 from xc_core.views.fallbacks import (
     accelerated_targets,
+    assignment_rows,
     boundary_rows,
     fallback_rows,
     not_compiled_accelerated,
@@ -13,6 +14,17 @@ from xc_core.views.fallbacks import (
 
 report = _ui.require_report()
 _ui.header(report, "Fallbacks")
+
+sources = assignment_rows(report)
+if sources:
+    found = any(r["result"].endswith(")") and "disagree" in r["result"] for r in sources)
+    with st.expander("Where each ONNX Runtime assignment comes from" + (" — sources disagree" if found else ""),
+                     expanded=found):
+        st.dataframe(pd.DataFrame(sources), hide_index=True, width="stretch")
+        st.caption("ort-api: ONNX Runtime's own record of which EP took each node "
+                   "(InferenceSession.get_provider_graph_assignment_info), checked against the EP its profile names "
+                   "for each kernel; ort-checker: its partition checker's prediction for a mobile EP this host "
+                   "cannot load.")
 
 targets = accelerated_targets(report)
 failed = not_compiled_accelerated(report)     # an accelerated target that did not compile keeps its column
@@ -70,10 +82,17 @@ for col, tid in zip(_ui.target_columns(targets, failed), targets):
 
 st.subheader("Fallback nodes")
 picked = st.multiselect("Targets", targets, default=targets, key="fb_targets")
-rows = [r for tid in picked for r in fallback_rows(report, tid)]
+rows = sorted((r for tid in picked for r in fallback_rows(report, tid, bandwidth, overhead)),
+              key=lambda r: -r["cost µs"])
 if rows:
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
-                 column_config={"boundary bytes": st.column_config.NumberColumn(format="%d")})
+                 column_config={"boundary bytes": st.column_config.NumberColumn(format="%d"),
+                                "kernel µs": st.column_config.NumberColumn(format="%.1f"),
+                                "copies µs (est.)": st.column_config.NumberColumn(format="%.1f"),
+                                "cost µs": st.column_config.NumberColumn(format="%.1f")})
+    st.caption("Costliest first. Cost = the node's kernel time, measured by its runtime's profiler on this host's "
+               "CPU (median of the profiled runs; blank where the runtime does not time it), + the copies at the "
+               "accelerator ↔ CPU boundaries it sits on, estimated with the cost model above.")
 else:
     st.success("No fallback nodes: every node runs on the accelerator.")
 

@@ -10,6 +10,7 @@ import streamlit as st
 
 from pages import _ui
 from xc_core.analysis.advice import advice_line
+from xc_core.views.figures import time_by_op_type_figure
 from xc_core.views.rows import (
     all_columns_rows,
     default_pairs,
@@ -22,6 +23,7 @@ from xc_core.views.rows import (
     probe_rows,
     style_verdicts,
     target_summary_rows,
+    time_rows,
     verdict_lines,
     verdict_text,
 )
@@ -88,6 +90,18 @@ st.caption(f"Checklist: how many of its questions fail and warn ({verdict_text('
            help=" · ".join(f"{k} — {v}" for k, v in _ui.EVIDENCE_HELP.items()))
 with st.expander("All columns"):
     st.dataframe(pd.DataFrame(all_columns_rows(report)), hide_index=True, width="stretch")
+
+time_table = time_rows(report)
+if time_table:
+    st.subheader("Where the time goes")
+    fig = time_by_op_type_figure(report)
+    if fig is not None:
+        st.plotly_chart(fig, width="stretch", key="overview_time")
+    st.dataframe(pd.DataFrame(time_table), hide_index=True, width="stretch")
+    st.caption("Each compiled node's median time over the profiled runs, as its runtime's own profiler measured it "
+               "on this host's CPU (not the device's): the shape of the profile — which ops dominate on which "
+               "target — not the device's latency. The heat map's time colouring and the Topology's show it per "
+               "module and per node.")
 
 ref = report.get("reference") or {}
 if ref.get("status") == "error":

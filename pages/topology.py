@@ -4,6 +4,7 @@ carry the same source ops on the other panes, through the report's alignment; se
 by name and opens the groups that hide them. While an analysis runs, the captured graph is drawn as soon as capture
 has written it (pages/_capture_preview.py)."""
 import functools
+import html
 
 import pandas as pd
 import streamlit as st
@@ -36,9 +37,9 @@ def _tree(rkey: str, tid: str, _target: dict) -> topology.Tree:
 
 
 @st.cache_resource(max_entries=96, show_spinner="Drawing the graph…")
-def _drawing(rkey: str, tid: str, expanded: tuple, _tree: topology.Tree) -> tuple[dict, str]:
+def _drawing(rkey: str, tid: str, expanded: tuple, colour: str, _tree: topology.Tree) -> tuple[dict, str]:
     v = topology.view(_tree, set(expanded))
-    return v, topology.render_svg(v)
+    return v, topology.render_svg(v, colour)
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
@@ -200,10 +201,22 @@ s2.button("Clear", on_click=_clear, key="topo_clear", width="stretch", help="Cle
 
 sel = st.session_state.get(SEL) or None
 sel_ops = list(sel["ops"]) if sel else []
+timed = [tid for tid in picked if (report["targets"][tid].get("node_times") or {}).get("timed_us")]
+colour = st.radio("Colour", ["backend", "time"], horizontal=True, key="topo_colour",
+                  help="time: each box by its measured time (the runtime's profiler on this host's CPU, median of "
+                       "the profiled runs), relative to the pane's costliest box; grey: not timed")
+if colour == "time" and not timed:
+    st.caption("None of the picked targets timed its nodes in this run: every box is grey.")
 chips = " ".join(f'<span style="background:{topology.tint(c, 0.6)};border:1px solid {c};border-radius:4px;'
                  f'padding:0 6px">{b}</span>' for b, c in layout.BACKEND_COLORS.items() if b != "unknown")
+if colour == "time":
+    chips = " ".join(f'<span style="background:{topology.time_colour(x)};color:{ink};border:1px solid #8a8a8a;'
+                     f'border-radius:4px;padding:0 6px">{label}</span>'
+                     for x, label, ink in ((0, "least", "#222"), (0.5, "half", "#222"), (1, "most", "#222")))
+    chips += (f' <span style="background:{topology.UNTIMED_COLOR};border-radius:4px;padding:0 6px">not timed</span> '
+              f'(timed: {html.escape(", ".join(timed)) or "none"}; relative to the pane\'s costliest box)')
 st.markdown(
-    f'<div style="font-size:0.82rem;line-height:1.9">Backend: {chips} · '
+    f'<div style="font-size:0.82rem;line-height:1.9">{"Time" if colour == "time" else "Backend"}: {chips} · '
     f'<span style="border:2px solid {layout.FALLBACK_COLOR};border-radius:4px;padding:0 6px">falls back to the '
     f'CPU</span> · ◆ fused (what it absorbed) · <span style="border:2px dashed {layout.GAP_COLOR};'
     'border-radius:4px;padding:0 6px">no counterpart on another pane</span> · <span style="border:3px solid #111;'
@@ -226,7 +239,7 @@ drawings = {}
 for col, tid in zip(panes, picked):
     t, tr = report["targets"][tid], trees[tid]
     try:
-        v, svg = _drawing(rk, tid, tuple(sorted(expanded)), tr)
+        v, svg = _drawing(rk, tid, tuple(sorted(expanded)), colour, tr)
     except topology.GraphvizMissing as e:
         st.error(str(e))
         st.stop()
@@ -248,7 +261,8 @@ for col, tid in zip(panes, picked):
                     + ("" if t["status"] == "ok" else f" · status **{t['status']}**"),
                     help=f"Backend assignment evidence: {ev or 'unknown'} — {_ui.EVIDENCE_HELP.get(ev, '')}")
         graph_pane(
-            data={"svg": svg, "key": f"{rk}|{tid}|{len(expanded)}|{hash(tuple(sorted(expanded)))}", "items": items,
+            data={"svg": svg, "key": f"{rk}|{tid}|{colour}|{len(expanded)}|{hash(tuple(sorted(expanded)))}",
+                  "items": items,
                   "clusters": clusters, "selected": sel_boxes, "gaps": gap_boxes, "matches": match_boxes,
                   "height": PANE_HEIGHT, "scroll_to": (sel["label"] if sel else "") + "|" + find,
                   "info": f"{v['n_nodes']} nodes · {v['n_boxes']} boxes"},

@@ -29,9 +29,15 @@ def test_fallbacks_page(sample):
     assert at.title[0].value == "Fallbacks"
     metrics = {m.label for m in at.metric}
     assert {"Latency cliff (est.)", "Partitions", "Boundaries"} <= metrics
-    fallback_table = at.dataframe[0].value   # every sample has NNAPI fallbacks (HardSigmoid, LayerNorm, ...)
-    assert {"reason", "module_path", "inputs from", "boundary bytes"} <= set(fallback_table.columns)
+    tables = [d.value for d in at.dataframe]
+    sources = next(t for t in tables if "assignment from" in t.columns)     # where ORT's assignments come from
+    assert set(sources["assignment from"]) >= {"ort-api", "ort-checker"}
+    # every sample has NNAPI fallbacks (HardSigmoid, LayerNorm, ...)
+    fallback_table = next(t for t in tables if "reason" in t.columns)
+    assert {"reason", "module_path", "inputs from", "boundary bytes", "cost µs", "kernel µs"} <= \
+        set(fallback_table.columns)
     assert fallback_table["reason"].str.len().min() > 0
+    assert list(fallback_table["cost µs"]) == sorted(fallback_table["cost µs"], reverse=True)   # costliest first
 
 
 def test_fallbacks_page_without_accelerated_targets_says_so():

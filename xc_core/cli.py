@@ -100,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
                        ("max_to_cpu", "source ops that may move from an accelerator to the CPU"),
                        ("max_lost_fusions", "fusion instances a target may lose"),
                        ("max_op_increase", "compiled ops a target may gain"),
-                       ("max_precision_changes", "source ops that may change precision")):
+                       ("max_precision_changes", "source ops that may change precision"),
+                       ("max_slower_nodes", "compiled nodes that may get 1.5× slower, measured on the same CPU")):
         g.add_argument("--" + name.replace("_", "-"), type=int, default=None, metavar="N",
                        help=f"{what} (default {getattr(defaults, name)})")
     g.add_argument("--max-drift-ratio", type=float, default=None, metavar="R",
@@ -214,8 +215,8 @@ def _diff(args) -> int:
     from .review.runs import load_run
     base, new = load_run(args.base), load_run(args.new)
     overrides = {k: getattr(args, k) for k in ("max_new_fallbacks", "max_to_cpu", "max_lost_fusions",
-                                               "max_op_increase", "max_precision_changes", "max_drift_ratio",
-                                               "drift_floor")}
+                                               "max_op_increase", "max_precision_changes", "max_slower_nodes",
+                                               "max_drift_ratio", "drift_floor")}
     if args.allow_checklist_worse:
         overrides["checklist_worse"] = False
     if args.gate_targets:

@@ -161,7 +161,8 @@ def _q4(t, report) -> dict:
     verdict = PASS if rel <= MATCH_REL_L2 and cos >= MATCH_COSINE else WARN if rel <= WARN_REL_L2 else FAIL
     return {"verdict": verdict, "evidence": drift["evidence"],
             "detail": f"worst output '{worst.get('output')}': rel L2 {rel:.2e}, cosine {cos:.6f}"
-                      + (f" ({drift['assumption']})" if drift.get("assumption") and verdict != PASS else "")}
+                      + (f" ({drift['assumption']})" if drift.get("assumption") and verdict != PASS else "")
+                      + (_attribution_clause(t) if verdict != PASS else "")}
 
 
 def _q5(t) -> dict:
@@ -181,8 +182,9 @@ def _q5(t) -> dict:
         # what it cost in drift and how to turn it off.
         return {"verdict": WARN, "evidence": ev,
                 "detail": f"runs {detail} by the runtime's own choice, not xc's or yours" + _drift_clause(t)
-                          + _precision_switch(t)}
-    return {"verdict": WARN, "evidence": ev, "detail": f"runs {detail} as configured; the reference is fp32"}
+                          + _precision_switch(t) + _attribution_clause(t, "precision")}
+    return {"verdict": WARN, "evidence": ev, "detail": f"runs {detail} as configured; the reference is fp32"
+                                                      + _attribution_clause(t, "precision")}
 
 
 def _drift_clause(t) -> str:
@@ -190,6 +192,16 @@ def _drift_clause(t) -> str:
     if worst.get("rel_l2") is None:
         return ""
     return f"; worst output '{worst.get('output')}' drifts rel L2 {worst['rel_l2']:.2e} from the fp32 reference"
+
+
+def _attribution_clause(t, kind: str | None = None) -> str:
+    """The largest attributed drift jump (of `kind`, when given) as evidence, with its own evidence kind (the
+    per-layer numerics), or nothing when the per-layer drift attributed none."""
+    att = (t.get("layer_drift") or {}).get("attribution") or {}
+    jumps = [j for j in att.get("jumps") or [] if kind is None or j["kind"] == kind]
+    if not jumps:
+        return ""
+    return f"; per-layer drift ({att['evidence']}): {jumps[0]['sentence']}"
 
 
 def _precision_switch(t) -> str:

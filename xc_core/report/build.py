@@ -14,6 +14,7 @@ from ..analysis.fusion import fusion_groups, pattern_counts
 from ..analysis.fusion_catalogue import check_catalogue
 from ..analysis.fusion_diff import fusion_matrix
 from ..analysis.layout_audit import layout_audit
+from ..analysis.node_time import time_summary
 from ..analysis.op_counts import op_counts, other_counts
 from ..analysis.precision import precision_mix
 from ..analysis.stage_trace import GraphStore, divergence_block, stage_block
@@ -70,7 +71,8 @@ def build_report(source, captured, inputs_info: dict, reference, results: list, 
     reference_values = ReferenceVectors(reference.intermediates) if reference is not None else None
     for r in results:
         report["targets"][r.target] = target_block(r, captured, reference, stage_graphs, lean)
-        _add_layer_drift(report["targets"][r.target], r, reference, reference_values, [] if lean else boundaries or [])
+        _add_layer_drift(report["targets"][r.target], r, reference, reference_values, [] if lean else boundaries or [],
+                         captured.before if captured is not None else None)
     if captured is not None:
         graphs = {r.target: r.graph for r in results if r.graph is not None}
         report["alignment"] = {
@@ -152,6 +154,8 @@ def target_block(r, captured, reference, stage_graphs: GraphStore | None = None,
             block["fusions"]["catalogue"] = check_catalogue(g, input_graph_for(r, captured), catalogue)
         block["precision"] = {"mix": precision_mix(g), "evidence": r.evidence.get("precision", ev.REPORTED)}
         block["graph"] = _graph_block(g, r.evidence.get("assignment", ev.REPORTED))
+        if r.node_times:
+            block["node_times"] = {**r.node_times, **time_summary(block["graph"]["nodes"])}
         if not lean:
             block["stages"] = stage_block(r, captured, {"steps": fusion_ev,
                                                         "assignment": r.evidence.get("assignment", ev.REPORTED)},
@@ -215,7 +219,8 @@ def _route_block(captured, results: list) -> dict | None:
     return block
 
 
-def _add_layer_drift(block: dict, r, reference, reference_values, boundaries: list[dict]) -> None:
+def _add_layer_drift(block: dict, r, reference, reference_values, boundaries: list[dict], before=None) -> None:
+    from ..analysis.drift_attribution import drift_attribution
     from ..analysis.layer_drift import layer_drift
     mine = r.intermediates
     if reference is None or not reference.intermediates or not mine:
@@ -226,6 +231,9 @@ def _add_layer_drift(block: dict, r, reference, reference_values, boundaries: li
     ld["reference_method"] = reference.intermediates_method
     ld["evidence"] = r.evidence.get("numerics", ev.MEASURED)
     block["layer_drift"] = ld
+    # The captured graph in execution order, which the boundaries' depths index; the attribution checks that before
+    # it names any op.
+    ld["attribution"] = drift_attribution(block, before if before is not None else reference.graph)
 
 
 def _summary(a) -> dict:

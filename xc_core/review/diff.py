@@ -137,6 +137,7 @@ def _target_diff(tid: str, base: dict, new: dict, b_ops: dict, n_ops: dict) -> d
         if b_prec and n_prec and b_prec != n_prec:
             d["precision_changes"].append({**ref, "base": b_prec, "new": n_prec})
     d["drift"] = _drift(bt, nt)
+    d["time"] = _node_times(bt, nt)
     d["stage_changes"] = _stage_changes(bt, nt)
     d["layout"] = _layout_change(bt, nt)
     d["checklist"] = _checklist(tid, base, new)
@@ -149,8 +150,55 @@ def _target_diff(tid: str, base: dict, new: dict, b_ops: dict, n_ops: dict) -> d
                         or d["fusions"]["lost"] or d["backend_changes"] or d["precision_changes"]
                         or d["stage_changes"] or d["layout"]
                         or any(c["base"] != c["new"] for c in d["checklist"])
-                        or any(x.get("ratio") not in (None, 1.0) for x in d["drift"]))
+                        or any(x.get("ratio") not in (None, 1.0) for x in d["drift"])
+                        or bool(d["time"]["slower"]))
     return d
+
+
+# A compiled node is "slower" when its measured time grew by SLOWER_RATIO or more and by at least
+# SLOWER_MIN_US and SLOWER_MIN_SHARE of the new run's timed total: the medians of a few runs on a shared CPU move
+# by tens of percent on a node of a few microseconds, which is noise, not a compiler's decision.
+SLOWER_RATIO = 1.5
+SLOWER_MIN_US = 20.0
+SLOWER_MIN_SHARE = 0.02
+
+
+def _node_times(bt: dict, nt: dict) -> dict:
+    """The measured time of each compiled node in both runs, matched like fallbacks (module path, op type, the
+    n-th such node), and the nodes that got SLOWER_RATIO× slower. Times from two different CPUs (the
+    `node_times` host) are not compared."""
+    b_nt, n_nt = bt.get("node_times") or {}, nt.get("node_times") or {}
+    out = {"base_us": b_nt.get("timed_us"), "new_us": n_nt.get("timed_us"), "slower": [], "compared": False,
+           "why_not": None, "evidence": n_nt.get("evidence")}
+    if not b_nt.get("timed_us") or not n_nt.get("timed_us"):
+        out["why_not"] = "not timed in " + ("either run" if not b_nt.get("timed_us") and not n_nt.get("timed_us")
+                                            else "the base run" if not b_nt.get("timed_us") else "the new run")
+        return out
+    if b_nt.get("host_cpu") != n_nt.get("host_cpu"):
+        out["why_not"] = f"timed on different CPUs ({b_nt.get('host_cpu')} / {n_nt.get('host_cpu')})"
+        return out
+    out["compared"] = True
+
+    def keyed(t):
+        seen: Counter = Counter()
+        table = {}
+        for n in (t.get("graph") or {}).get("nodes", []):
+            k = (n.get("module_path") or "", n["op_type"])
+            table[(*k, seen[k])] = n
+            seen[k] += 1
+        return table
+    b_nodes, n_nodes = keyed(bt), keyed(nt)
+    floor = max(SLOWER_MIN_US, SLOWER_MIN_SHARE * n_nt["timed_us"])
+    for key, n in n_nodes.items():
+        b = b_nodes.get(key)
+        b_us, n_us = (b or {}).get("measured_us"), n.get("measured_us")
+        if not b_us or n_us is None:
+            continue
+        if n_us / b_us >= SLOWER_RATIO and n_us - b_us >= floor:
+            out["slower"].append({"node": n["id"], "op_type": n["op_type"], "module_path": key[0],
+                                  "base_us": b_us, "new_us": n_us, "ratio": round(n_us / b_us, 3)})
+    out["slower"].sort(key=lambda x: -(x["new_us"] - x["base_us"]))
+    return out
 
 
 def _stage_ends(t: dict) -> dict[str, int]:
@@ -305,6 +353,9 @@ def change_lines(d: dict) -> list[tuple[str, str]]:
             if x["ratio"] not in (None, 1.0):
                 lines.append((tid, f"drift of '{x['output']}' rel L2 {fmt_sci(x['base'])} → {fmt_sci(x['new'])} "
                                    f"({_ratio(x['ratio'])}, {x['evidence']})"))
+        for x in (t.get("time") or {}).get("slower", []):
+            lines.append((tid, f"slower: {x['op_type']} at {x['module_path'] or '(root)'} {x['base_us']:,.0f} → "
+                               f"{x['new_us']:,.0f} µs ({_ratio(x['ratio'])}, measured)"))
         for c in t["checklist"]:
             if c["base"] != c["new"]:
                 lines.append((tid, f"checklist ({c['id']}) {c['base']} → {c['new']}: {c['detail']}"))

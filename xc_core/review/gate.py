@@ -10,6 +10,7 @@ the defaults. Per-target overrides sit in `[target."ort-nnapi"]` tables.
     max_new_fallbacks = 0        # per target; -1 turns the rule off
     max_drift_ratio = 1.5        # new rel L2 / base rel L2, per output
     drift_floor = 1e-4           # drift below this rel L2 is rounding noise, never a regression
+    max_slower_nodes = 0         # compiled nodes 1.5× slower (same CPU); off by default
     [target."ort-cpu-int8"]
     max_drift_ratio = 3
 """
@@ -34,6 +35,9 @@ class GateRules:
     max_lost_fusions: int = OFF       # fusion instances lost
     max_op_increase: int = OFF        # compiled ops added
     max_precision_changes: int = OFF  # source ops whose precision changed
+    # Compiled nodes whose measured time grew 1.5× or more (review/diff.py SLOWER_*; same CPU only). Off by
+    # default: times of a shared CI machine are noisy; a repository with a quiet runner turns it on with 0.
+    max_slower_nodes: int = OFF
     checklist_worse: bool = True      # a verdict that went pass → warn / fail, or warn → fail
     status_worse: bool = True         # a target that compiled and no longer does
     targets: tuple[str, ...] = ()     # gate only these targets (default: every target in both runs)
@@ -125,6 +129,11 @@ def regressions(diff: dict, rules: GateRules, per_target: dict[str, GateRules] |
         if r.max_precision_changes != OFF and len(changes) > r.max_precision_changes:
             add("max_precision_changes", f"{len(changes)} source op(s) changed precision: " +
                 ", ".join(f"{c['op_type']} {c['base']} → {c['new']}" for c in changes[:10]))
+        slower = (t.get("time") or {}).get("slower") or []
+        if r.max_slower_nodes != OFF and len(slower) > r.max_slower_nodes:
+            add("max_slower_nodes", f"{len(slower)} compiled node(s) got slower (allowed {r.max_slower_nodes}): " +
+                ", ".join(f"{x['op_type']} at {x['module_path'] or '(root)'} {x['base_us']:,.0f} → "
+                          f"{x['new_us']:,.0f} µs" for x in slower[:10]))
         if r.checklist_worse:
             for c in t["checklist"]:
                 if c["worse"]:

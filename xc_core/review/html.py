@@ -26,6 +26,7 @@ from plotly.offline import get_plotlyjs
 
 from .. import evidence as ev
 from ..analysis.drift import passes_at
+from ..analysis.drift_attribution import attribution_rows
 from ..analysis.fusion_diff import not_fired_by_pattern
 from ..views import figures, topology
 from ..views import graph_layout as topo
@@ -42,6 +43,7 @@ from ..views.rows import (
     overview_rows,
     stage_matrix,
     stage_targets,
+    time_rows,
 )
 
 SECTIONS = [("overview", "Overview"), ("heatmap", "Heat map"), ("fusion", "Fusion"), ("stages", "Stages"),
@@ -299,6 +301,16 @@ def _overview(report: dict, figs: _Figures) -> str:
                   for r in rows if any(c in r for c in cols)]
         if family:
             out.append(f"<h3>{_e(title)}</h3>" + _table(family, html_cols=("target", *cols), cls="fit"))
+    timed = time_rows(report)
+    if timed:
+        out.append(f"<h3>Where the time goes {_badge('measured')}</h3>")
+        fig = figures.time_by_op_type_figure(report)
+        if fig is not None:
+            out.append(figs.div(fig, "time-by-op"))
+        out.append(_table(timed, cls="fit"))
+        out.append(_caption("Each compiled node's median time over the profiled runs, as its runtime's profiler "
+                            "measured it on this host's CPU (not the device's): which ops dominate on which target, "
+                            "not the device's latency."))
     route = onnx_route_lines(report)
     if route:
         out.append(f"<h3>ONNX → PyTorch route {_badge('measured')}</h3>" + "".join(_caption(_e(line)) for line in route))
@@ -326,7 +338,18 @@ def _heatmap(report: dict, figs: _Figures) -> str:
                      "worst op: a CPU fallback anywhere in it shows). Hover a cell for the ops and the fallback "
                      "reason.")
             + figs.div(fig, "heatmap")
-            + _caption("Evidence per target: " + _target_evidence(report, "graph")))
+            + _caption("Evidence per target: " + _target_evidence(report, "graph"))
+            + _heatmap_time(report, figs))
+
+
+def _heatmap_time(report: dict, figs: _Figures) -> str:
+    fig = figures.heatmap_figure(report, colour="time")
+    if fig is None:
+        return ""
+    return (f"<h3>Share of the measured time {_badge('measured')}</h3>"
+            + _caption("The same rows, each cell its share of the target's measured time (the runtime's profiler on "
+                       "this host's CPU); a compiled node counts in the first row that carries it.")
+            + figs.div(fig, "heatmap-time"))
 
 
 def _fusion(report: dict, figs: _Figures) -> str:
@@ -465,6 +488,15 @@ def _drift(report: dict, figs: _Figures) -> str:
     out.append(_table(rows, html_cols=("evidence",)))
     out.append(_caption("Boundaries are module outputs of the captured graph; a boundary whose tensor does not "
                         "survive compilation on a target (fused into a larger node) is skipped for that target."))
+    jumps = [{"target": t, **{k: v for k, v in row.items() if k != "evidence"},
+              "evidence": _badge(row["evidence"])}
+             for t in layer for row in attribution_rows(report["targets"][t])]
+    if jumps:
+        out.append("<h3>Where the drift jumps, and the decision there</h3>")
+        out.append(_table(jumps, html_cols=("evidence",)))
+        method = next((report["targets"][t]["layer_drift"]["attribution"]["method"] for t in layer
+                       if (report["targets"][t]["layer_drift"] or {}).get("attribution")), "")
+        out.append(_caption("Share: of the drift each jump explains. Method: " + _e(method)))
     return "".join(out)
 
 

@@ -25,6 +25,7 @@ from ..views.rows import (
     pair_sentence,
     stage_matrix,
     target_summary_rows,
+    time_rows,
 )
 from ..views.text import inert
 
@@ -71,6 +72,9 @@ def _render(report: dict, cap: int) -> str:
     if pairs:
         parts += ["#### Where the targets shipped together differ", "", "\n".join(pairs), ""]
     parts += [target_table(report), ""]
+    timed = time_lines(report, cap)
+    if timed:
+        parts += ["#### Where the time goes (measured)", "", timed, ""]
     route = onnx_route_lines(report)
     if route:
         parts += ["#### ONNX → PyTorch route (measured)", "", text(" ".join(route)), ""]
@@ -160,14 +164,34 @@ def details(report: dict, qid: int, cap: int) -> str:
     return "\n".join(lines)
 
 
+def time_lines(report: dict, cap: int) -> str:
+    """Per target that timed its nodes: the three costliest and the share per backend, as a table; its evidence
+    and the CPU under it."""
+    rows = time_rows(report)
+    if not rows:
+        return ""
+    body = [[code(r["target"]), text(r["nodes timed"]), text(r["timed µs"]), text(r["costliest nodes"]),
+             text(r["per backend"])] for r in rows[:cap]]
+    cpus = sorted({(t.get("node_times") or {}).get("host_cpu") for t in report["targets"].values()} - {None})
+    return (table(["target", "nodes timed", "timed µs", "costliest nodes", "per backend"], body)
+            + f"\n\n<sub>Median of each node's time over the profiled runs, by its runtime's profiler on "
+              f"{text(', '.join(cpus))} — this host's CPU, not the device's.</sub>")
+
+
 def _fallback_evidence(report: dict, cap: int) -> str:
-    rows = [r for tid in accelerated_targets(report) for r in fallback_rows(report, tid)]
+    rows = sorted((r for tid in accelerated_targets(report) for r in fallback_rows(report, tid)),
+                  key=lambda r: -r["cost µs"])
     if not rows:
         return ""
     body = [[code(r["target"]), code(r["node"]), text(r["op_type"]), text(r["module_path"]), text(r["reason"]),
-             text(r["boundary bytes"])] for r in rows[:cap]]
-    return (table(["target", "node", "op", "module", "reason", "boundary bytes"], body)
+             text(r["boundary bytes"]), _us(r["kernel µs"]), _us(r["cost µs"])] for r in rows[:cap]]
+    return (table(["target", "node", "op", "module", "reason", "boundary bytes", "kernel µs (measured)",
+                   "cost µs (+ copies est.)"], body)
             + _more(len(rows), cap, "fallback node"))
+
+
+def _us(value) -> str:
+    return "—" if value is None else f"{value:,.1f}"
 
 
 def _fusion_evidence(report: dict, cap: int) -> str:
@@ -202,7 +226,22 @@ def _drift_evidence(report: dict, cap: int) -> str:
     if not body:
         return ""
     return (table(["target", "output", "rel L2", "max abs", "cosine", "min atol", "evidence"], body[:cap])
-            + _more(len(body), cap, "output"))
+            + _more(len(body), cap, "output") + _attribution_evidence(report, cap))
+
+
+def _attribution_evidence(report: dict, cap: int) -> str:
+    """Where each target's drift jumps and the compiler decision there (analysis/drift_attribution.py)."""
+    body = []
+    for tid, t in report["targets"].items():
+        att = (t.get("layer_drift") or {}).get("attribution") or {}
+        for j in att.get("jumps") or []:
+            body.append([code(tid), code(j["module_path"]), f"{round(100 * j['share'])} %", text(j["kind"]),
+                         text(j["sentence"]), text(att.get("evidence", ""))])
+    if not body:
+        return ""
+    return ("\n\nWhere the drift jumps, and the compiler decision there (share of the drift each jump explains):\n\n"
+            + table(["target", "boundary", "share", "decision", "finding", "evidence"], body[:cap])
+            + _more(len(body), cap, "jump"))
 
 
 def _precision_evidence(report: dict, cap: int) -> str:

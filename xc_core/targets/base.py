@@ -398,6 +398,8 @@ def attach_node_times(result: TargetResult, samples: dict[str, list[float]], met
 
     from .. import evidence as ev
     from ..ir import COMPUTE
+    if not any(values for key, values in samples.items() if key != RUN_KEY):
+        return      # the profiler timed no node (ort-nnapi with nothing on the CPU): no block, no evidence
     whole = samples.get(RUN_KEY)
     by_id = result.graph.by_id()
     unattributed = 0.0

@@ -8,6 +8,14 @@ debug handle, e.g. `cpp_fused__native_batch_norm_legit_no_training_hardtanh_1:3`
 computes (`cppCodeToPost`) and each post-grad node to the pre-grad nodes it came from (`postToPre`). The pre-grad
 graph is the ExportedProgram's own, so its node names are the captured graph's source op ids. The order kernels
 run in is read from the generated `output_code.py` (one "[Provenance debug handles]" comment per call).
+
+Time per kernel: the kernels are generated with `torch._inductor.config.cpp.enable_kernel_profile` on, so each
+generated C++ kernel opens a RecordFunction named after itself (codegen/cpp.py, `KernelGroup.codegen_group`:
+`RAIIAtenRecordFunctionHandle record_graph_<id>_<kernel>_`; a check of a flag when no profiler listens). Extern
+calls (a convolution, a GEMM, SDPA) are ATen ops the profiler records anyway. Both are the direct children of the
+region Inductor's compiled graph runs in (`## Call CompiledFxGraph … ##`, output_code.py `CompiledFxGraph.__call__`),
+in the order the straight-line `call` of output_code.py makes them — the order of its debug handles, so the n-th
+call of a kernel in a run is the n-th handle of that name.
 """
 from __future__ import annotations
 
@@ -88,6 +96,7 @@ class InductorCpu(Target):
         recorder = _FxRecorder()
         with inductor_config.patch({"trace.enabled": True, "trace.debug_dir": trace_dir,
                                     "trace.provenance_tracking_level": 1, "compile_threads": 1,
+                                    "cpp.enable_kernel_profile": True,     # kernels the profiler can name
                                     "fx_graph_cache": False, "cpp_cache_precompile_headers": keep_headers,
                                     "pre_grad_custom_pass": recorder.pass_for("pre_grad"),
                                     "post_grad_custom_post_pass": recorder.pass_for("post_grad")}):
@@ -168,6 +177,123 @@ class InductorCpu(Target):
         with torch.no_grad():
             leaves = [x for x in tree_leaves(compiled.module(*args)) if isinstance(x, torch.Tensor)]
         return {name: t.detach().numpy() for name, t in zip(captured.output_names, leaves)}
+
+    profile_method = ("torch.profiler (CPU activity, record_shapes off) over runs of the compiled module: each "
+                      "generated C++ kernel's own RecordFunction (Inductor's cpp.enable_kernel_profile) and each "
+                      "extern ATen call, the direct children of the compiled graph's region, matched to the debug "
+                      "handles of output_code.py in call order; the first run left out as warm-up")
+
+    def _profile(self, compiled, inputs, captured, result, runs):
+        import torch
+        from torch.profiler import ProfilerActivity, profile, record_function
+
+        from .base import RUN_KEY
+        args = [torch.from_numpy(np.asarray(inputs[s.name], order="C")) for s in captured.source.inputs]
+        handles = [n.id for n in result.graph.nodes]      # in the order output_code.py's `call` makes them
+        with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], record_shapes=False) as prof:
+            for k in range(runs + 1):
+                with record_function(f"{_RUN_EVENT}{k}"):
+                    compiled.module(*args)
+        events = prof.events()
+        by_run: dict[int, Any] = {}
+        regions: dict[int, list] = {}
+        for e in events:
+            if e.name.startswith(_RUN_EVENT) and e.cpu_parent is None:
+                by_run[int(e.name[len(_RUN_EVENT):])] = e
+        for e in events:
+            if e.name.startswith(_GRAPH_REGION):
+                run = _enclosing_run(e)
+                if run is not None:
+                    regions.setdefault(int(run.name[len(_RUN_EVENT):]), []).append(e)
+        out: dict[str, list[float]] = {RUN_KEY: []}
+        unmatched_runs = 0
+        for k in range(1, runs + 1):                       # run 0 is the warm-up
+            if k not in by_run:
+                continue
+            out[RUN_KEY].append(float(by_run[k].cpu_time_total))
+            # With graph breaks a run has one region per compiled graph: the one whose calls are the read-back
+            # graph's handles (the first graph) is the one whose kernels match them.
+            best: dict[str, float] = {}
+            glue = 0.0
+            for region in regions.get(k, []):
+                times, left = _match_calls(handles, region.cpu_children)
+                if len(times) > len(best):
+                    best, glue = times, left
+            if len(best) < len(handles):
+                unmatched_runs += 1
+            for h, us in best.items():
+                out.setdefault(h, []).append(us)
+            out.setdefault(_GLUE_KEY, []).append(glue)
+        if not any(h in out for h in handles):
+            raise RuntimeError("no profiler event of the compiled graph's region matched a kernel of output_code.py")
+        if unmatched_runs:
+            result.notes.append(f"time per node: in {unmatched_runs} of {runs} profiled run(s) some kernels of "
+                                "output_code.py had no profiler event; they are left untimed in those runs")
+        return out
+
+
+# A profiled run's own RecordFunction (each run's whole time, and what tells the runs apart).
+_RUN_EVENT = "xc::inductor_profiled_run_"
+# The RecordFunction Inductor opens around a compiled graph's `call` (torch/_inductor/output_code.py).
+_GRAPH_REGION = "## Call CompiledFxGraph"
+# What the region's direct children spend outside the graph's matched calls (allocations the wrapper makes): no
+# node's id, so attach_node_times counts it as unattributed.
+_GLUE_KEY = "<inductor wrapper: allocations, unmatched calls>"
+_GRAPH_PREFIX = re.compile(r"^graph_\d+_")
+
+
+def _enclosing_run(e):
+    while e.cpu_parent is not None:
+        e = e.cpu_parent
+    return e if e.name.startswith(_RUN_EVENT) else None
+
+
+def _match_calls(handles: list[str], children) -> tuple[dict[str, float], float]:
+    """The region's direct children matched to the handles in call order: each handle takes the next child that is
+    a call of any handle if it is its own — a generated kernel by its name (the RecordFunction is
+    `graph_<id>_<kernel>`), an extern call by its ATen op (`extern_kernels.convolution` is `aten::convolution`,
+    `torch.ops.mkldnn._convolution_pointwise.default` is `mkldnn::_convolution_pointwise`); a handle whose call is
+    not next stays untimed rather than take a later call of the same name. Children that are no handle's call are
+    the wrapper's glue; with calls no handle took, the time left unattributed. Returns ({handle: µs}, that µs)."""
+    children = sorted(children, key=lambda e: e.time_range.start)
+    wanted = [_expected_event(h) for h in handles]
+    kernels, ops = {k for k, _ in wanted if k}, {o for _, o in wanted if o}
+    is_call = [_call_name(c.name, kernels, ops) for c in children]
+    times: dict[str, float] = {}
+    taken = set()
+    i = 0
+    for h, w in zip(handles, wanted):
+        j = i
+        while j < len(children) and not is_call[j]:
+            j += 1                                  # glue between calls
+        if j < len(children) and is_call[j] in w:
+            times[h] = float(children[j].cpu_time_total)
+            taken.add(j)
+            i = j + 1
+    glue = sum(float(c.cpu_time_total) for j, c in enumerate(children) if j not in taken)
+    return times, glue
+
+
+def _expected_event(handle: str) -> tuple[str | None, str | None]:
+    """(generated kernel name, None) or (None, extern op name) for a debug handle `<name>:<n>`."""
+    name = handle.rsplit(":", 1)[0]
+    parts = name.split(".")
+    if name.startswith("extern_kernels.") and len(parts) == 2:
+        return None, parts[1]                    # extern_kernels.<op>: torch.<op>, recorded as aten::<op>
+    if name.startswith("torch.ops.") and len(parts) >= 4:
+        return None, parts[3]                    # torch.ops.<namespace>.<op>[.<overload>]
+    return name, None
+
+
+def _call_name(event: str, kernels: set, ops: set) -> str | None:
+    """The kernel or extern op name a profiler event is a call of (None: not a call of any handle)."""
+    kernel = _GRAPH_PREFIX.sub("", event)
+    if kernel in kernels:
+        return kernel
+    if event in kernels:
+        return event
+    op = event.split("::", 1)[1] if "::" in event else None
+    return op if op in ops else None
 
 
 class _FxRecorder:

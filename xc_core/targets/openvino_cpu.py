@@ -81,7 +81,10 @@ class OpenVinoCpu(Target):
         import openvino as ov
         core = ov.Core()
         model = core.read_model(captured.ir_path or captured.onnx_path)
-        compiled = core.compile_model(model, "CPU", self._config())
+        # PERF_COUNT (ov::enable_profiling) on the one compile: the plugin then keeps per-layer counters for the
+        # profiled runs, with the same runtime model (its layers and fusions do not change with it), so the
+        # profile needs no second compile.
+        compiled = core.compile_model(model, "CPU", {**self._config(), "PERF_COUNT": True})
         os.makedirs(workdir, exist_ok=True)
         # The execution graph: what the plugin runs, for Netron; read_model refuses it (its layers carry no opset
         # version). So the model it compiled is kept beside it as an IR that read_model loads, weights as they
@@ -191,17 +194,21 @@ class OpenVinoCpu(Target):
                              runtime, ref=FINAL)]
         return steps
 
-    def _run(self, compiled, inputs, captured, result):
-        cm = compiled.compiled
-        feeds = {}
+    @staticmethod
+    def _feeds(cm, inputs) -> dict:
         from ..sources.openvino_ir import port_name
+        feeds = {}
         for port in cm.inputs:
             names = port.get_names() or {port_name(port)}
             name = next((n for n in names if n in inputs), None)
             if name is None:
                 raise KeyError(f"no value for model input {sorted(names)}")
             feeds[port] = np.asarray(inputs[name], order="C")
-        values = cm(feeds)
+        return feeds
+
+    def _run(self, compiled, inputs, captured, result):
+        cm = compiled.compiled
+        values = cm(self._feeds(cm, inputs))
         out = {}
         for i, port in enumerate(cm.outputs):
             # OpenVINO can report outputs under other tensor names than the ONNX graph: match by name, else by
@@ -212,6 +219,33 @@ class OpenVinoCpu(Target):
                 name = captured.output_names[i]
             out[name or f"output_{i}"] = np.asarray(values[port])
         return out
+
+    profile_method = ("the CPU plugin's performance counters (PERF_COUNT, InferRequest.get_profiling_info): each "
+                      "executed layer's real time in each run of a second infer request, the first run left out "
+                      "as warm-up; layers fused into another report NOT_RUN and carry no time")
+
+    def _profile(self, compiled, inputs, captured, result, runs):
+        import time as _time
+
+        from .base import RUN_KEY
+        request = compiled.compiled.create_infer_request()
+        feeds = self._feeds(compiled.compiled, inputs)
+        samples: dict[str, list[float]] = {RUN_KEY: []}
+        for i in range(runs + 1):
+            t0 = _time.perf_counter()
+            request.infer(feeds)
+            wall = (_time.perf_counter() - t0) * 1e6
+            if i == 0:
+                continue    # warm-up
+            samples[RUN_KEY].append(wall)
+            per_layer: dict[str, float] = {}
+            for counter in request.get_profiling_info():
+                if counter.status == counter.status.EXECUTED:
+                    per_layer[counter.node_name] = (per_layer.get(counter.node_name, 0.0)
+                                                    + counter.real_time.total_seconds() * 1e6)
+            for name, us in per_layer.items():
+                samples.setdefault(name, []).append(us)
+        return samples
 
     # -- intermediates (per-layer drift) ----------------------------------------------------------------------
     def _intermediates(self, compiled, inputs, captured, result, probes):

@@ -123,6 +123,12 @@ class OrtMobileTarget(Target):
         graph = onnx_ir_graph(model, "ep-partitioned")
         result.info.update(map_optimized_graph(graph, captured.onnx_graph))
         result.partitioning = self._assign(graph, model, info)
+        # ORT's own assignment API (get_provider_graph_assignment_info) answers for the EPs a session registers;
+        # this onnxruntime build has no NNAPI or Core ML EP, so the checker's prediction cannot be confirmed here.
+        result.info["assignment_source"] = "ort-checker"
+        result.info["assignment_unconfirmed"] = (f"{self.ep_name} is not in this onnxruntime build "
+                                                 "(onnxruntime.get_available_providers()), so ORT's assignment API "
+                                                 "cannot say which nodes it would really take")
         from ..lowering import FINAL, GRAPH_OPT, IMPORT, INPUT, graph_step
         result.stages += [graph_step(IMPORT, "the ONNX model ORT loads", captured.onnx_graph, ref=INPUT),
                           graph_step(GRAPH_OPT, "ORT_ENABLE_BASIC (the graph ORT partitions for the EP)", graph,
@@ -289,6 +295,28 @@ class OrtMobileTarget(Target):
         result.info["emulation"] = {"method": em.method, "attempts": em.attempts,
                                     "kept_fp32_ops": em.kept_fp32_ops}
         return em.outputs
+
+
+    @property
+    def profile_method(self) -> str:
+        return (f"the nodes {self.ep_name} leaves on the CPU EP, timed on this host: the partitioned "
+                "(basic-optimized) graph in an ORT CPU session with profiling on and no further optimization, so "
+                "every node keeps its name; each fallback node's kernel events summed per run, the first run left "
+                f"out as warm-up. Nodes {self.ep_name} takes are not timed (its device is not here)")
+
+    def _profile(self, compiled, inputs, captured, result, runs):
+        from .ort_common import read_profile, times_from_profile
+        session = make_session(compiled.basic_path, "ORT_DISABLE_ALL",
+                               profile_dir=os.path.dirname(compiled.basic_path))
+        for _ in range(runs + 1):
+            run_session(session, inputs)
+        profile = session.end_profiling()
+        try:
+            times = times_from_profile(read_profile(profile))
+        finally:
+            os.remove(profile)
+        on_cpu = {n.id for n in result.graph.nodes if n.fallback}
+        return {k: v for k, v in times.items() if k in on_cpu}
 
 
 def _size_boundaries(blocks: list[dict], compiled, inputs, cost: tuple[float, float]) -> None:

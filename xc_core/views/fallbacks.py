@@ -13,6 +13,7 @@ from ..analysis.boundaries import (
     DEFAULT_TRANSITION_OVERHEAD_MS,
     latency_cliff,
 )
+from ..analysis.node_time import fallback_costs
 from .rows import not_compiled
 
 
@@ -103,9 +104,17 @@ def split_summary(report: dict, tid: str, bandwidth_gb_s: float | None = None,
     return out
 
 
-def fallback_rows(report: dict, tid: str) -> list[dict]:
-    """Every CPU-fallback node of a target with its reason, provenance, neighbours and boundary bytes."""
+def fallback_rows(report: dict, tid: str, bandwidth_gb_s: float | None = None,
+                  transition_overhead_ms: float | None = None) -> list[dict]:
+    """Every CPU-fallback node of a target with its reason, provenance, neighbours, boundary bytes and cost: its
+    kernel's measured time plus the estimated copies at its boundaries (analysis/node_time.fallback_costs, at the
+    cost model's assumptions, or those given); costliest first."""
     t = report["targets"][tid]
+    s = split_summary(report, tid, bandwidth_gb_s, transition_overhead_ms)
+    costs = fallback_costs((t.get("graph") or {}).get("nodes", []),
+                           ((t.get("info") or {}).get("boundaries") or {}).get("items", []),
+                           s["bandwidth_gb_s"], s["transition_overhead_ms"])
+    time_ev = (t.get("node_times") or {}).get("evidence")
     nodes = (t.get("graph") or {}).get("nodes", [])
     producer = {o["name"]: n for n in nodes for o in n["outputs"]}
     consumers: dict[str, list[dict]] = {}
@@ -122,17 +131,25 @@ def fallback_rows(report: dict, tid: str) -> list[dict]:
             continue
         before = [producer[i["name"]] for i in n["inputs"] if i["name"] in producer]
         after = [c for o in n["outputs"] for c in consumers.get(o["name"], [])]
+        cost = costs[n["id"]]
         rows.append({
             "target": tid,
             "node": n["id"],
             "op_type": n["op_type"],
+            "cost µs": cost["cost_us"],
+            "kernel µs": cost["kernel_us"],
+            "copies µs (est.)": cost["copy_us_est"],
             "reason": n.get("fallback_reason") or "—",
             "module_path": n.get("module_path") or "—",
             "source ops": ", ".join(n.get("source_ops") or []),
             "inputs from": ", ".join(f"{p['id']} ({p['backend']})" for p in before) or "graph input",
             "outputs to": ", ".join(f"{c['id']} ({c['backend']})" for c in after) or "graph output",
             "boundary bytes": crossing_bytes.get(n["id"], 0),
+            "time evidence": f"kernel {time_ev}, copies predicted" if cost["kernel_us"] is not None
+            else "kernel not timed, copies predicted",
         })
+    # Costliest first: a timed kernel's measured cost plus its copies; untimed ones by their copies alone.
+    rows.sort(key=lambda r: -r["cost µs"])
     return rows
 
 
@@ -144,4 +161,27 @@ def boundary_rows(report: dict, targets: list[str]) -> list[dict]:
             rows.append({"target": tid, "tensor": b["tensor"], "direction": b["direction"], "from": b["from_node"],
                          "to": ", ".join(b["consumers"]), "shape": str(b["shape"]), "dtype": b["dtype"],
                          "bytes": b["bytes"] if b["bytes"] is not None else "symbolic"})
+    return rows
+
+
+def assignment_rows(report: dict) -> list[dict]:
+    """Per target whose backend assignment came from ONNX Runtime: where it came from (its assignment API, its
+    profile, its partition checker), which sources were compared and where they disagree."""
+    rows = []
+    for tid, t in report["targets"].items():
+        info = t.get("info") or {}
+        source = info.get("assignment_source")
+        if not source:
+            continue
+        disagree = info.get("assignment_disagreements") or []
+        compared = info.get("assignment_sources_compared") or []
+        if disagree:
+            verdict = f"{len(disagree)} node(s) disagree: " + ", ".join(
+                f"{d['node']} ({d['op_type']}: API {d['ort_api']}, profile {d['profile']})" for d in disagree[:5])
+        elif compared:
+            verdict = f"{' and '.join(compared)} agree on every node both name"
+        else:
+            verdict = info.get("assignment_unconfirmed") or "one source only"
+        rows.append({"target": tid, "assignment from": source, "compared with": ", ".join(compared[1:]) or "—",
+                     "result": verdict, "evidence": (t.get("graph") or {}).get("evidence") or "—"})
     return rows

@@ -24,10 +24,11 @@ def heatmap_targets(report: dict) -> list[str]:
 
 
 def heatmap_figure(report: dict, *, by_module: bool = True, depth: int = 2, only_diff: bool = False,
-                   only_fallbacks: bool = False) -> go.Figure | None:
+                   only_fallbacks: bool = False, colour: str = "backend") -> go.Figure | None:
     """Rows are source modules (`depth` levels where the hierarchy branches) or source ops, columns every target,
-    each cell what runs it; a target without a graph is an empty column labelled with its status and reason. None
-    when no target has a graph or no row passes the filters."""
+    each cell what runs it (`colour="backend"`) or its share of the target's measured time (`colour="time"`); a
+    target without a graph is an empty column labelled with its status and reason. None when no target has a
+    graph or no row passes the filters."""
     labels, targets, cells = heatmap_rows(report, by_module=by_module, depth=depth)
     if not heatmap_targets(report):
         return None
@@ -47,6 +48,8 @@ def heatmap_figure(report: dict, *, by_module: bool = True, depth: int = 2, only
     text = [[cells[i][j]["hover"] for j in range(len(targets))] for i in keep]
     missing = not_compiled(report)
     columns = [plotly_text(t) + (f"<br>{plotly_text(missing[t])}" if t in missing else "") for t in targets]
+    if colour == "time":
+        return _heatmap_time(report, targets, cells, keep, labels, text, columns, bool(missing))
     n = len(HEAT_CATEGORIES)
     scale = []
     for k, cat in enumerate(HEAT_CATEGORIES):  # a discrete colour scale: one flat band per category
@@ -60,6 +63,57 @@ def heatmap_figure(report: dict, *, by_module: bool = True, depth: int = 2, only
     # The labels of empty columns take two slanted lines below the map: room for them, not rows squeezed.
     fig.update_layout(height=max(320, 22 * len(keep) + 120) + (120 if missing else 0),
                       yaxis=dict(autorange="reversed"), margin=MARGIN)
+    return fig
+
+
+def _heatmap_time(report, targets, cells, keep, labels, text, columns, any_missing) -> go.Figure | None:
+    """Each cell's share of its target's measured time (the column sums to the timed share of the run): where
+    the time goes, comparable across targets whose CPUs and totals differ. Targets that time no node are blank."""
+    totals = [((report["targets"][t].get("node_times") or {}).get("timed_us") or 0.0) for t in targets]
+    if not any(totals):
+        return None
+    z = [[(cells[i][j]["us"] / totals[j]) if totals[j] and cells[i][j].get("us") is not None else None
+          for j in range(len(targets))] for i in keep]
+    fig = go.Figure(go.Heatmap(z=z, x=columns, y=[plotly_text(labels[i]) for i in keep], text=text,
+                               hoverinfo="text", colorscale="YlOrRd", zmin=0, zmax=max(
+                                   (v for row in z for v in row if v is not None), default=1) or 1,
+                               xgap=2, ygap=1, colorbar=dict(title="share of<br>measured time", tickformat=".0%")))
+    fig.update_layout(height=max(320, 22 * len(keep) + 120) + (120 if any_missing else 0),
+                      yaxis=dict(autorange="reversed"), margin=MARGIN)
+    return fig
+
+
+def time_targets(report: dict) -> list[str]:
+    """Targets whose runtime timed their compiled nodes."""
+    return [t for t, b in report["targets"].items() if (b.get("node_times") or {}).get("timed_us")]
+
+
+def time_by_op_type_figure(report: dict, top: int = 6) -> go.Figure | None:
+    """Per target, a bar of its measured time split by op type (the `top` largest, the rest as "other"), as
+    shares: where the time goes, side by side. None when no target timed its nodes."""
+    targets = time_targets(report)
+    if not targets:
+        return None
+    shares: dict[str, list[float]] = {}
+    for j, t in enumerate(targets):
+        rows = report["targets"][t]["node_times"]["by_op_type"]
+        for r in rows[:top]:
+            shares.setdefault(r["key"], [0.0] * len(targets))[j] += r["share"]
+        rest = sum(r["share"] for r in rows[top:])
+        if rest:
+            shares.setdefault("other", [0.0] * len(targets))[j] += rest
+    order = sorted(shares, key=lambda k: (k == "other", -sum(shares[k])))
+    # One colour per op type from a 24-colour qualitative palette (plotly's default repeats after 10), grey for
+    # the rest, so one op type reads the same on every target's bar.
+    from plotly.colors import qualitative
+    palette = qualitative.Dark24
+    colours = {k: "#bdbdbd" if k == "other" else palette[i % len(palette)] for i, k in enumerate(order)}
+    fig = go.Figure([go.Bar(name=plotly_text(k), y=[plotly_text(t) for t in targets], x=shares[k], orientation="h",
+                            marker_color=colours[k],
+                            hovertemplate="%{y}: " + plotly_text(k) + " %{x:.1%}<extra></extra>") for k in order])
+    fig.update_layout(barmode="stack", height=150 + 34 * len(targets), margin=MARGIN,
+                      xaxis=dict(title="share of the measured time", tickformat=".0%", range=[0, 1]),
+                      yaxis=dict(autorange="reversed"), legend=dict(orientation="h", y=-0.45, traceorder="normal"))
     return fig
 
 
@@ -147,4 +201,21 @@ def layer_drift_figure(report: dict) -> go.Figure | None:
     fig.add_hline(y=threshold, line_dash="dash", line_color="red", annotation_text="divergence threshold")
     fig.update_layout(height=380, yaxis_type="log", xaxis_title="depth (op index in the captured graph)",
                       yaxis_title="rel L2 vs reference", margin=MARGIN)
+    return fig
+
+
+def layer_drift_attribution_marks(fig: go.Figure, report: dict) -> go.Figure:
+    """Marks on `layer_drift_figure`'s lines where an attributed drift jump ends (analysis/drift_attribution.py):
+    one marker per jump, its share and sentence on hover, the evidence kind in the legend. Returns `fig`."""
+    for t, ld in layer_drift_series(report).items():
+        att = ld.get("attribution") or {}
+        jumps = att.get("jumps") or []
+        if not jumps:
+            continue
+        fig.add_trace(go.Scatter(
+            x=[j["depth"] for j in jumps], y=[max(j["rel_l2"] or 0, 1e-12) for j in jumps], mode="markers",
+            marker=dict(symbol="star", size=14, line=dict(width=1, color="black")),
+            name=plotly_text(f"{t}: attributed jump ({att['evidence']})"),
+            text=[plotly_text(f"{round(100 * j['share'])} % · {j['kind']} · {j['sentence']}") for j in jumps],
+            hovertemplate="%{text}<extra></extra>"))
     return fig

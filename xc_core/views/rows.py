@@ -397,7 +397,7 @@ def module_depth(report: dict) -> int:
 
 def heatmap_rows(report: dict, by_module: bool = True, depth: int = 2) -> tuple[list[str], list[str], list[list]]:
     """Rows (modules `depth` branching levels deep — see module_rows —, or source ops), columns (every target),
-    cells {category, hover} for the heat map. A module's cell is its worst op: a CPU fallback anywhere in it shows,
+    cells {category, hover, us} for the heat map (us: the measured time of the compiled nodes the row owns). A module's cell is its worst op: a CPU fallback anywhere in it shows,
     then the most common category. A target without a graph keeps its column, every cell's category None (an empty
     column; not_compiled labels it)."""
     rows = (report.get("alignment") or {}).get("source_ops", [])
@@ -411,17 +411,27 @@ def heatmap_rows(report: dict, by_module: bool = True, depth: int = 2) -> tuple[
         else:
             key = f"{r['source_op']} · {r['op_type']}" + (f" · {r['module_path']}" if r["module_path"] else "")
         groups.setdefault(key, []).append(r)
+    # Time per cell: each compiled node's measured time counts once, in the first row (execution order) that
+    # carries it; a node fused across rows is said in the hover of the row that has it.
+    node_us = {tid: {n["id"]: n.get("measured_us") for n in (report["targets"][tid].get("graph") or {}).get("nodes", [])}
+               for tid in targets if tid not in missing}
+    owned: dict[str, set] = {tid: set() for tid in node_us}
     labels, cells = [], []
     for key, members in groups.items():
         labels.append(key)
         line = []
         for tid in targets:
             if tid in missing:
-                line.append({"category": None, "hover": plotly_text(f"{tid}: {missing[tid]}")})
+                line.append({"category": None, "hover": plotly_text(f"{tid}: {missing[tid]}"), "us": None})
                 continue
+            mine = [nid for m in members for nid in (m["targets"].get(tid) or {}).get("nodes", [])
+                    if nid not in owned[tid]]
+            owned[tid].update(mine)
+            times = [node_us[tid][nid] for nid in dict.fromkeys(mine) if node_us[tid].get(nid) is not None]
+            us = round(sum(times), 3) if times else None
             cats = [_cell_category(m["targets"][tid]) for m in members if tid in m["targets"]]
             if not cats:
-                line.append({"category": "not present", "hover": "no data"})
+                line.append({"category": "not present", "hover": "no data", "us": None})
                 continue
             cat = "CPU fallback" if "CPU fallback" in cats else max(set(cats), key=cats.count)
             reasons = sorted({m["targets"][tid].get("fallback_reason") for m in members
@@ -431,7 +441,9 @@ def heatmap_rows(report: dict, by_module: bool = True, depth: int = 2) -> tuple[
             hover = (plotly_text(f"{key} on {tid}: {cat} ({len(members)} op(s): " + ", ".join(sorted(set(cats))) + ")")
                      + (f"<br>reason: {plotly_text('; '.join(reasons))}" if reasons else "")
                      + f"<br>evidence: {plotly_text(ev)}")
-            line.append({"category": cat, "hover": hover})
+            if us is not None:
+                hover += f"<br>time: {us:,.1f} µs ({len(times)} node(s) timed, measured)"
+            line.append({"category": cat, "hover": hover, "us": us})
         cells.append(line)
     return labels, targets, cells
 
@@ -942,3 +954,22 @@ def model_explorer_command(report: dict, index: dict) -> str:
             return ""
         pair = [first, CAPTURED]
     return f"unzip {MODEL_EXPLORER_ZIP} && " + open_command(index, pair, folder=MODEL_EXPLORER_DIR)
+
+
+# ---- where the time goes ----------------------------------------------------------------------------------------
+def time_rows(report: dict) -> list[dict]:
+    """One row per target that timed its compiled nodes: how many, the timed total, its three costliest nodes and
+    the share per backend, with the evidence and the CPU the times are from."""
+    rows = []
+    for tid, t in report["targets"].items():
+        nt = t.get("node_times") or {}
+        if not nt.get("timed_us"):
+            continue
+        top = ", ".join(f"{n['node']} ({n['op_type']}) {100 * n['share']:.0f}%" for n in nt["top"][:3])
+        rows.append({"target": tid,
+                     "nodes timed": f"{nt['compute_nodes_timed']}/{nt['compute_nodes']} compute",
+                     "timed µs": f"{nt['timed_us']:,.0f}",
+                     "costliest nodes": top,
+                     "per backend": ", ".join(f"{b['key']} {100 * b['share']:.0f}%" for b in nt["by_backend"]),
+                     "evidence": f"{nt['evidence']} · {nt['runs']} runs, median · {nt['host_cpu']}"})
+    return rows

@@ -76,11 +76,15 @@ class Tree:
                    "fallback": sum(1 for n in nodes if n.get("fallback")),
                    "backends": Counter(n.get("backend") or "unknown" for n in nodes),
                    "precisions": Counter(n.get("precision") or "—" for n in nodes),
-                   "op_types": Counter(n.get("op_type") or "?" for n in nodes)}
+                   "op_types": Counter(n.get("op_type") or "?" for n in nodes),
+                   "us": sum(n["measured_us"] for n in nodes if n.get("measured_us") is not None),
+                   "timed": sum(1 for n in nodes if n.get("measured_us") is not None)}
             for k in self.children[p]:
                 sub = self._stats[k]
                 agg["fused"] += sub["fused"]
                 agg["fallback"] += sub["fallback"]
+                agg["us"] += sub["us"]
+                agg["timed"] += sub["timed"]
                 for key in ("backends", "precisions", "op_types"):
                     agg[key].update(sub[key])
             self._stats[p] = agg
@@ -323,7 +327,8 @@ def _group_box(tree: Tree, path: str, cluster: str | None, key: str) -> dict:
     return {"kind": "group", "key": key, "path": path, "cluster": cluster, "label": _short(path),
             "nodes": s["nodes"], "fused": s["fused"], "fallback": s["fallback"],
             "backend": s["backends"].most_common(1)[0][0], "backends": dict(s["backends"]),
-            "precisions": dict(s["precisions"]), "op_types": dict(s["op_types"].most_common(8))}
+            "precisions": dict(s["precisions"]), "op_types": dict(s["op_types"].most_common(8)),
+            "us": s["us"] if s["timed"] else None}
 
 
 def _node_box(prep: Prepared, i: int, cluster: str | None) -> dict:
@@ -337,7 +342,7 @@ def _node_box(prep: Prepared, i: int, cluster: str | None) -> dict:
             else None,
             "absorbed": list(fused["absorbed"]) if fused else [],
             "module": prep.modules[i], "source_ops": list(n.get("source_ops") or []),
-            "kernel": n.get("kernel"), "node_ids": [prep.ids[i]]}
+            "kernel": n.get("kernel"), "node_ids": [prep.ids[i]], "us": n.get("measured_us")}
 
 
 def key_attributes(node: dict) -> str:
@@ -401,15 +406,37 @@ def _cut(s: str, k: int = MAX_LABEL) -> str:
     return s if len(s) <= k else s[:k - 1] + "…"
 
 
-def to_dot(v: dict) -> str:
+# The time colouring: pale yellow → orange → red as a box's share of the drawing's largest box time grows
+# (ColorBrewer's YlOrRd, as the heat map's, without its darkest stops so the dark labels stay readable); a box with
+# no measured time stays grey.
+TIME_SCALE = ("#ffffcc", "#ffeda0", "#fed976", "#feb24c", "#fd8d3c", "#fc4e2a")
+UNTIMED_COLOR = "#e6e6e6"
+
+
+def time_colour(share: float) -> str:
+    """The TIME_SCALE colour for a share in [0, 1], interpolated between its stops."""
+    share = min(1.0, max(0.0, share)) * (len(TIME_SCALE) - 1)
+    k = min(int(share), len(TIME_SCALE) - 2)
+    f = share - k
+    a, b = ([int(c[i:i + 2], 16) for i in (1, 3, 5)] for c in TIME_SCALE[k:k + 2])
+    return "#" + "".join(f"{round(x + (y - x) * f):02x}" for x, y in zip(a, b))
+
+
+def to_dot(v: dict, colour: str = "backend") -> str:
     """The drawing as Graphviz DOT. Boxes are "b<k>" and clusters "cluster_<k>"; nothing from the model is used as
-    a DOT identifier, and every label is escaped (HTML-like labels)."""
+    a DOT identifier, and every label is escaped (HTML-like labels). `colour`: "backend" fills each box with its
+    backend's colour, "time" with its measured time (TIME_SCALE, relative to the drawing's costliest box)."""
     lines = ['digraph G {',
              '  graph [rankdir=TB, ranksep=0.32, nodesep=0.22, fontname="Helvetica", fontsize=10, '
              'bgcolor="transparent", margin=0.05];',
              '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10, margin="0.07,0.03", '
              'height=0.3, penwidth=1.2];',
              '  edge [fontname="Helvetica", fontsize=8, fontcolor="#6b6b6b", color="#9a9a9a", arrowsize=0.6];']
+    timing = None
+    if colour == "time":
+        total = sum(b["us"] for b in v["boxes"] if b.get("us") is not None)
+        timing = {"max": max((b["us"] for b in v["boxes"] if b.get("us") is not None), default=0.0),
+                  "total": total}
     by_cluster: dict[str | None, list[int]] = {}
     for k, b in enumerate(v["boxes"]):
         by_cluster.setdefault(b["cluster"], []).append(k)
@@ -426,7 +453,7 @@ def to_dot(v: dict) -> str:
             emit(c["path"], indent + "  ")
             lines.append(f"{indent}}}")
         for k in by_cluster.get(cluster, []):
-            lines.append(f"{indent}{_box_dot(k, v['boxes'][k], v.get('assigned', True))}")
+            lines.append(f"{indent}{_box_dot(k, v['boxes'][k], v.get('assigned', True), timing)}")
 
     emit(None, "  ")
     for e in v["edges"]:
@@ -446,9 +473,10 @@ def _cluster_label(c: dict) -> str:
     return f"▾ <B>{_e(c['label'])}</B>  <FONT COLOR=\"#777777\">{_e(' · '.join(bits))}</FONT>"
 
 
-def _box_dot(k: int, b: dict, assigned: bool = True) -> str:
+def _box_dot(k: int, b: dict, assigned: bool = True, timing: dict | None = None) -> str:
     colour = BACKEND_COLORS.get(b["backend"], OTHER_COLOR)
     border, pen = (FALLBACK_COLOR, 2.6) if b["fallback"] else (colour, 1.2)
+    us = b.get("us")
     rows = []
     if b["kind"] == "group":
         rows.append(f"<B>▸ {_e(b['label'])}</B>")
@@ -471,11 +499,23 @@ def _box_dot(k: int, b: dict, assigned: bool = True) -> str:
             rows.append(f'<FONT POINT-SIZE="8" COLOR="#555555">{_e(tail)}</FONT>')
         style = "rounded,filled" if b["node_kind"] == "compute" else "rounded,filled,dashed"
         extra = ""
+    if timing is not None and us is not None:
+        share = f" · {100 * us / timing['total']:.0f}%" if timing["total"] else ""
+        rows.append(f'<FONT POINT-SIZE="8"><B>{_e(_us(us))}{share}</B></FONT>')
     label = '<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="1">' + "".join(
         f"<TR><TD>{r}</TD></TR>" for r in rows) + "</TABLE>"
-    fill = tint(colour, 0.55 if b["kind"] == "group" else 0.72)
+    if timing is not None:
+        fill = time_colour(us / timing["max"]) if us is not None and timing["max"] else UNTIMED_COLOR
+        if not b["fallback"]:
+            border = "#8a8a8a"
+    else:
+        fill = tint(colour, 0.55 if b["kind"] == "group" else 0.72)
     return (f'b{k} [id="b{k}", label=<{label}>, fillcolor="{fill}", color="{border}", penwidth={pen}, '
             f'style="{style}"{extra}];')
+
+
+def _us(us: float) -> str:
+    return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.0f} µs" if us >= 10 else f"{us:.1f} µs"
 
 
 def hover_text(b: dict) -> str:
@@ -486,6 +526,8 @@ def hover_text(b: dict) -> str:
                  "op types: " + ", ".join(f"{k}×{n}" for k, n in b["op_types"].items())]
         if b["fallback"]:
             lines.append(f"{b['fallback']} node(s) fall back to the CPU")
+        if b.get("us") is not None:
+            lines.append(f"time: {_us(b['us'])} (measured, its timed nodes together)")
         return "\n".join(lines)
     lines = [f"{b['id']} — {b['op_type']}", f"module: {b['module'] or '(root)'}",
              f"backend: {b['backend']}" + (f" ({b['kernel']})" if b.get("kernel") else ""),
@@ -494,6 +536,8 @@ def hover_text(b: dict) -> str:
         lines.append(f"fused: {b['fused']} — absorbed {', '.join(b['absorbed'][:8])}")
     if b["fallback"]:
         lines.append(f"falls back to the CPU: {b['fallback_reason'] or 'no reason given'}")
+    if b.get("us") is not None:
+        lines.append(f"time: {_us(b['us'])} (measured, median of the profiled runs)")
     lines.append("source ops: " + (", ".join(b["source_ops"][:12]) or "none (inserted by the compiler)"))
     return "\n".join(lines)
 
@@ -502,11 +546,11 @@ class GraphvizMissing(RuntimeError):
     pass
 
 
-def render_svg(v: dict) -> str:
+def render_svg(v: dict, colour: str = "backend") -> str:
     """The drawing as an SVG string: dot's layout, each box's and cluster's <title> replaced by its hover text."""
     import graphviz
     try:
-        svg = graphviz.Source(to_dot(v)).pipe(format="svg", encoding="utf-8")
+        svg = graphviz.Source(to_dot(v, colour)).pipe(format="svg", encoding="utf-8")
     except graphviz.ExecutableNotFound as e:
         raise GraphvizMissing("Graphviz's `dot` is not installed (Debian: apt-get install graphviz); the Topology "
                               "view needs it") from e

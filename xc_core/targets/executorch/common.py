@@ -26,8 +26,8 @@ from ...analysis.boundaries import (
 )
 from ...ir import COMPUTE, Graph
 from ...lowering import FINAL, GRAPH_OPT, IMPORT, INPUT, KERNEL, graph_step
-from ...readers.executorch import ProgramReader, op_name
-from ..base import Target, dist_version, needs_exported_program, source_tensors
+from ...readers.executorch import ProgramReader, is_delegate_call, lowered_modules, op_name
+from ..base import RUN_KEY, Target, dist_version, needs_exported_program, source_tensors
 
 CPU_KERNELS = "ExecuTorch CPU kernels"
 EXECUTORCH_VERSION_PINNED = "1.5.1"
@@ -114,6 +114,8 @@ class ExecuTorchTarget(Target):
         result.info["partitioner"] = self.partitioner_name
         if self.fusions_inside_delegates:
             result.info["fusions_inside_delegates"] = self.fusions_inside_delegates
+        # Which program node each instruction runs, for reading an ETDump back (profiling) by instruction id.
+        extra["instructions"] = _instructions(program, edge)
         return ExecuTorchCompiled(edge=edge, pte_path=pte, reasons=reasons,
                                   plan=_execution_plan(program), partitioner=partitioner, extra=extra)
 
@@ -137,6 +139,7 @@ class ExecuTorchTarget(Target):
             reader = ProgramReader(compiled.edge, index, {self.backend_id: self.ir_backend}, cpu_kernel=CPU_KERNELS)
             final = reader.graph(captured.source.name, "executorch-partitioned", expand=expand)
             delegates = reader.delegates
+        self._fold_delegate_fusions(final, compiled)
         edge_nodes = {n.name: n for n in compiled.edge.graph.nodes}
         for n in final.nodes:
             if n.backend == "cpu" and n.kind == COMPUTE:
@@ -164,6 +167,9 @@ class ExecuTorchTarget(Target):
                        delegate_calls=plan["delegate_calls"], kernel_calls=plan["kernel_calls"]),
         ]
         return final
+
+    def _fold_delegate_fusions(self, g: Graph, compiled) -> None:
+        """A backend that knows which of a delegate's Edge ops it fused into another folds them here (in place)."""
 
     def _import_step_name(self) -> str:
         return "the captured ExportedProgram (torch.export)"
@@ -249,6 +255,126 @@ def run_pte(pte_path: str, inputs: dict, captured, operators: list[str]) -> dict
     args = source_tensors(inputs, captured)
     outs = [x for x in tree_leaves(method.execute(args)) if isinstance(x, torch.Tensor)]
     return {name: t.detach().numpy() for name, t in zip(captured.output_names, outs)}
+
+
+def _instructions(program, edge) -> dict:
+    """(chain, instruction index) → what that instruction runs: a CPU kernel call with the program node it runs
+    (`node`, None when to_executorch added the call itself), or a delegate call with its lowered module's name.
+
+    The emitter writes one DelegateCall per `executorch_call_delegate` node, in graph order, and maps each
+    instruction to the debug handles of the nodes it came from (`ExecutorchProgramManager.debug_handle_map`,
+    exir/emit/_emitter.py). A kernel call is matched to the unused top-level node with one of those handles and the
+    same operator ("aten::mean.out" runs "aten.mean.dim"); without handles, the next node of that operator."""
+    import operator as _operator
+    plan = program.executorch_program.execution_plan[0]
+    operators = [f"{o.name}.{o.overload}" if o.overload else o.name for o in plan.operators]
+    handle_map = (getattr(program, "debug_handle_map", None) or {}).get(plan.name) or {}
+    modules = [name for name, _ in lowered_modules(edge)]
+    candidates = [n for n in edge.graph.nodes if n.op == "call_function" and not is_delegate_call(n)
+                  and n.target is not _operator.getitem]
+    used: set[str] = set()
+    out: dict = {}
+    delegate_calls = 0
+    for ci, chain in enumerate(plan.chains):
+        for ii, ins in enumerate(chain.instructions):
+            args = ins.instr_args
+            kind = type(args).__name__
+            if kind == "DelegateCall":
+                module = modules[delegate_calls] if delegate_calls < len(modules) else None
+                delegate_calls += 1
+                out[(ci, ii)] = {"call": "delegate", "module": module}
+            elif kind == "KernelCall":
+                op = operators[args.op_index]
+                handles = handle_map.get(ii)
+                handles = set(handles if isinstance(handles, (list, tuple)) else [handles]) - {None}
+                node = next((n for n in candidates if n.name not in used and _same_operator(op, n.target)
+                             and (not handles or n.meta.get("debug_handle") in handles)), None)
+                if node is not None:
+                    used.add(node.name)
+                out[(ci, ii)] = {"call": "kernel", "operator": op, "node": node.name if node is not None else None}
+    return out
+
+
+def _same_operator(kernel: str, target) -> bool:
+    """Whether a kernel call ("aten::mean.out") runs an Edge op ("aten.mean.dim"): the same namespace and op.
+    to_executorch runs a memory-planned view_copy as executorch_prim::et_view
+    (exir/passes/replace_view_copy_with_view_pass.py)."""
+    kernel_op = kernel.split(".")[0]
+    parts = op_name(target).split(".")
+    edge_op = "::".join(parts[:2]) if len(parts) >= 2 else op_name(target)
+    return kernel_op == edge_op or (kernel_op == "executorch_prim::et_view" and edge_op == "aten::view_copy")
+
+
+def profile_pte(pte_path: str, inputs: dict, captured, instructions: dict, runs: int,
+                delegate_ops=None) -> dict[str, list[float]]:
+    """The .pte loaded again by ExecuTorch's runtime with an ETDump (the same compiled program, nothing lowered
+    again), run once to warm up and `runs` times more; the ETDump read back: node id → µs in each run.
+
+    What the ETDump holds (runtime/executor/method.cpp): one "Execute" event block per Method::execute with a
+    "Method::execute" event (the whole run), per CPU kernel call an "OPERATOR_CALL" event around the kernel's own
+    "native_call_<op>" event (codegen/gen.py), per delegate call a "DELEGATE_CALL" event, and the events the
+    delegate logs itself (event_tracer_log_profiling_delegate) inside it. `delegate_ops(module, names)` names the
+    node each delegate event belongs to (None: none). What belongs to no node — the runtime's glue around a
+    kernel, a delegate call's time outside its logged events, events of no node — keeps a key of its own."""
+    import tempfile
+
+    from executorch.devtools.etdump.serialize import deserialize_from_etdump_flatcc
+    from executorch.extension.pybindings.portable_lib import _load_for_executorch
+    module = _load_for_executorch(pte_path, enable_etdump=True, debug_buffer_size=0)
+    args = tuple(source_tensors(inputs, captured))
+    for _ in range(runs + 1):
+        module.run_method("forward", args)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "profile.etdump")
+        module.write_etdump_result_to_file(path)
+        with open(path, "rb") as f:
+            dump = deserialize_from_etdump_flatcc(f.read())
+    executions = [block for block in dump.run_data if block.name == "Execute"][1:]     # the warm-up run left out
+    samples: dict[str, list[float]] = {}
+    for block in executions:
+        for key, us in _one_run(block, instructions, delegate_ops).items():
+            samples.setdefault(key, []).append(us)
+    return samples
+
+
+def _one_run(block, instructions: dict, delegate_ops) -> dict[str, float]:
+    """One "Execute" block's events → key → µs (the ticks of ExecuTorch's Linux PAL are nanoseconds)."""
+    kernel: dict = {}
+    operator_call: dict = {}
+    delegate_call: dict = {}
+    delegated: dict = {}
+    times: dict[str, float] = {}
+
+    def add(key, us):
+        times[key] = times.get(key, 0.0) + us
+    for event in block.events:
+        p = event.profile_event
+        if p is None:
+            continue
+        us = (p.end_time - p.start_time) / 1000.0
+        where = (p.chain_index, p.instruction_id)
+        if p.name == "Method::execute":
+            add(RUN_KEY, us)
+        elif p.delegate_debug_id_str or (p.delegate_debug_id_int not in (None, -1) and not p.name):
+            delegated.setdefault(where, []).append((p.delegate_debug_id_str or str(p.delegate_debug_id_int), us))
+        elif p.name == "DELEGATE_CALL":
+            delegate_call[where] = delegate_call.get(where, 0.0) + us
+        elif p.name == "OPERATOR_CALL":
+            operator_call[where] = operator_call.get(where, 0.0) + us
+        elif p.name and p.name.startswith("native_call_"):
+            kernel[where] = kernel.get(where, 0.0) + us
+    for where, us in kernel.items():
+        ins = instructions.get(where) or {}
+        add(ins.get("node") or f"<kernel call {where[1]}: {ins.get('operator', '?')}>", us)
+        add("<ExecuTorch: operator-call glue around the kernels>", max(operator_call.get(where, us) - us, 0.0))
+    for where, us in delegate_call.items():
+        name = (instructions.get(where) or {}).get("module") or f"delegate call {where[1]}"
+        ops = delegated.get(where, [])
+        owners = delegate_ops(name, [n for n, _ in ops]) if delegate_ops and ops else [None] * len(ops)
+        for (op, op_us), owner in zip(ops, owners):
+            add(owner or f"<{name}: {op}>", op_us)
+        add(f"<{name}: delegate call outside its logged operators>", max(us - sum(u for _, u in ops), 0.0))
+    return times
 
 
 def _execution_plan(program) -> dict:

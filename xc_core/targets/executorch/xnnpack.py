@@ -12,10 +12,18 @@ recorded as the node's fallback reason.
 """
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import re
+
 from ... import evidence as ev
-from ...ir import CAST, COMPUTE
+from ...ir import ALIAS, CAST, COMPUTE
 from ..base import register
-from .common import CPU_KERNELS, ExecuTorchTarget, reasons_from, run_pte
+from .common import CPU_KERNELS, ExecuTorchTarget, profile_pte, reasons_from, run_pte
+
+# The debug handle XNNPACK's preprocess gives an XNNPACK node made from a node its own passes added (the layout
+# conversions of ChannelsLastTaggedReshapePass, conv1d's unsqueeze): DEFAULT_DEBUG_HANDLE in xnnpack_preprocess.py.
+NO_HANDLE = 65535
 
 
 @register
@@ -31,9 +39,11 @@ class ExecuTorchXnnpack(ExecuTorchTarget):
     ir_backend = "xnnpack"
     partitioner_name = "XnnpackPartitioner"
     runs_here = True
-    fusions_inside_delegates = ("XNNPACK fuses inside its delegates when it compiles them (batch norm into the "
-                                "convolution, activations into the op before them — its preprocess passes); the "
-                                "program xc reads shows the ops each delegate took, not those fusions")
+    fusions_inside_delegates = ("XNNPACK's preprocess passes fuse batch norm into the convolution and activations "
+                                "into the op before them, and drop no-op copies: xc reads the XNNPACK graph each "
+                                "delegate serialized and folds those ops into the node that runs them (fused_from). "
+                                "XNNPACK's runtime may fuse further when it builds its subgraph (a clamp into its "
+                                "producer, back-to-back reshapes): those stay separate nodes here, untimed")
     option_names = ExecuTorchTarget.option_names + ("quantize",)
     option_choices = {"quantize": ("none", "int8")}
     option_help = {**ExecuTorchTarget.option_help,
@@ -50,10 +60,50 @@ class ExecuTorchXnnpack(ExecuTorchTarget):
         )
         return XnnpackPartitioner()
 
+    profile_method = ("ETDump of the compiled .pte loaded again by ExecuTorch's runtime (enable_etdump): each CPU "
+                      "kernel's native_call event, and each XNNPACK operator's time as the delegate's XNNProfiler "
+                      "logs it (whole microseconds: an operator under 1 µs reads 0), matched to the program node "
+                      "its XNNPACK node was serialized from")
+
+    @contextlib.contextmanager
     def _reason_recorder(self, reasons, extra):
-        """XNNPACK's configs explain a refusal through one WhyNoPartition call."""
+        """XNNPACK's configs explain a refusal through one WhyNoPartition call; and each delegate's XNNPACK graph,
+        node by node, is recorded as preprocess serializes it."""
         from executorch.exir.backend.utils import WhyNoPartition
-        return reasons_from(WhyNoPartition, "__call__", reasons)
+        extra["xnnpack_graphs"] = {}
+        with reasons_from(WhyNoPartition, "__call__", reasons), _recording_xnnpack_graphs(extra["xnnpack_graphs"]):
+            yield
+
+    def _fold_delegate_fusions(self, g, compiled) -> None:
+        """Each delegate's Edge ops that produced no XNNPACK node were fused (or dropped as no-ops) by XNNPACK's
+        preprocess passes: folded into the node that runs them; each XNNPACK node's owner kept for profiling."""
+        owners = {}
+        for name, lowered in _lowered(compiled.edge):
+            records = compiled.extra.get("xnnpack_graphs", {}).get(_digest(lowered.processed_bytes))
+            if records is None:
+                continue           # not serialized while xc listened (another XNNPACK version): left as Edge ops
+            owners[name] = _xnode_owners(lowered, name, records)
+            _fold(g, name, {o for _, o in owners[name] if o})
+        compiled.extra["xnode_owners"] = owners
+
+    def _profile(self, compiled, inputs, captured, result, runs):
+        owners = compiled.extra.get("xnode_owners", {})
+
+        seen: set[str] = set()
+
+        def delegate_ops(module, names):
+            matched = _align(names, owners.get(module) or [])
+            seen.update(o for o in matched if o)
+            return matched
+        samples = profile_pte(compiled.pte_path, inputs, captured, compiled.extra["instructions"], runs,
+                              delegate_ops)
+        # Serialized, but no operator of XNNPACK's runtime: its subgraph fusion folded them into another operator.
+        unrun = sorted({o for nodes in owners.values() for _, o in nodes if o and o not in seen})
+        if unrun:
+            result.notes.append(f"{len(unrun)} delegated node(s) ran no XNNPACK operator of their own (XNNPACK's "
+                                "runtime fused them into a neighbour, e.g. a clamp into the op before it), so no "
+                                f"time of their own: {', '.join(unrun[:5])}" + (" …" if len(unrun) > 5 else ""))
+        return samples
 
     def _default_reason(self, node, partitioner) -> str:
         from executorch.exir.backend.canonical_partitioners.config_partitioner import (
@@ -123,3 +173,172 @@ class ExecuTorchXnnpack(ExecuTorchTarget):
         result.numerics_assumption = ("measured: the .pte run by ExecuTorch's runtime on this CPU (XNNPACK delegates "
                                       "and ExecuTorch's CPU kernels), as on a phone's CPU up to its SIMD width")
         return run_pte(compiled.pte_path, inputs, captured, compiled.plan["operators"])
+
+
+def _digest(data) -> str:
+    return hashlib.sha256(bytes(data or b"")).hexdigest()
+
+
+def _lowered(edge):
+    from ...readers.executorch import lowered_modules
+    return [(name, m) for name, m in lowered_modules(edge) if m.backend_id == ExecuTorchXnnpack.backend_id]
+
+
+@contextlib.contextmanager
+def _recording_xnnpack_graphs(graphs: dict):
+    """While lowering: which XNNPACK nodes each node of the preprocessed program became. XnnpackBackend.preprocess
+    (backends/xnnpack/xnnpack_preprocess.py) visits the program node by node with the visitors get_node_visitors
+    makes (each `define_node` appends the node's XNNPACK nodes to the XNNGraph) and serializes the graph with
+    serialize_xnnpack_binary: recorded per delegate under the digest of the bytes it returns (the lowered module's
+    processed_bytes). Put back afterwards."""
+    from executorch.backends.xnnpack import xnnpack_preprocess as xp
+    get_visitors, serialize = xp.get_node_visitors, xp.serialize_xnnpack_binary
+    pending: list[dict] = []
+
+    def recording(define):
+        def define_node(node, xnn_graph, *args, **kwargs):
+            before = len(xnn_graph.xnodes)
+            out = define(node, xnn_graph, *args, **kwargs)
+            made = xnn_graph.xnodes[before:]
+            if made:
+                from ...readers.executorch import op_name
+                pending.append({"op": op_name(node.target), "handle": made[0].debug_handle,
+                                "xnodes": [type(x.xnode_union).__name__ for x in made]})
+            return out
+        return define_node
+
+    def visitors(*args, **kwargs):
+        made = get_visitors(*args, **kwargs)
+        for visitor in made.values():         # fresh instances per preprocess call (operators/node_visitor.py)
+            visitor.define_node = recording(visitor.define_node)
+        return made
+
+    def serialized(*args, **kwargs):
+        data = serialize(*args, **kwargs)
+        graphs[_digest(data)] = list(pending)
+        pending.clear()
+        return data
+    xp.get_node_visitors, xp.serialize_xnnpack_binary = visitors, serialized
+    try:
+        yield
+    finally:
+        xp.get_node_visitors, xp.serialize_xnnpack_binary = get_visitors, serialize
+
+
+def _xnode_owners(lowered, module: str, records: list[dict]) -> list[tuple[str, str | None]]:
+    """Each XNNPACK node of a delegate, in serialized order (the order XNNPACK's runtime creates its operators):
+    (its type, the id of the delegate's Edge node it came from, or None for a node XNNPACK's passes added).
+
+    Preprocess works on a re-traced copy whose node names differ from the delegate's `original_module`; the
+    debug handle survives (to_edge's DebugHandleGeneratorPass gives all nodes of one source op the same handle).
+    So the k-th preprocessed node of (handle, operator) is the k-th Edge node of (handle, operator); a node a pass
+    rewrote to another operator (addmm → linear) goes to the first Edge node of its handle that has none yet."""
+    from ...readers.executorch import op_name
+    edge = [x for x in lowered.original_module.graph.nodes if x.op == "call_function"]
+    taken: set[str] = set()
+    out = []
+    for rec in records:
+        owner = None
+        if rec["handle"] != NO_HANDLE:
+            same = [x for x in edge if x.meta.get("debug_handle") == rec["handle"] and x.name not in taken]
+            owner = next((x for x in same if op_name(x.target) == rec["op"]), None) or next(
+                (x for x in same if "getitem" not in op_name(x.target)), None)
+        if owner is not None:
+            taken.add(owner.name)
+        out += [(t, f"{module}/{owner.name}" if owner is not None else None) for t in rec["xnodes"]]
+    return out
+
+
+def _fold(g, module: str, runs_something: set[str]) -> None:
+    """The delegate's nodes that run no XNNPACK node folded into the one that runs them: the node producing their
+    input inside the delegate (XNNPACK fuses batch norm and activations into their producer, FuseBatchNormPass
+    and FuseActivationPass in backends/xnnpack/_passes/), else the one consuming their output (a weight permute
+    folded into the linear). The anchor lists them in `fused_from` and takes their outputs."""
+    members = [n for n in g.nodes if n.attributes.get("delegate") == module]
+    producer = {t.name: n for n in members for t in n.outputs}
+    anchor: dict[str, str] = {n.id: n.id for n in members if n.id in runs_something}
+    for n in members:                                        # graph order: producers first
+        if n.id not in anchor:
+            src = next((anchor[p.id] for t in n.inputs if (p := producer.get(t.name)) is not None
+                        and p.id in anchor), None)
+            if src is not None:
+                anchor[n.id] = src
+    for n in reversed(members):                               # what is left: folded into a consumer
+        if n.id not in anchor:
+            dst = next((anchor[c.id] for c in members if c.id in anchor and
+                        {t.name for t in c.inputs} & {t.name for t in n.outputs}), None)
+            if dst is not None:
+                anchor[n.id] = dst
+    groups: dict[str, list] = {}
+    for n in members:
+        if n.id in anchor and anchor[n.id] != n.id:
+            groups.setdefault(anchor[n.id], []).append(n)
+    if not groups:
+        return
+    by_id = g.by_id()
+    gone = {n.id for absorbed in groups.values() for n in absorbed}
+    for head_id, absorbed in groups.items():
+        head = by_id[head_id]
+        group = [head] + absorbed
+        ids = {n.id for n in group}
+        inside = {t.name for n in group for t in n.outputs}
+        used_outside = {t.name for n in g.nodes if n.id not in ids for t in n.inputs} | {t.name for t in g.outputs}
+        head.fused_from = [n.id for n in g.nodes if n.id in ids]
+        head.inputs = [t for n in group for t in n.inputs if t.name not in inside]
+        head.outputs = [t for n in group for t in n.outputs if t.name in used_outside] or head.outputs
+        for n in absorbed:
+            head.source_ops += [s for s in n.source_ops if s not in head.source_ops]
+        if head.kind == ALIAS and any(n.kind == COMPUTE for n in absorbed):
+            head.kind = COMPUTE
+    g.nodes = [n for n in g.nodes if n.id not in gone]
+
+
+# What XNNPACK names the operators of a node type (xnn_operator_type_to_string), where it is not the type's own
+# name: a 1×1 convolution runs as a GEMM, global pooling as a mean, a transposed convolution as deconvolution, a
+# reshape or concatenation as copies.
+_RUNS_AS = {"conv": ("convolution", "fullyconnected"), "depthwiseconv": ("convolution",),
+            "convtranspose": ("deconvolution",), "globalavgpooling": ("mean", "globalaveragepooling"),
+            "avgpooling": ("averagepooling",), "reshape": ("reshape", "copy"), "concatenate": ("concatenate", "copy"),
+            "div": ("divide",)}
+
+
+def _event_kind(event: str) -> str:
+    """"Static Reshape (NC) #2" → "reshape"."""
+    return re.sub(r"[^a-z]", "", event.split(" (")[0].split(" #")[0].lower()).removeprefix("static")
+
+
+def _xnode_kind(xtype: str) -> str:
+    """"XNNStaticReshape" → "reshape", "XNNConv2d" → "conv", "XNNConcatenate3" → "concatenate"."""
+    return re.sub(r"\d+d?$", "", xtype.removeprefix("XNN")).lower().removeprefix("static")
+
+
+def _compatible(event: str, xtype: str) -> bool:
+    """Whether an XNNProfiler event ("Convolution (NHWC, F32) IGEMM #1": the operator name, then its count) can
+    be an operator of this XNNPACK node type (XNNConv2d)."""
+    op, node = _event_kind(event), _xnode_kind(xtype)
+    return bool(op and node) and any(op.startswith(name) for name in _RUNS_AS.get(node, (node,)))
+
+
+def _align(events: list[str], xnodes: list[tuple[str, str | None]]) -> list[str | None]:
+    """The owner of each XNNPACK operator event of one delegate call. XNNPACK's runtime creates the operators in
+    the order of the serialized nodes, skipping those it fused into another (XNNProfiler::submit_trace logs them in
+    that order, named, with no debug handle): each event goes to the next node it can be an operator of; an event
+    no later node fits stays unmatched (None). Where a run of nodes of one type (clamp, clamp) has fewer events,
+    the first ones were fused: XNNPACK's subgraph fusion folds a clamp into the node before it."""
+    out, at, i = [], 0, 0
+    while i < len(events):
+        j = next((k for k in range(at, len(xnodes)) if _compatible(events[i], xnodes[k][0])), None)
+        if j is None:
+            out.append(None)
+            i += 1
+            continue
+        same = 1
+        while j + same < len(xnodes) and xnodes[j + same][0] == xnodes[j][0]:
+            same += 1
+        fits = 1
+        while fits < same and i + fits < len(events) and _compatible(events[i + fits], xnodes[j][0]):
+            fits += 1
+        j += same - fits
+        out += [xnodes[j + k][1] for k in range(fits)]
+        at, i = j + fits, i + fits
+    return out

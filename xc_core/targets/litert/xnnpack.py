@@ -61,6 +61,21 @@ class LiteRTXnnpack(LiteRTTarget):
     option_help = {"quantize": "none, or int8: ai-edge-quantizer's dynamic-range recipe (int8 weights, activations "
                                "quantized on the fly) on the converted .tflite", **COST_OPTION_HELP}
 
+    # No time per node (profile_method stays None), checked against ai-edge-litert 2.3.0:
+    # - The Python Interpreter cannot install a profiler: its pybind InterpreterWrapper has no profiler method
+    #   (tflite/python/interpreter_wrapper/interpreter_wrapper.cc never calls SetProfiler), and
+    #   `experimental_force_delegate_node_profiling` only sets InterpreterOptions for a profiler someone else installs
+    #   (tflite/core/subgraph.cc, Subgraph::InvokeImpl) — here only _pywrap_tfl_calibration's, which returns tensor
+    #   ranges, not times.
+    # - libLiteRt.so exports a CompiledModel profiler (LiteRtCompiledModelGetProfiler, LiteRtGetProfilerEvents;
+    #   enabled by the "runtime_options_string" TOML `enable_profiling = true`, litert/runtime/compiled_model.cc), but
+    #   the Python CompiledModel passes no such option (options.py `_as_flat_kwargs`): only ctypes on the C API
+    #   could, with a second runtime instance of the model.
+    # - Even then, ops inside an XNNPACK partition are not attributable to .tflite ops: the delegate reports one
+    #   event per XNNPACK *operator*, named by XNNPACK's operator type and numbered by its own operator index after
+    #   its subgraph rewrites (tflite/delegates/xnnpack/xnnpack_delegate.cc, `AddEventsToProfiler`); TFLite's own
+    #   per-node event is the whole DELEGATE node, which no node of this graph is.
+
     @property
     def quantized(self) -> bool:
         return self.options.get("quantize", "none") == "int8"

@@ -226,3 +226,14 @@ def test_depths_that_do_not_index_the_capture_are_not_attributed():
     shifted = {"nodes": CAPTURE["nodes"][1:], "outputs": CAPTURE["outputs"]}
     att = drift_attribution(_block(nodes, [1e-7, 2e-3, 2.1e-3]), shifted)
     assert att["jumps"] == [] and att["summary"].startswith("not attributed")
+
+
+def test_a_lowered_op_that_only_moves_data_is_not_named_before_the_arithmetic():
+    # The boundary's value leaves a bf16 Reshape (OpenVINO's attention output), fed by a bf16 MatMul: the MatMul's
+    # rounding is the decision; the Reshape copies what it was given.
+    nodes = [_node("n_a", "Relu", ["x"], ["ta"], source_ops=["a"]),
+             _node("n_b", "MatMul", ["ta"], ["tb"], precision="bf16", source_ops=["b"], module_path="m1.conv"),
+             _node("n_c", "Reshape", ["tb"], ["tc"], precision="bf16", source_ops=["c"], module_path="m1.bn"),
+             _node("n_d", "Gelu", ["tc"], ["y"], source_ops=["d"])]
+    j = drift_attribution(_block(nodes, [1e-7, 2e-3, 2.1e-3]), CAPTURE)["jumps"][0]
+    assert j["kind"] == "precision" and j["sentence"].startswith("the bf16 MatMul at m1.conv (cpu) with 1 more lowered")

@@ -130,7 +130,8 @@ def test_a_model_that_crashes_one_runtime_leaves_every_other_target_in_the_repor
 
 
 def _comparable(report: dict) -> dict:
-    """The report without what differs between two runs of the same analysis: times, worker figures, paths."""
+    """The report without what differs between two runs of the same analysis: times (the phases', each node's
+    measured time), worker figures, paths."""
     # A step graph's key is a digest of its content, and ONNX Runtime's ORT_ENABLE_LAYOUT dump names the reorders
     # it inserts in an order that varies from run to run (seen on AVX-512 CPUs): the step's counts are compared,
     # its key is not.
@@ -138,7 +139,8 @@ def _comparable(report: dict) -> dict:
         if isinstance(o, dict):
             return {k: strip(v) for k, v in o.items()
                     if k not in ("timings", "seconds", "worker", "created_at", "run", "artifacts", "artifacts_dir",
-                                 "traceback") and not (k == "graph" and isinstance(v, str))}
+                                 "traceback", "measured_us", "node_times")
+                    and not (k == "graph" and isinstance(v, str))}
         if isinstance(o, list):
             return [strip(v) for v in o]
         return o

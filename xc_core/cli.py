@@ -352,6 +352,7 @@ def _analyze(args) -> int:
     if not args.quiet:
         print(inputs_table(report))
         print(summary_table(report))
+        print(time_lines(report))
         print(checklist_table(report))
         # Said at the end, once: a source refused on the way has one line of its own, and no folder is left.
         print(f"wrote {os.path.join(args.out, 'report.json')}"
@@ -443,6 +444,21 @@ def summary_table(report: dict) -> str:
             advice = advice_line((report["targets"].get(r["target"]) or {}).get("advice"))
             if advice:
                 lines.append(f"  ↳ {advice}")
+    return "\n".join(lines)
+
+
+def time_lines(report: dict) -> str:
+    """Where the time goes, a line per target that timed its nodes (the Overview's table, for the terminal)."""
+    from .views.rows import time_rows
+    rows = time_rows(report)
+    if not rows:
+        return ""
+    cpus = sorted({(t.get("node_times") or {}).get("host_cpu") for t in report["targets"].values()} - {None})
+    lines = ["", f"time per node (measured on {', '.join(cpus)}; medians of the profiled runs):"]
+    width = max(len(r["target"]) for r in rows) + 1
+    for r in rows:
+        lines.append(f"  {r['target']:{width}} {r['timed µs']} µs over {r['nodes timed']} · costliest: "
+                     f"{r['costliest nodes']}")
     return "\n".join(lines)
 
 

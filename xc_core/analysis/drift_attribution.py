@@ -31,6 +31,8 @@ only error the segment introduces (the high-water mark keeps a re-amplified old 
 """
 from __future__ import annotations
 
+import re
+
 from .. import evidence as ev
 from ..ir import precision_of_dtype
 
@@ -109,8 +111,10 @@ def _decisions(seg_ops: set[str], boundary_op: str, nodes: list[dict], producer:
     if lowered:
         # The node that produces the boundary's value first (the last in graph order of those computing the
         # boundary op: a quantize or cast node in front of it comes earlier): its rounding is what is measured.
+        # An op that only moves data (a reshape, a transpose) rounds nothing new: the arithmetic before it is the
+        # decision to name, so those come last.
         index = {n["id"]: i for i, n in enumerate(nodes)}
-        lowered.sort(key=lambda n: (boundary_op not in n["source_ops"], -index[n["id"]]))
+        lowered.sort(key=lambda n: (_moves_data(n["op_type"]), boundary_op not in n["source_ops"], -index[n["id"]]))
         lead = lowered[0]
         precs = sorted({n["precision"] for n in lowered})
         out.append({"kind": "precision", "nodes": [n["id"] for n in lowered],
@@ -155,6 +159,16 @@ def _decisions(seg_ops: set[str], boundary_op: str, nodes: list[dict], producer:
                                         for n in fallbacks),
                     "subject": f"the CPU fallback of {lead['op_type']}{_where(lead)}"})
     return out
+
+
+# Op types (lower case, letters only, any toolchain's spelling) that copy or re-index values without arithmetic.
+_DATA_MOVES = ("reshape", "view", "transpose", "permute", "squeeze", "unsqueeze", "flatten", "expand", "concat",
+               "split", "slice", "gather", "select", "identity", "copy", "clone", "reorder", "pad", "tile")
+
+
+def _moves_data(op_type: str) -> bool:
+    name = re.sub(r"[^a-z]", "", (op_type or "").lower())
+    return any(name.startswith(m) or name.endswith(m) for m in _DATA_MOVES)
 
 
 def _where(n: dict) -> str:

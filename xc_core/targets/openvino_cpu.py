@@ -222,7 +222,8 @@ class OpenVinoCpu(Target):
 
     profile_method = ("the CPU plugin's performance counters (PERF_COUNT, InferRequest.get_profiling_info): each "
                       "executed layer's real time in each run of a second infer request, the first run left out "
-                      "as warm-up; layers fused into another report NOT_RUN and carry no time")
+                      "as warm-up; a layer of the runtime model the plugin does not execute (NOT_RUN: an in-place "
+                      "reshape) takes 0")
 
     def _profile(self, compiled, inputs, captured, result, runs):
         import time as _time
@@ -240,9 +241,10 @@ class OpenVinoCpu(Target):
             samples[RUN_KEY].append(wall)
             per_layer: dict[str, float] = {}
             for counter in request.get_profiling_info():
-                if counter.status == counter.status.EXECUTED:
-                    per_layer[counter.node_name] = (per_layer.get(counter.node_name, 0.0)
-                                                    + counter.real_time.total_seconds() * 1e6)
+                # NOT_RUN: a layer the plugin does not execute — an in-place reshape or squeeze of the runtime
+                # model takes no time (0), and a layer fused into another is no node of the runtime model at all.
+                us = counter.real_time.total_seconds() * 1e6 if counter.status == counter.status.EXECUTED else 0.0
+                per_layer[counter.node_name] = per_layer.get(counter.node_name, 0.0) + us
             for name, us in per_layer.items():
                 samples.setdefault(name, []).append(us)
         return samples

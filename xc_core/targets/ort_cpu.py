@@ -128,7 +128,7 @@ class OrtTarget(Target):
         # The session registers only the CPU EP, so it takes every node. The API names the nodes ORT partitioned;
         # those made after partitioning (the NCHWc reorders the layout level inserts) it does not know.
         for n in unknown:
-            n.backend, n.kernel = "cpu", "CPUExecutionProvider (inserted after partitioning)"
+            n.backend, n.kernel = "cpu", "CPUExecutionProvider"
         unnamed = [n.id for n in unknown if n.kind == COMPUTE]
         if unnamed:
             result.notes.append(f"{len(unnamed)} compute node(s) not named by ORT's assignment API: "

@@ -13,6 +13,9 @@ COPY assets ./assets
 COPY .streamlit ./.streamlit
 COPY pages ./pages
 COPY xc_core ./xc_core
+# the `xc` command in the container (its dependencies are installed above)
+COPY pyproject.toml README.md ./
+RUN pip install --no-cache-dir --no-deps -e .
 # The run store (reports, inputs, artifacts of every run); mount a volume to keep runs across containers.
 ENV XC_HOME=/data/xc
 VOLUME /data

@@ -1,6 +1,6 @@
 """HTML report benchmark: file size and how soon its first screen shows, in headless Chromium.
 
-    python -m xc_core analyze sample:transformer-mini --targets all --out DIR
+    xc analyze sample:transformer-mini --targets all --out DIR
     python bench/html_report.py --report DIR                  # render DIR/report.json with this xc, then measure
     python bench/html_report.py old.html new.html --runs 7    # measure HTML files written earlier
     python bench/html_report.py --report DIR --cpu-throttle 4 --screenshot first-screen.png

@@ -67,7 +67,7 @@ c4.download_button("Whole run (.zip)", _zip, file_name=f"{name}-xc-run.zip", mim
                    key="dl_run_zip", on_click="ignore", disabled=not set(files) - {"report.json", SIDECAR_FILE})
 if key:
     st.caption(f"Run `{key[:12]}` · open it again with `?run={key[:12]}` · from the CLI: "
-               f"`python -m xc_core report {key[:12]} --format md`")
+               f"`xc report {key[:12]} --format md`")
 
 st.subheader("Artifacts")
 if not set(files) - {"report.json", SIDECAR_FILE}:

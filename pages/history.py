@@ -1,5 +1,5 @@
 """History: every stored run (the dashboard's, the CLI's, report.json files imported from CI); open one, import
-one, or compare two — the same diff and gate as `python -m xc_core diff --gate`."""
+one, or compare two — the same diff and gate as `xc diff --gate`."""
 import datetime
 import hashlib
 import json
@@ -50,7 +50,7 @@ with st.expander("Open a report.json (e.g. a CI artifact)"):
 
 runs = store.runs()
 if not runs:
-    st.info("No runs yet. Every dashboard analysis and every `python -m xc_core analyze` (without --no-store) is "
+    st.info("No runs yet. Every dashboard analysis and every `xc analyze` (without --no-store) is "
             "kept here, and survives restarts.")
     st.stop()
 
@@ -125,4 +125,4 @@ c1.download_button("Diff as Markdown (PR comment)", lambda: diff_markdown(d, reg
                    key="history_dl_md", on_click="ignore")
 c2.download_button("Diff as JSON", lambda: json.dumps({**d, "regressions": regs}, indent=1), file_name="xc-diff.json",
                    key="history_dl_json", on_click="ignore")
-st.caption(f"From the CLI: `python -m xc_core diff {base_key[:12]} {new_key[:12]} --gate --format md`")
+st.caption(f"From the CLI: `xc diff {base_key[:12]} {new_key[:12]} --gate --format md`")

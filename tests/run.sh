@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -r requirements.txt -r tests/requirements.txt
 .venv/bin/python -m pip install -q --no-deps -r requirements-nodeps.txt
+# xc itself, editable: the `xc` command (pyproject.toml; its dependencies are requirements.txt, installed above)
+.venv/bin/python -m pip install -q --no-deps -e . >/dev/null 2>&1 || .venv/bin/python -m pip install -q --no-deps -e .
 # Debian packages: Graphviz (`dot` draws the Topology view; required), Chromium for the real-browser tests
 # (playwright's own browser download does not work here; its SwiftShader is litert-gpu's GPU) and g++ (TorchInductor's
 # compiler).

@@ -1,4 +1,4 @@
-"""`python -m xc_core ...`: the same analysis as the dashboard, for CI and pull-request review.
+"""`xc ...` (also `python -m xc_core ...`): the same analysis as the dashboard, for CI and pull-request review.
 
 Exit codes: 0 success; 2 bad input or usage (one line on stderr, no traceback); 1 an internal error (one line;
 XC_DEBUG=1 shows the traceback). `diff --gate`: 0 nothing regressed, 1 something did, 2 bad input, 3 an internal
@@ -9,6 +9,9 @@ exists: an earlier run is never overwritten) and says where in its last line. `d
 the same file, not the same file name, and fewer than half of the source ops line up) says so in its first line;
 with `--gate` that is bad input — exit 2 with that line, since gating one model against another is almost always
 a wrong baseline — unless `--allow-different-models` is given.
+
+`comment` posts Markdown as one sticky pull-request comment (created once, then edited in place); `--step-summary`
+on `diff` and `report` appends their Markdown to the GitHub Actions job summary.
 """
 from __future__ import annotations
 
@@ -27,12 +30,14 @@ DEFAULT_OUT_ROOT = "xc-out"
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # argparse prints usage + message and exits 2; keep it to one line
-        print(f"xc: {message} (see python -m xc_core {self.prog.split()[-1]} --help)", file=sys.stderr)
+        print(f"xc: {message} (see xc {self.prog.split()[-1]} --help)", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
     p = _Parser(prog="xc", description="Compile one model for several runtimes and compare what each did.")
+    p.add_argument("--version", action="version", version=f"xc {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     a = sub.add_parser("analyze", help="compile SOURCE for each target and write report.json")
     a.add_argument("source", help="a model file (ExportedProgram .pt2, TorchScript, state_dict .pt or "
@@ -58,6 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--quiet", action="store_true", help="print nothing but errors")
     a.add_argument("--md", metavar="FILE", help="also write the report as Markdown for a pull-request comment")
     a.add_argument("--html", metavar="FILE", help="also write the report as one self-contained HTML file")
+    a.add_argument("--reuse", action="store_true",
+                   help="when the run store holds a run of the same source, inputs, targets, options and limits "
+                        "made by this xc version, write that run to --out instead of compiling again (a CI "
+                        "baseline that did not change)")
     from .worker import DEFAULT_MEMORY_GIB, DEFAULT_TIMEOUT_S
     w = a.add_argument_group("workers", "loading + capture, the reference and every target run in isolated worker "
                                         "processes; a crash, a hang or runaway memory becomes that target's error")
@@ -80,11 +89,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("run", help="a run id (see runs), a run folder (analyze --out) or a report.json")
     r.add_argument("--format", choices=("md", "html", "json"), default="md")
     r.add_argument("--out", metavar="FILE", help="write here instead of stdout")
+    _step_summary_flag(r)
     d = sub.add_parser("diff", help="what changed in the compilers' decisions between two runs; --gate for CI")
     d.add_argument("base", help="the baseline: a run id, a run folder or a report.json")
     d.add_argument("new", help="the run to check, same forms")
     d.add_argument("--format", choices=("text", "md", "json"), default="text")
     d.add_argument("--out", metavar="FILE", help="write here instead of stdout")
+    _step_summary_flag(d)
     d.add_argument("--gate", action="store_true",
                    help="exit 1 when something regressed (each regression listed), 0 when nothing did; 2 when base "
                         "and new are different models (see --allow-different-models)")
@@ -114,7 +125,25 @@ def build_parser() -> argparse.ArgumentParser:
     rs.add_argument("--limit", type=int, default=30, metavar="N", help="newest N (default 30)")
     sub.add_parser("targets", help="list targets and whether each is available on this host")
     sub.add_parser("samples", help="list bundled sample models")
+    from .review import COMMENT_MARKER as DEFAULT_MARKER
+    c = sub.add_parser("comment", help="post Markdown as one pull-request comment, edited in place on later calls")
+    c.add_argument("file", help="a Markdown file (- for standard input), or a run id, run folder or report.json "
+                                "(posted as the report's Markdown)")
+    c.add_argument("--pr", type=int, metavar="N", help="the pull request's number (default: the pull request of "
+                   "the GitHub Actions event, from GITHUB_EVENT_PATH)")
+    c.add_argument("--marker", default=DEFAULT_MARKER, metavar="'<!-- NAME -->'",
+                   help=f"the hidden HTML comment that marks xc's comment (default {DEFAULT_MARKER}); another marker "
+                        "keeps another comment, e.g. one per model")
+    c.add_argument("--strict", action="store_true",
+                   help="fail (exit 2) when the token may not write the comment; by default that is a warning and "
+                        "exit 0, as for a pull request from a fork")
     return p
+
+
+def _step_summary_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--step-summary", action="store_true",
+                        help="also append the Markdown to the GitHub Actions job summary ($GITHUB_STEP_SUMMARY), "
+                             "whatever --format is")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -130,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
             return _diff(args)
         if args.command == "runs":
             return _runs(args)
+        if args.command == "comment":
+            return _comment(args)
         return _analyze(args)
     except XcInputError as e:
         print(f"xc: {e.for_cli()}", file=sys.stderr)
@@ -205,8 +236,71 @@ def _write(text: str, out: str | None) -> None:
 
 def _report(args) -> int:
     from .review.runs import load_run
-    _write(render(load_run(args.run).report, args.format), args.out)
+    report = load_run(args.run).report
+    _write(render(report, args.format), args.out)
+    if args.step_summary:
+        _append_step_summary(render(report, "md"))
     return EXIT_OK
+
+
+def _append_step_summary(markdown: str) -> None:
+    """Append to the GitHub Actions job summary. Outside Actions (no $GITHUB_STEP_SUMMARY) one line says so and
+    nothing else changes."""
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not path:
+        print("xc: --step-summary: GITHUB_STEP_SUMMARY is not set (not in a GitHub Actions job); no summary written",
+              file=sys.stderr)
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(markdown.rstrip("\n") + "\n\n")
+    except OSError as e:
+        raise XcInputError(f"GITHUB_STEP_SUMMARY: cannot append to {os.path.basename(path)} ({e.strerror})") from None
+
+
+def _comment(args) -> int:
+    from .review.github import CommentError, post_sticky_comment
+    markdown = _comment_markdown(args.file)
+    pr = args.pr if args.pr is not None else _event_pr_number()
+    try:
+        outcome = post_sticky_comment(markdown, pr, marker=args.marker, strict=args.strict)
+    except CommentError as e:
+        raise XcInputError(str(e)) from None
+    print(f"xc: {outcome.message}", file=sys.stderr)
+    return EXIT_OK
+
+
+def _comment_markdown(ref: str) -> str:
+    """The comment's text: a Markdown file as it is, or a run rendered as the report's Markdown."""
+    if ref == "-":
+        return sys.stdin.read()
+    if os.path.isfile(ref) and not ref.endswith(".json"):
+        try:
+            with open(ref, encoding="utf-8") as f:
+                return f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            raise XcInputError(f"{os.path.basename(ref)}: cannot read it as UTF-8 Markdown "
+                               f"({getattr(e, 'strerror', None) or e.__class__.__name__})") from None
+    from .review.runs import load_run
+    return render(load_run(ref).report, "md")
+
+
+def _event_pr_number() -> int:
+    """The pull request a GitHub Actions job runs for (GITHUB_EVENT_PATH's pull_request.number)."""
+    accepted = "give --pr N, or run in a GitHub Actions job triggered by a pull request"
+    path = os.environ.get("GITHUB_EVENT_PATH")
+    if not path:
+        raise XcInputError(f"comment: no pull request number — {accepted}")
+    try:
+        with open(path, encoding="utf-8") as f:
+            event = json.load(f)
+        number = (event.get("pull_request") or {}).get("number") or (
+            (event.get("issue") or {}).get("pull_request") and event["issue"].get("number"))
+    except (OSError, ValueError, AttributeError):
+        number = None
+    if not isinstance(number, int) or number < 1:
+        raise XcInputError(f"comment: the Actions event is not a pull request's — {accepted}")
+    return number
 
 
 def _diff(args) -> int:
@@ -232,6 +326,8 @@ def _diff(args) -> int:
         _write(json.dumps({**d, "regressions": regs}, indent=1) + "\n", args.out)
     else:
         _write((diff_markdown if args.format == "md" else diff_text)(d, regs), args.out)
+    if args.step_summary:
+        _append_step_summary(diff_markdown(d, regs))
     if regs:
         print(f"xc: {len(regs)} regression(s): " + "; ".join(f"{r['target']}: {r['what']}" for r in regs)[:2000],
               file=sys.stderr)
@@ -326,7 +422,9 @@ def _analyze(args) -> int:
         raise _Stopped
     on_main = threading.current_thread() is threading.main_thread()    # handlers only go there
     previous = signal.signal(signal.SIGTERM, _stop) if on_main else None
-    report = None
+    report = _stored_run(args, targets, options, shapes, limits) if args.reuse else None
+    if report is not None:
+        return _finish(args, report, made_out)
     try:
         report = analyze(args.source, targets, inputs_npz=args.inputs, shapes=shapes, dims=parse_dim_flags(args.dim),
                          values=parse_value_flags(args.value), ranges=parse_range_flags(args.range),
@@ -346,6 +444,11 @@ def _analyze(args) -> int:
                     break
     if not args.no_store:
         _record(args, report, targets, options, shapes, limits)
+    return _finish(args, report, made_out)
+
+
+def _finish(args, report: dict, made_out: bool) -> int:
+    """What every analysis ends with: the reviewer's files, then the tables (unless --quiet)."""
     for fmt, path in (("md", args.md), ("html", args.html)):
         if path:
             _write(render(report, fmt), path)
@@ -382,22 +485,54 @@ def new_out_dir(source: str, root: str = DEFAULT_OUT_ROOT, now: float | None = N
     raise XcInputError(f"./{root}: every folder name for {os.path.basename(base)} is taken; give one with --out")
 
 
+def _run_key(args, source_sha: str, targets, options, shapes, limits) -> str:
+    """The store's key for this analysis: everything that changes its result (store.run_key)."""
+    from dataclasses import asdict
+
+    from .store import run_key
+    return run_key(source=source_sha, npz=_file_sha(args.inputs), targets=targets, options=options, shapes=shapes,
+                   dims=args.dim, values=args.value, ranges=args.range, limits=asdict(limits))
+
+
+def _stored_run(args, targets, options, shapes, limits) -> dict | None:
+    """--reuse: the stored run this analysis would make again, written to --out; None when there is none (or the
+    store cannot be read), and the analysis runs."""
+    from .store import RunStore
+    if args.source.startswith("sample:"):
+        from .sources.pytorch import load_sample
+        source_sha = load_sample(args.source.split(":", 1)[1]).sha256
+    elif os.path.isfile(args.source):
+        source_sha = _file_sha(args.source)
+    else:
+        return None
+    key = _run_key(args, source_sha, targets, options, shapes, limits)
+    try:
+        store = RunStore()
+        report = store.get(key) if store.available else None
+        if report is None or (report.get("source") or {}).get("sha256") != source_sha:
+            return None
+        store.materialize(key, args.out)
+    except OSError as e:
+        print(f"xc: warning: --reuse: the run store could not be read ({e}); analysing", file=sys.stderr)
+        return None
+    if not args.quiet:
+        print(f"reused run {key[:12]} from the store (--reuse: same source, inputs, targets, options, limits and xc "
+              "version); nothing compiled", file=sys.stderr)
+    return report
+
+
 def _record(args, report: dict, targets, options, shapes, limits) -> None:
     """Keep the run in the store (history, re-opening in the dashboard). A store that cannot be written is a
     warning, not a failed analysis."""
-    from dataclasses import asdict
-
     from .report.sidecar import write as write_report
-    from .store import RunStore, run_key
+    from .store import RunStore
     try:
-        key = run_key(source=report["source"]["sha256"], npz=_file_sha(args.inputs), targets=targets,
-                      options=options, shapes=shapes, dims=args.dim, values=args.value, ranges=args.range,
-                      limits=asdict(limits))
+        key = _run_key(args, report["source"]["sha256"], targets, options, shapes, limits)
         report.setdefault("run", {})["key"] = key      # report.json names its run: `report ID`, `?run=ID`
         write_report(report, args.out)
         RunStore().put(key, report, args.out, origin="cli")
         if not args.quiet:
-            print(f"recorded as run {key[:12]} (python -m xc_core report {key[:12]}; dashboard ?run={key[:12]})",
+            print(f"recorded as run {key[:12]} (xc report {key[:12]}; dashboard ?run={key[:12]})",
                   file=sys.stderr)
     except (OSError, ValueError) as e:
         print(f"xc: warning: the run was not recorded in the store ({e})", file=sys.stderr)

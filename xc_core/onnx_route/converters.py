@@ -24,6 +24,8 @@ import types
 QUANTIZED_OPS = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "ConvInteger", "MatMulInteger",
                  "DynamicQuantizeLSTM"}
 _registered = False
+# The version requirements-nodeps.txt pins, named in the message when it is missing.
+ONNX2TORCH_VERSION = "1.5.15"
 
 
 def import_onnx2torch():
@@ -31,6 +33,11 @@ def import_onnx2torch():
     try:
         import onnx2torch
     except ModuleNotFoundError as e:
+        if e.name == "onnx2torch":      # `pip install xc` cannot pull it (see requirements-nodeps.txt)
+            from ..errors import XcInputError
+            raise XcInputError(f"the ONNX → PyTorch route needs onnx2torch, installed on its own: pip install "
+                               f"--no-deps onnx2torch=={ONNX2TORCH_VERSION} (with its dependencies it would pull "
+                               "torchvision, and a CUDA torch with it)") from None
         if e.name != "torchvision":
             raise
         onnx2torch = _import_without_torchvision()

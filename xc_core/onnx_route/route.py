@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from ..errors import first_line, with_kind
+from ..errors import XcInputError, first_line, with_kind
 from .graph_prep import origin_of, prepare
 from .names import shown
 
@@ -56,6 +56,8 @@ def available() -> tuple[bool, str]:
     try:
         from .converters import import_onnx2torch
         import_onnx2torch()
+    except XcInputError as e:           # not installed: the message says what to install
+        return False, str(e)
     except Exception as e:  # noqa: BLE001
         return False, f"onnx2torch is not importable ({type(e).__name__}: {e})"
     return True, ""
@@ -68,7 +70,7 @@ def build(onnx_path: str, specs, feeds: dict, folder: str) -> dict:
     record: dict = {"route": ROUTE, "evidence": "measured"}
     try:
         record.update(_build(onnx_path, specs, feeds, folder))
-    except RouteError as e:
+    except (RouteError, XcInputError) as e:
         # torch.fx's Interpreter appends "While executing %n12 …" lines to an exception passing through it
         record["error"] = first_line(e, 400)
     except Exception as e:  # noqa: BLE001 — any failure is the route's finding, said in one line

@@ -11,7 +11,7 @@ from ..errors import XcInputError, first_line
 from ..store import REPORT_FILE, RunStore
 
 MIN_ID_PREFIX = 6
-ACCEPTED = "a run id (python -m xc_core runs), a run folder (analyze --out) or a report.json"
+ACCEPTED = "a run id (xc runs), a run folder (analyze --out) or a report.json"
 
 
 @dataclass
@@ -51,7 +51,7 @@ def resolve_key(ref: str, store: RunStore) -> str:
         raise XcInputError(f"{ref!r}: not a run id, file or folder (accepted: {ACCEPTED})")
     keys = [r["key"] for r in store.runs() if r["key"].startswith(ref)]
     if not keys:
-        raise XcInputError(f"run {ref}: no such run in the store ({store.root}; python -m xc_core runs lists them)")
+        raise XcInputError(f"run {ref}: no such run in the store ({store.root}; xc runs lists them)")
     if len(keys) > 1:
         raise XcInputError(f"run {ref}: matches {len(keys)} runs; give more of the id")
     return keys[0]
@@ -112,12 +112,12 @@ def parse_report(data: bytes, name: str = REPORT_FILE, sidecar: bytes | None = N
         report = json.loads(data.decode("utf-8"))
     except RecursionError:
         raise XcInputError(f"{name}: nested deeper than an xc report (at most {REPORT_MAX_DEPTH} levels); "
-                           "accepted: the report.json written by python -m xc_core analyze") from None
+                           "accepted: the report.json written by xc analyze") from None
     except (UnicodeDecodeError, ValueError) as e:
         raise XcInputError(f"{name}: not JSON ({first_line(e)}); accepted: an xc report.json") from None
     if not isinstance(report, dict) or "targets" not in report or "source" not in report:
         raise XcInputError(f"{name}: JSON but not an xc report (no source/targets); accepted: the report.json "
-                           "written by python -m xc_core analyze")
+                           "written by xc analyze")
     try:
         attach(report, lambda: sidecar.decode() if sidecar is not None else None)
     except SidecarError as e:
@@ -126,13 +126,13 @@ def parse_report(data: bytes, name: str = REPORT_FILE, sidecar: bytes | None = N
         raise XcInputError(f"{name}: its sidecar {SIDECAR_FILE} is not UTF-8 text") from None
     if _deeper_than(report, REPORT_MAX_DEPTH):
         raise XcInputError(f"{name}: nested deeper than an xc report (at most {REPORT_MAX_DEPTH} levels); "
-                           "accepted: the report.json written by python -m xc_core analyze")
+                           "accepted: the report.json written by xc analyze")
     if _LONE_SURROGATE.search(data) or (sidecar is not None and _LONE_SURROGATE.search(sidecar)):
         try:
             json.dumps(report, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError:
             raise XcInputError(f"{name}: holds a string that is not Unicode text (a lone surrogate, \\ud800-"
-                               "\\udfff); accepted: the report.json written by python -m xc_core analyze") from None
+                               "\\udfff); accepted: the report.json written by xc analyze") from None
     from ..report.build import SCHEMA_VERSION
     if report.get("schema_version") != SCHEMA_VERSION:
         raise XcInputError(f"{name}: report schema {str(report.get('schema_version'))[:40]!r}, this xc reads "
@@ -156,7 +156,7 @@ def _check_readable(report: dict, name: str) -> None:
         diff_reports(report, report)
     except Exception as e:  # noqa: BLE001 — whatever the views trip on, the file is the cause
         raise XcInputError(f"{name}: matches the report schema but is not what xc writes ({type(e).__name__}: "
-                           f"{first_line(e)[:120]}); accepted: a report.json written by python -m xc_core analyze, "
+                           f"{first_line(e)[:120]}); accepted: a report.json written by xc analyze, "
                            "unedited") from None
 
 

@@ -74,7 +74,7 @@ def _one(family: str, size: int, targets: list[str] | None, profile: str | None)
             if t["status"] != "ok":
                 errors[identity] = t["error"]
         sizes = {"report_mb": os.path.getsize(os.path.join(tmp, "run", "report.json")) / 2**20}
-        for key, name in (("stages_mb", "stages.json"), ("sidecar_mb", "report.nodes.json")):
+        for key, name in (("stages_mb", "stages.json.gz"), ("sidecar_mb", "report.nodes.json.gz")):
             path = os.path.join(tmp, "run", name)
             if os.path.exists(path):
                 sizes[key] = os.path.getsize(path) / 2**20
@@ -157,8 +157,8 @@ def main() -> int:
               f"{nodes[hi] / nodes[lo]:.1f}× the nodes")
     for s in sizes:
         r = runs[s][-1]
-        extra = (f", report.nodes.json {r['sidecar_mb']:.1f} MB" if "sidecar_mb" in r else "") + \
-            (f", stages.json {r['stages_mb']:.1f} MB" if "stages_mb" in r else "")
+        extra = (f", report.nodes.json.gz {r['sidecar_mb']:.1f} MB" if "sidecar_mb" in r else "") + \
+            (f", stages.json.gz {r['stages_mb']:.1f} MB" if "stages_mb" in r else "")
         print(f"  size {s}: report.json {r['report_mb']:.2f} MB{extra}"
               + (f"; errors: {r['errors']}" if r["errors"] else ""))
     return 0

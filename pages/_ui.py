@@ -539,9 +539,9 @@ def file_reader(path: str):
 def report_and_sidecar(uploads: list):
     """Of the files uploaded together: the report.json and its sidecar's bytes (None when there is none). The
     sidecar is told by its name; the report is the other file (or the first)."""
-    from xc_core.report.sidecar import SIDECAR_FILE
-    sidecars = [u for u in uploads if u.name == SIDECAR_FILE]
-    reports = [u for u in uploads if u.name != SIDECAR_FILE] or uploads
+    from xc_core.report.sidecar import SIDECAR_FILES
+    sidecars = [u for u in uploads if u.name in SIDECAR_FILES]
+    reports = [u for u in uploads if u.name not in SIDECAR_FILES] or uploads
     return reports[0], (sidecars[0].getvalue() if sidecars else None)
 
 

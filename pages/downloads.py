@@ -1,6 +1,7 @@
 """Downloads: every file of the run — each target's compiled artifacts (what each is, where its name does not say),
-the captured model, the inputs, the Model Explorer export as one zip with the command that opens it — plus
-report.json, the Markdown and HTML reports, and one zip of everything."""
+the captured model, the inputs, the Model Explorer export (built from the report when its button is pressed) as
+one zip with the command that opens it — plus report.json, the Markdown and HTML reports, and one zip of
+everything."""
 import io
 import json
 import os
@@ -9,15 +10,9 @@ import zipfile
 import streamlit as st
 
 from pages import _ui
-from xc_core.report.sidecar import SIDECAR_FILE
-from xc_core.views.rows import (
-    MODEL_EXPLORER_ZIP,
-    artifact_groups,
-    model_explorer_command,
-    model_explorer_files,
-    model_explorer_index,
-    zip_files,
-)
+from xc_core.export.model_explorer import MODEL_EXPLORER_DIR, model_explorer_zip
+from xc_core.report.sidecar import SIDECAR_FILES, sidecar_in
+from xc_core.views.rows import MODEL_EXPLORER_ZIP, artifact_groups, model_explorer_command
 
 report = _ui.require_report()
 _ui.header(report, "Downloads")
@@ -31,9 +26,11 @@ c1, c2, c3, c4 = st.columns(4)
 stored_report = _ui.file_reader(files["report.json"]) if "report.json" in files else None
 c1.download_button("report.json", stored_report or (lambda: json.dumps(report, indent=1)), file_name="report.json",
                    mime="application/json", key="dl_report_json", on_click="ignore")
-if SIDECAR_FILE in files:
-    c1.download_button(SIDECAR_FILE, _ui.file_reader(files[SIDECAR_FILE]), file_name=SIDECAR_FILE,
-                       mime="application/json", key="dl_report_sidecar", on_click="ignore",
+sidecar = sidecar_in(files)
+if sidecar:
+    c1.download_button(sidecar, _ui.file_reader(files[sidecar]), file_name=sidecar,
+                       mime="application/gzip" if sidecar.endswith(".gz") else "application/json",
+                       key="dl_report_sidecar", on_click="ignore",
                        help="the per-node lists too big for report.json (a graph of many thousand ops): keep it "
                             "beside report.json — xc reads the two together")
 
@@ -52,10 +49,14 @@ def _zip() -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         for rel, path in sorted(files.items()):
-            z.write(path, f"{name}-xc/{rel}")
+            if not rel.startswith(MODEL_EXPLORER_DIR + "/"):     # an older run's stored export: made afresh below
+                z.write(path, f"{name}-xc/{rel}")
         if "report.json" not in files:       # the whole report inline: no sidecar to keep beside it
             z.writestr(f"{name}-xc/report.json", json.dumps(report, indent=1))
         z.writestr(f"{name}-xc/report.md", _markdown())
+        with zipfile.ZipFile(io.BytesIO(model_explorer_zip(report))) as explorer:
+            for entry in explorer.namelist():
+                z.writestr(f"{name}-xc/{entry}", explorer.read(entry))
     return buf.getvalue()
 
 
@@ -64,16 +65,15 @@ c2.download_button("Markdown (PR comment)", _markdown, file_name=f"{name}-xc.md"
 c3.download_button("HTML (one offline file)", _html, file_name=f"{name}-xc.html", mime="text/html",
                    key="dl_report_html", on_click="ignore")
 c4.download_button("Whole run (.zip)", _zip, file_name=f"{name}-xc-run.zip", mime="application/zip",
-                   key="dl_run_zip", on_click="ignore", disabled=not set(files) - {"report.json", SIDECAR_FILE})
+                   key="dl_run_zip", on_click="ignore", disabled=not set(files) - {"report.json", *SIDECAR_FILES})
 if key:
     st.caption(f"Run `{key[:12]}` · open it again with `?run={key[:12]}` · from the CLI: "
                f"`xc report {key[:12]} --format md`")
 
 st.subheader("Artifacts")
-if not set(files) - {"report.json", SIDECAR_FILE}:
+if not set(files) - {"report.json", *SIDECAR_FILES}:
     st.info("This run has no files here: it was imported from a report.json, whose artifacts stay where it was "
             "made (a CI job's artifacts, or the folder given to analyze --out).")
-    st.stop()
 
 for group in artifact_groups(report, list(files)):
     st.markdown(f"**{_ui.plain(group['title'])}** · {group['count']} file(s)")
@@ -87,24 +87,21 @@ for group in artifact_groups(report, list(files)):
                                         file_name=f["label"], key=f"dl_{f['rel']}", on_click="ignore",
                                         icon=":material/download:", help=f"{_ui.plain(f['rel'])} · {size:,.1f} KiB")
 
-# The Model Explorer export is one graph, overlay and mapping file per target and pair (78 for eight targets):
-# one zip, and the command that opens it.
-export_error = ((report.get("exports") or {}).get("model_explorer") or {}).get("error")
-explorer = model_explorer_files(files)
-if explorer or export_error:
-    st.markdown(f"**Model Explorer** · {len(explorer)} file(s)")
-if export_error:
-    st.warning(f"The Model Explorer export failed (the analysis did not): {_ui.plain(export_error)}")
-if explorer:
-    st.download_button(MODEL_EXPLORER_ZIP, lambda: zip_files(explorer), file_name=MODEL_EXPLORER_ZIP,
+# The Model Explorer export is one graph, overlay and mapping file per target and pair (78 for eight targets): made
+# from the report when the button is pressed (not stored with the run: a second copy of every graph), as one zip,
+# with the command that opens it.
+command = model_explorer_command(report)
+if command:
+    st.markdown("**Model Explorer**")
+    st.download_button(MODEL_EXPLORER_ZIP, lambda: model_explorer_zip(report), file_name=MODEL_EXPLORER_ZIP,
                        mime="application/zip", key="dl_model_explorer", on_click="ignore",
                        icon=":material/download:",
                        help="every graph, the backend / precision / fallback / drift overlays and the sync-navigation "
-                            "mappings, with README.txt saying which file is which")
+                            "mappings, with README.txt saying which file is which — built from the report when "
+                            "pressed (seconds for a graph of many thousand nodes)")
     st.caption("Open it with Google's Model Explorer (`pip install ai-edge-model-explorer`): the command below opens "
                "two of its graphs, the first with its backends coloured (the graph selector's 'Open in split pane' "
                "puts them side by side). Load the other overlays and the sync-navigation mappings from its side "
-               "panel; README.txt in the zip says which file is which.")
-    command = model_explorer_command(report, model_explorer_index(explorer))
-    if command:
-        st.code(command, language="bash", wrap_lines=True)
+               "panel; README.txt in the zip says which file is which. From the CLI: "
+               f"`xc report {(key or 'RUN')[:12]} --format model-explorer --out DIR`.")
+    st.code(command, language="bash", wrap_lines=True)

@@ -24,7 +24,7 @@ def _open(key: str) -> None:
 
 
 with st.expander("Open a report.json (e.g. a CI artifact)"):
-    uploads = st.file_uploader("report.json (with report.nodes.json, when the run wrote one beside it)",
+    uploads = st.file_uploader("report.json (with report.nodes.json.gz, when the run wrote one beside it)",
                                type=["json"], key="history_import", accept_multiple_files=True)
     if uploads:
         report_file, sidecar = _ui.report_and_sidecar(uploads)

@@ -182,5 +182,5 @@ for note in src.get("notes") or []:
 # Serialised when clicked, not on every run: a big model's whole report is tens of MB of JSON.
 st.download_button("Download report.json", lambda: json.dumps(report, indent=1), file_name="report.json",
                    mime="application/json", key="download_report", on_click="ignore",
-                   help="the whole report in one file (the per-node lists a big model keeps in report.nodes.json "
+                   help="the whole report in one file (the per-node lists a big model keeps in report.nodes.json.gz "
                         "beside it included); the Downloads page has the run's files")

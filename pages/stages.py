@@ -45,6 +45,9 @@ st.caption("Each cell: what the target's toolchain did in that stage. Ops are co
 st.subheader("Every step of one target")
 tid = st.selectbox("Target", targets, key="stages_target", format_func=_ui.target_label(report))
 st.dataframe(pd.DataFrame(step_rows(report, tid)), hide_index=True, width="stretch")
+for i, step in enumerate(report["targets"][tid]["stages"]["steps"]):
+    if step.get("note"):       # in full: a table cell cuts it (e.g. why a big graph's levels were left out)
+        st.caption(f"Step {i + 1}: {_ui.plain(step['note'])}")
 kept = [i for i, s in enumerate(report["targets"][tid]["stages"]["steps"]) if s["graph"] and s["graph"] != "final"]
 files = _ui.run_files(report)
 if kept and _ui.stage_graph_file(report, files):

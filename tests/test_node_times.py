@@ -95,6 +95,20 @@ def test_profile_runs_zero_times_nothing(odd, tmp_path):
     assert all(n.measured_us is None for n in r.graph.nodes) and "time" not in r.evidence
 
 
+def test_a_big_graph_gets_fewer_profiled_runs_never_fewer_than_two():
+    """The profiler's cost grows with runs × nodes: past PROFILED_NODE_RUNS a graph gets fewer runs, at least
+    two; what the user asked for stands below that (and when they asked for two or fewer)."""
+    from xc_core.targets.base import MIN_PROFILE_RUNS, PROFILED_NODE_RUNS, profile_runs
+    target = make_target("ort-cpu")
+    target.limits = Limits(profile_runs=5)
+    assert profile_runs(target, 100) == 5 and profile_runs(target, PROFILED_NODE_RUNS // 5) == 5
+    assert profile_runs(target, PROFILED_NODE_RUNS // 4) == 4
+    assert profile_runs(target, 20_000) == MIN_PROFILE_RUNS == 2
+    assert profile_runs(target, 10**6) == MIN_PROFILE_RUNS
+    target.limits = Limits(profile_runs=1)
+    assert profile_runs(target, 10**6) == 1
+
+
 def test_ort_nnapi_times_only_the_nodes_it_leaves_on_the_cpu(tmp_path):
     src = _source(GatedTwoHeads(), [1, 3, 10, 10])
     feeds = random_inputs(src.inputs)

@@ -15,6 +15,8 @@ from xc_core.api import analyze
 from xc_core.onnx_route.graph_prep import lower_opset
 from xc_core.views.rows import onnx_route_lines
 
+from tiny_models import chain_onnx
+
 
 def _run(model, feeds):
     return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
@@ -445,3 +447,28 @@ def test_a_0d_input_the_program_reads_reaches_the_runtimes_as_0d(tmp_path):
     for tid, t in report["targets"].items():
         assert t["status"] == "ok", (tid, t["error"])
         assert t["drift"]["worst"]["rel_l2"] < (1e-2 if tid == "executorch-coreml" else 1e-5), tid   # fp16 there
+
+
+def test_programs_above_the_node_limit_skip_the_pytorch_side_targets_and_the_route(tmp_path):
+    """Above --max-program-nodes the targets that compile a PyTorch program are skipped, each saying the size, the
+    limit and the flag; an ONNX upload's route is not built at all (the limit reaches the isolated route job);
+    the ONNX-native targets run as ever."""
+    from xc_core.limits import Limits
+    report = analyze(chain_onnx(tmp_path / "chain.onnx", 12), ["ort-cpu", "coreml-cpu", "litert-xnnpack"],
+                     limits=Limits(max_program_nodes=10))
+    assert report["targets"]["ort-cpu"]["status"] == "ok"
+    for tid in ("coreml-cpu", "litert-xnnpack"):
+        t = report["targets"][tid]
+        assert t["status"] == "unavailable", (tid, t["error"])
+        assert "the ONNX model has 12 nodes, above the 10-node limit" in t["error"]
+        assert "--max-program-nodes" in t["error"] and "XC_MAX_PROGRAM_NODES" in t["error"]
+        assert t["info"]["skipped_above_size"]["limit"] == 10
+    route = report["capture"]["onnx_route"]
+    assert route["skipped"]["nodes"] == 12 and "program_nodes" not in route and "error" not in route
+    assert route["targets"] == ["coreml-cpu", "litert-xnnpack"]
+    assert onnx_route_lines(report)[0].startswith("The ONNX was not made a PyTorch program, so coreml-cpu, "
+                                                  "litert-xnnpack did not compile it: the ONNX model has 12 nodes")
+    # A PyTorch source: the captured program itself is measured, in process too.
+    report = analyze("sample:vision-mini", ["coreml-cpu"], limits=Limits(max_program_nodes=5), isolate=False)
+    t = report["targets"]["coreml-cpu"]
+    assert t["status"] == "unavailable" and "the program has" in t["error"] and "--max-program-nodes" in t["error"]

@@ -1,7 +1,9 @@
 """What a stakeholder sees first, as data: checklist verdicts with the Markdown report's symbols and colours, a
 verdict line per target, heat-map rows that skip single-child wrappers, a target that did not compile as a
 labelled empty column, and the Downloads page's groups and Model Explorer command. No Streamlit here."""
+import io
 import json
+import os
 import shlex
 import zipfile
 
@@ -181,20 +183,15 @@ def test_artifact_groups_label_openvinos_two_models_and_leave_model_explorer_to_
 
 
 def test_model_explorer_zip_and_the_command_that_opens_it(tmp_path, monkeypatch):
+    """The export is built from the report when asked for: the command names files the zip holds, and Model
+    Explorer's own parser reads it."""
     import sys
     monkeypatch.setattr(sys, "argv", ["model-explorer"])     # the module parses sys.argv when imported
     cmdline = pytest.importorskip("model_explorer.cmdline")
     from test_model_explorer import tiny_report
-    from xc_core.export.model_explorer import write_model_explorer
+    from xc_core.export.model_explorer import model_explorer_zip, write_model_explorer
     report = tiny_report()
-    folder = tmp_path / "run" / "model_explorer"
-    write_model_explorer(report, str(folder))
-    files = {f"model_explorer/{p.name}": str(p) for p in folder.iterdir()}
-    files["report.json"] = str(tmp_path / "report.json")
-    explorer = views.model_explorer_files(files)
-    assert set(explorer) == set(files) - {"report.json"}
-    index = views.model_explorer_index(explorer)
-    command = views.model_explorer_command(report, index)
+    command = views.model_explorer_command(report)
     first, second = command.split(" && ")
     assert first == f"unzip {views.MODEL_EXPLORER_ZIP}"
     # The package's own parser reads the command; every file it names is in the zip.
@@ -205,9 +202,17 @@ def test_model_explorer_zip_and_the_command_that_opens_it(tmp_path, monkeypatch)
     assert models == ["model_explorer/cpu.graph.json", "model_explorer/npu_fp16_True.graph.json"]
     assert args.node_data_paths == "model_explorer/cpu.backend.nodedata.json"
     out = tmp_path / views.MODEL_EXPLORER_ZIP
-    out.write_bytes(views.zip_files(explorer))
+    out.write_bytes(model_explorer_zip(report))
+    written = write_model_explorer(report, str(tmp_path / "folder"))
     with zipfile.ZipFile(out) as z:
         names = set(z.namelist())
-        assert set(models) | {args.node_data_paths} <= names and names == set(explorer)
-        assert json.loads(z.read("model_explorer/index.json")) == index
-    assert views.model_explorer_command(report, {}) == ""            # no index, no command
+        assert set(models) | {args.node_data_paths} <= names
+        assert names == {f"model_explorer/{os.path.basename(p)}" for p in written}
+        index = json.loads(z.read("model_explorer/index.json"))
+    assert index == json.loads((tmp_path / "folder" / "index.json").read_text())
+    # A report with no compiled graph: no command; an export that fails is a zip saying why, not an exception.
+    assert views.model_explorer_command({"targets": {"x": {"status": "error"}}}) == ""
+    monkeypatch.setattr("xc_core.export.model_explorer._collect_graphs", lambda r: 1 / 0)
+    with zipfile.ZipFile(io.BytesIO(model_explorer_zip(report))) as z:
+        assert z.namelist() == ["model_explorer/ERROR.txt"]
+        assert "ZeroDivisionError" in z.read("model_explorer/ERROR.txt").decode()

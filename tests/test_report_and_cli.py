@@ -77,12 +77,18 @@ def test_cli_analyze_writes_a_valid_report(tmp_path):
     assert (out / "artifacts" / "ort-cpu" / "model.optimized.onnx").exists()
     assert (out / "artifacts" / "openvino-cpu" / "runtime_model.xml").exists()
     assert re.search(r"^ort-cpu\s+ok\s", r.stdout, re.M)
-    # Every artifact the report names resolves from the report's own folder; the Model Explorer export is there.
+    # Every artifact the report names resolves from the report's own folder. The Model Explorer export is made when
+    # asked for, from the report: none in the run, a folder (or a zip) from `xc report --format model-explorer`.
     for t in report["targets"].values():
         assert t["status"] != "ok" or t["artifacts"]
         assert all((out / p).exists() for p in t["artifacts"])
-    assert (out / "model_explorer" / "index.json").exists()
-    assert report["exports"]["model_explorer"]["files"]
+    assert not (out / "model_explorer").exists() and "exports" not in report
+    me = cli("report", str(out), "--format", "model-explorer", "--out", str(tmp_path / "me"))
+    assert me.returncode == 0, me.stderr
+    index = json.loads((tmp_path / "me" / "index.json").read_text())
+    assert {"captured", "ort-cpu", "openvino-cpu"} <= set(index["graphs"]) and "README.txt" in me.stderr
+    refused = cli("report", str(out), "--format", "model-explorer")
+    assert refused.returncode != 0 and "--out DIR" in refused.stderr and "Traceback" not in refused.stderr
     assert (tmp_path / "comment.md").read_text().startswith("### xc: vision-mini")
     assert (tmp_path / "report.html").read_text().startswith("<!DOCTYPE html>")
 

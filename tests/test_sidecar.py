@@ -1,17 +1,17 @@
-"""report.json stays small: per-node lists too big for it go beside it (report.nodes.json) and come back on reading;
-a report.json without its sidecar is refused in one line, never shown with empty lists."""
+"""report.json stays small: per-node lists too big for it go beside it (report.nodes.json.gz) and come back on
+reading; a report.json without its sidecar is refused in one line, never shown with empty lists."""
+import gzip
 import json
 import os
 import shutil
 import subprocess
 import sys
 
-import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
 from xc_core.report import sidecar
+
+from tiny_models import chain_onnx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -54,30 +54,46 @@ def test_the_run_store_keeps_the_sidecar_with_its_report(sample_report, monkeypa
     store.put("k1", report)
     assert set(store.files("k1")) == {"report.json", sidecar.SIDECAR_FILE}
     assert RunStore(str(tmp_path / "store")).get("k1") == report
+    assert [r["key"] for r in RunStore(str(tmp_path / "store")).runs()] == ["k1"]
 
 
-def _chain_onnx(path, nodes: int) -> str:
-    """A flat chain of Add/Relu nodes: graphs of `nodes` ops with no module paths, as a big ONNX upload."""
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])
-    one = numpy_helper.from_array(np.full((1, 8), 0.5, np.float32), "one")
-    ops, prev = [], "x"
-    for i in range(nodes):
-        kind = "Add" if i % 2 == 0 else "Relu"
-        ins = [prev, "one"] if kind == "Add" else [prev]
-        ops.append(helper.make_node(kind, ins, [f"t{i}"], name=f"{kind.lower()}_{i}"))
-        prev = f"t{i}"
-    y = helper.make_tensor_value_info(prev, TensorProto.FLOAT, [1, 8])
-    m = helper.make_model(helper.make_graph(ops, "chain", [x], [y], [one]),
-                          opset_imports=[helper.make_opsetid("", 17)])
-    m.ir_version = 9
-    onnx.save(m, str(path))
-    return str(path)
+def test_the_sidecar_is_gzip_and_an_older_plain_one_still_reads(sample_report, monkeypatch, tmp_path):
+    """Written compressed and byte-identical for the same lists (the store keeps a file once by its hash); a plain
+    report.nodes.json of an older run reads the same; a sidecar that inflates past the limit, or is cut short, is
+    refused in one line."""
+    from xc_core.errors import XcInputError
+    from xc_core.review.runs import parse_report
+    report, _ = sample_report("vision-mini")
+    monkeypatch.setattr(sidecar, "DETACH_BYTES", 20_000)
+    monkeypatch.setattr(sidecar, "_MEASURE_FROM", 100)
+    text, side = sidecar.dumps(report)
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        sidecar.write(report, str(tmp_path / folder))
+    raw = (tmp_path / "a" / sidecar.SIDECAR_FILE).read_bytes()
+    assert raw == (tmp_path / "b" / sidecar.SIDECAR_FILE).read_bytes()
+    assert gzip.decompress(raw).decode() == side and len(raw) < len(side) / 5
+    assert sidecar.read_file(str(tmp_path / "a" / "report.json")) == report
+
+    os.remove(tmp_path / "a" / sidecar.SIDECAR_FILE)
+    (tmp_path / "a" / sidecar.PLAIN_SIDECAR_FILE).write_text(side)
+    assert sidecar.read_file(str(tmp_path / "a" / "report.json")) == report
+    sidecar.write(report, str(tmp_path / "a"))            # written again: no stale plain sidecar beside it
+    assert sorted(os.listdir(tmp_path / "a")) == ["report.json", sidecar.SIDECAR_FILE]
+
+    monkeypatch.setenv("XC_MAX_SIDECAR_MB", "1")
+    bomb = gzip.compress(side.encode() + b" " * (2 << 20))
+    assert len(bomb) < 1 << 20
+    for data, needle in ((bomb, "more than 1 MiB once decompressed"), (raw[:len(raw) // 2], "cut short")):
+        with pytest.raises(XcInputError) as err:
+            parse_report(text.encode(), "report.json", data)
+        assert needle in str(err.value) and "\n" not in str(err.value), str(err.value)
 
 
 def test_a_big_graph_goes_beside_report_json_through_the_cli(tmp_path):
     """4,000 nodes: the compiled and captured graphs are written beside report.json; `report` reads the two
     together; report.json copied alone is refused in one line that names the sidecar."""
-    model = _chain_onnx(tmp_path / "chain.onnx", 4000)
+    model = chain_onnx(tmp_path / "chain.onnx", 4000)
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": ROOT}
 
@@ -90,7 +106,7 @@ def test_a_big_graph_goes_beside_report_json_through_the_cli(tmp_path):
     assert "/targets/ort-cpu/graph/nodes" in small["detached"]["pointers"]
     assert "/capture/graph/nodes" in small["detached"]["pointers"]
     side = out / sidecar.SIDECAR_FILE
-    assert side.exists() and (out / "report.json").stat().st_size < side.stat().st_size / 2
+    assert side.exists() and (out / "report.json").stat().st_size < len(gzip.decompress(side.read_bytes())) / 2
     whole = sidecar.read_file(str(out / "report.json"))
     assert len(whole["targets"]["ort-cpu"]["graph"]["nodes"]) >= 4000
     r = cli("report", str(out), "--format", "md")
@@ -103,3 +119,25 @@ def test_a_big_graph_goes_beside_report_json_through_the_cli(tmp_path):
     r = cli("report", str(alone / "report.json"), "--format", "md")
     assert r.returncode == 2 and sidecar.SIDECAR_FILE in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_built_report_checks_the_first_nodes_of_a_big_graph_and_an_import_checks_all(sample_report):
+    """validate_built_report samples each long node list (xc made its nodes with one constructor); a node beyond the
+    sample that is wrong passes there and is refused by the full check every import gets."""
+    import copy
+
+    from xc_core.report import schema
+    report, _ = sample_report("vision-mini")
+    big = copy.deepcopy(report)
+    nodes = big["targets"]["ort-cpu"]["graph"]["nodes"]
+    while len(nodes) <= schema.BUILT_NODES_CHECKED:
+        nodes.extend(copy.deepcopy(nodes))
+    schema.validate_built_report(big)
+    nodes[-1]["kind"] = 5                      # not a string: only the full check reaches it
+    schema.validate_built_report(big)
+    with pytest.raises(ValueError):
+        schema.validate_report(big)
+    nodes[0]["kind"] = 5
+    with pytest.raises(ValueError):
+        schema.validate_built_report(big)
+    assert len(big["targets"]["ort-cpu"]["graph"]["nodes"]) > schema.BUILT_NODES_CHECKED    # the report is untouched

@@ -2,6 +2,7 @@
 themselves (ORT's dumped model per level, OpenVINO's model as read / after its common transformations / its
 runtime model, coremltools' pipeline cut after a pass); step graphs stored once beside the report; the first
 stage at which targets diverge per source op; the layout audit."""
+import gzip
 import json
 import os
 
@@ -57,6 +58,21 @@ def test_ort_op_counts_per_level_are_ort_s_own(sample_report, tmp_path):
     assert counts["ORT_ENABLE_BASIC"] < counts["ORT_DISABLE_ALL"]          # Conv+BN folded at level 1
     assert counts["ORT_ENABLE_EXTENDED"] < counts["ORT_ENABLE_BASIC"]      # Conv+activation fused at level 2
     assert report["targets"]["ort-cpu"]["op_count_after"] == counts["ORT_ENABLE_ALL"]
+
+
+def test_ort_levels_above_the_node_limit_are_left_out_and_the_stages_say_how_to_see_them(tmp_path):
+    """Above --max-level-graph-nodes the ORT targets build no session per level: the steps keep the model ORT
+    loads and its final graph, and the final step's note names the flag that brings the levels back."""
+    from xc_core.api import analyze
+    from xc_core.limits import Limits
+    report = analyze("sample:vision-mini", ["ort-cpu"], limits=Limits(max_level_graph_nodes=1), isolate=False)
+    steps = _steps(report, "ort-cpu")
+    assert report["targets"]["ort-cpu"]["status"] == "ok"
+    assert [s["name"] for s in steps][:2] == ["the ONNX model ORT loads", "ORT_ENABLE_ALL"]
+    note = steps[1]["note"]
+    assert "--max-level-graph-nodes" in note and "ORT_ENABLE_BASIC" in note and "left out" in note
+    full = analyze("sample:vision-mini", ["ort-cpu"], limits=Limits(max_level_graph_nodes=10**6), isolate=False)
+    assert "ORT_ENABLE_BASIC" in [s["name"] for s in _steps(full, "ort-cpu")]
 
 
 def test_openvino_op_counts_per_step_are_openvino_s_own(sample_report):
@@ -126,8 +142,8 @@ def test_inductor_steps_are_its_pre_and_post_grad_graphs(sample_report):
 
 def test_step_graphs_are_stored_once_beside_the_report(sample_report):
     report, out = sample_report("vision-mini")
-    assert report["stage_graphs"]["file"] == "stages.json"
-    graphs = read_stage_graphs(os.path.join(out, "stages.json"))
+    assert report["stage_graphs"]["file"] == "stages.json.gz"
+    graphs = read_stage_graphs(os.path.join(out, "stages.json.gz"))
     keys = [s["graph"] for t in report["targets"].values() for s in t["stages"]["steps"]
             if s["graph"] not in (None, "final")]
     assert set(keys) == set(graphs)            # every stored graph is named by a step, and every name resolves
@@ -135,7 +151,7 @@ def test_step_graphs_are_stored_once_beside_the_report(sample_report):
     imports = {_steps(report, t)[0]["graph"] for t in ("ort-cpu", "ort-nnapi", "ort-coreml")}
     assert len(imports) == 1
     # A node that several step graphs share (most of ORT's, level after level) is stored once.
-    raw = json.load(open(os.path.join(out, "stages.json")))
+    raw = json.loads(gzip.decompress(open(os.path.join(out, "stages.json.gz"), "rb").read()))
     assert raw["format"] == 2 and len(raw["nodes"]) < sum(len(g["nodes"]) for g in graphs.values())
     # report.json names graphs; it does not hold them.
     assert all(isinstance(s["graph"], (str, type(None))) for t in report["targets"].values()
@@ -184,7 +200,7 @@ def test_stage_views_render_every_target_and_add_step_graphs_as_panes(sample_rep
     assert "partition" in matrix[3]["ort-nnapi"]
     choices = stage_graph_choices(report)
     basic = next(c for c in choices if c[0] == "ort-cpu" and "BASIC" in c[2])
-    graphs = read_stage_graphs(os.path.join(out, "stages.json"))
+    graphs = read_stage_graphs(os.path.join(out, "stages.json.gz"))
     view = with_stage_graphs(report, graphs, [basic])
     assert basic[2] in view["targets"] and basic[2] not in report["targets"]
     row = next(r for r in view["alignment"]["source_ops"] if r["source_op"] == "conv2d")
@@ -211,7 +227,7 @@ def test_core_ml_on_an_onnx_upload_keeps_each_op_s_own_provenance_through_its_fp
     backend = [s for s in _steps(report, "coreml-ane") if s["name"].startswith("ML program backend passes")]
     assert backend and backend[0]["stage"] == FUSION and backend[0]["op_count"] < backend[0]["counts"]["ops_before"]
     # The graph-optimisation snapshot (after the fp16 casts) keeps ops apart as the program does.
-    graphs = read_stage_graphs(str(tmp_path / "out" / "stages.json"))
+    graphs = read_stage_graphs(str(tmp_path / "out" / "stages.json.gz"))
     snap = next(s for s in _steps(report, "coreml-ane") if s.get("ends_stage") == GRAPH_OPT)
     assert all(len(n["source_ops"]) <= 1 for n in graphs[snap["graph"]]["nodes"] if n["kind"] == "compute")
 

@@ -56,8 +56,6 @@ def test_a_memory_limit_while_building_the_report_keeps_every_target(tmp_path, m
     assert err["error"].startswith("exceeded the 2.5 GiB memory limit in report"), err
     assert "the lowering stages and their step graphs" in err["left_out"]
     assert "divergence" not in report and report["stage_graphs"]["file"] is None
-    assert report["exports"]["model_explorer"]["error"].startswith("left out: building the report exceeded")
-    assert not os.path.exists(tmp_path / "out" / "model_explorer")
     assert any(e.step == "report-retry" and "memory limit" in e.error for e in events)
     assert not os.path.exists(tmp_path / "out" / "work")
 

@@ -110,3 +110,24 @@ class ConvMeanGeluCumsum(nn.Module):
     def forward(self, x):
         y = torch.relu(self.bn(self.conv(x))).mean(dim=(2, 3))
         return torch.cumsum(nn.functional.gelu(self.fc(y)), 1)
+
+
+def chain_onnx(path, nodes: int) -> str:
+    """A flat chain of Add/Relu nodes: graphs of `nodes` ops with no module paths, as a big ONNX upload."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])
+    one = numpy_helper.from_array(np.full((1, 8), 0.5, np.float32), "one")
+    ops, prev = [], "x"
+    for i in range(nodes):
+        kind = "Add" if i % 2 == 0 else "Relu"
+        ins = [prev, "one"] if kind == "Add" else [prev]
+        ops.append(helper.make_node(kind, ins, [f"t{i}"], name=f"{kind.lower()}_{i}"))
+        prev = f"t{i}"
+    y = helper.make_tensor_value_info(prev, TensorProto.FLOAT, [1, 8])
+    m = helper.make_model(helper.make_graph(ops, "chain", [x], [y], [one]),
+                          opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 9
+    onnx.save(m, str(path))
+    return str(path)

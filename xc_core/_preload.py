@@ -13,7 +13,7 @@ with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()), conte
     # every worker that reads it back (Core ML, Inductor) loads it with.
     for _name in ("numpy", "onnx", "onnxruntime", "onnxruntime.quantization", "openvino", "torch", "torch.export",
                   "torch._export.serde.serialize", "torch.onnx", "onnxscript", "coremltools", "xc_core.targets",
-                  "xc_core.capture", "xc_core.pipeline", "xc_core.report.build", "xc_core.export.model_explorer"):
+                  "xc_core.capture", "xc_core.pipeline", "xc_core.report.build"):
         try:
             __import__(_name)
         except Exception:  # noqa: BLE001 — an optional library may be missing; the target then says so

@@ -85,9 +85,11 @@ def build_parser() -> argparse.ArgumentParser:
         lim.add_argument(spec.flag, dest=key, type=int if spec.unit == "" else float, default=None,
                          metavar="N", help=f"{spec.what} (default {spec.default:g}{' ' + spec.unit if spec.unit else ''};"
                                            f" env {spec.env})")
-    r = sub.add_parser("report", help="render a run as Markdown, HTML or JSON")
+    r = sub.add_parser("report", help="render a run as Markdown, HTML or JSON, or export it to Model Explorer")
     r.add_argument("run", help="a run id (see runs), a run folder (analyze --out) or a report.json")
-    r.add_argument("--format", choices=("md", "html", "json"), default="md")
+    r.add_argument("--format", choices=("md", "html", "json", "model-explorer"), default="md",
+                   help="model-explorer: Google Model Explorer's graph, overlay and sync files (--out DIR, or "
+                        "--out FILE.zip)")
     r.add_argument("--out", metavar="FILE", help="write here instead of stdout")
     _step_summary_flag(r)
     d = sub.add_parser("diff", help="what changed in the compilers' decisions between two runs; --gate for CI")
@@ -234,10 +236,32 @@ def _write(text: str, out: str | None) -> None:
         raise XcInputError(f"{out}: cannot write ({e.strerror})") from None
 
 
+def _model_explorer(report: dict, out: str | None) -> None:
+    """The Model Explorer export into a folder, or a .zip; its README.txt says how to open it."""
+    from .export.model_explorer import model_explorer_zip, write_model_explorer
+    if not out or out == "-":
+        raise XcInputError("--format model-explorer writes several files: give --out DIR (a folder, created) or "
+                           "--out FILE.zip")
+    try:
+        if out.lower().endswith(".zip"):
+            with open(out, "wb") as f:
+                f.write(model_explorer_zip(report))
+            written = out
+        else:
+            paths = write_model_explorer(report, out)
+            written = f"{len(paths)} files in {out}"
+    except OSError as e:
+        raise XcInputError(f"{out}: cannot write ({e.strerror})") from None
+    print(f"Model Explorer export: {written} (README.txt says how to open it)", file=sys.stderr)
+
+
 def _report(args) -> int:
     from .review.runs import load_run
     report = load_run(args.run).report
-    _write(render(report, args.format), args.out)
+    if args.format == "model-explorer":
+        _model_explorer(report, args.out)
+    else:
+        _write(render(report, args.format), args.out)
     if args.step_summary:
         _append_step_summary(render(report, "md"))
     return EXIT_OK

@@ -44,21 +44,38 @@ LIMITS = {
     # so in the report, instead of holding every other result back.
     "max_int8_nodes": Limit("max_int8_nodes", 3000, "XC_MAX_INT8_NODES", "--max-int8-nodes", "",
                             "ONNX nodes ort-cpu-int8 quantizes (a bigger model skips that target)"),
+    # A time bound as well: the targets that compile a PyTorch program (Core ML, Core AI, ExecuTorch, Inductor,
+    # LiteRT; for an ONNX upload, the program xc's ONNX → PyTorch route makes) spend time in their own lowering
+    # that grows at least linearly with the program: on a flat 1,007-node transformer here ExecuTorch XNNPACK
+    # took 130 s, Core AI 107 s, Vulkan 63 s, Inductor 56 s, LiteRT 19 s, Core ML 8 s; at 20,007 nodes every one
+    # of them ran into the 300 s worker limit. Above this many program nodes they are skipped, saying so (and for
+    # an ONNX upload the route is not built), instead of holding the run for minutes to time out.
+    "max_program_nodes": Limit("max_program_nodes", 5000, "XC_MAX_PROGRAM_NODES", "--max-program-nodes", "",
+                               "nodes of a PyTorch program the PyTorch-side targets compile (a bigger one skips "
+                               "them)"),
     # A time bound too: every target that can time its compiled nodes runs the model this many more times with
     # its profiler on, after the run whose outputs are compared (0 skips the time per node).
     "profile_runs": Limit("profile_runs", 5, "XC_PROFILE_RUNS", "--profile-runs", "",
                           "profiled runs per target for the time per node (0: none)", zero_ok=True),
+    # A time bound: the ORT targets show the graph after each optimization level (Stages) by building one more
+    # session per level, and ORT's optimizer grows faster than the graph (0.8 s a level at 5,000 flat-transformer
+    # nodes, about 45 s at 20,000 — three levels cost several times the compile). Above this many ONNX nodes the
+    # Stages page shows the model ORT loads and its final graph, and says how to ask for the levels.
+    "max_level_graph_nodes": Limit("max_level_graph_nodes", 5000, "XC_MAX_LEVEL_GRAPH_NODES",
+                                   "--max-level-graph-nodes", "",
+                                   "ONNX nodes up to which the ORT targets also show the graph after each "
+                                   "optimization level (one more session per level; 0: never)", zero_ok=True),
 }
 ZIP_RATIO_MIN_BYTES = 1 << 20
 
 # Reports read back (the History page's import, `report` and `diff`) are parsed whole into memory: a crafted
-# report.json must not fill the server's. report.json itself stays small (lists over 1 MiB go to the sidecar), so
+# report.json must not fill the server's. report.json itself stays small (lists over 256 KiB go to the sidecar), so
 # 64 MiB is far above any real one; the sidecar holds a big model's per-node lists (90 MB inline for an LSTM of
 # 60,000 Core ML ops). No flag: `report` and `diff` read them through the environment like the dashboard.
 REPORT_LIMITS = {
     "max_report_mb": Limit("max_report_mb", 64, "XC_MAX_REPORT_MB", "", "MiB", "size of a report.json read back"),
     "max_sidecar_mb": Limit("max_sidecar_mb", 512, "XC_MAX_SIDECAR_MB", "", "MiB",
-                            "size of a report.nodes.json read back"),
+                            "size of a report.nodes.json(.gz) read back, also once decompressed"),
 }
 # Nesting of a report read back: xc writes 9 levels; readers (and Python's recursion limit) need a bound, and a
 # 200,000-deep array is a few hundred kilobytes.
@@ -80,7 +97,9 @@ class Limits:
     max_zip_ratio: float = LIMITS["max_zip_ratio"].default
     max_input_mb: float = LIMITS["max_input_mb"].default
     max_int8_nodes: int = int(LIMITS["max_int8_nodes"].default)
+    max_program_nodes: int = int(LIMITS["max_program_nodes"].default)
     profile_runs: int = int(LIMITS["profile_runs"].default)
+    max_level_graph_nodes: int = int(LIMITS["max_level_graph_nodes"].default)
 
     @classmethod
     def from_env(cls, **overrides) -> "Limits":

@@ -64,6 +64,13 @@ def write_text_atomic(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
+def write_bytes_atomic(path: str, data: bytes) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}-{threading.get_ident()}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
 
 def list_folder(path: str) -> list[str]:
     """A folder's names; none when it is missing or cannot be read."""

@@ -3,7 +3,8 @@
 
     run_dir/
       inputs.npz                    the inputs every target ran (written by `prepare`)
-      capture/captured.json         the captured graphs, output names, inputs, timings (typed, plain JSON)
+      capture/captured.json         the captured graphs, output names, inputs, timings (typed, plain JSON); the
+                                    workers' hand-off, removed once report.json (which holds the graphs) is written
       capture/model.onnx            what ONNX-consuming targets compile
       capture/exported_program.pt2  the ExportedProgram (PyTorch sources), read back with xc's safe loader
       capture/onnx_route.json       an ONNX source's ONNX → PyTorch route (its program: artifacts/capture/)
@@ -21,13 +22,14 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 
 from .capture import Captured, capture
-from .export.model_explorer import MODEL_EXPLORER_DIR
 from .inputs import values as inputs_mod
 from .ir import Graph
 from .limits import Limits
 from .sources.spec import InputSpec, Source
 
 CAPTURE_DIR, INPUTS_FILE = "capture", "inputs.npz"
+# In CAPTURE_DIR: the hand-off to the workers, removed once the report (which holds its graphs) is written.
+CAPTURED_FILE = "captured.json"
 # The prepare worker's phase once torch.export has finished and the ExportedProgram is on disk (ONNX export next).
 EXPORTED = "exported"
 
@@ -152,11 +154,20 @@ def prepare_job(args: dict, workdir: str, phase) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------- onnx route ----
-def run_route(captured: Captured, feeds: dict, run_dir: str) -> dict:
+def run_route(captured: Captured, feeds: dict, run_dir: str, limits: Limits | None = None) -> dict:
     """An ONNX source's ONNX → PyTorch route (xc_core.onnx_route): the program beside the captured ONNX, the
-    record in capture/onnx_route.json and on `captured`. Never raises: a failure is the record's `error`."""
-    from .onnx_route import build
-    record = build(captured.onnx_path, captured.source.inputs, feeds, os.path.join(run_dir, "artifacts", CAPTURE_DIR))
+    record in capture/onnx_route.json and on `captured`. Never raises: a failure is the record's `error`. An ONNX
+    above --max-program-nodes is not converted: every target that would compile the program skips it, and the
+    record's `skipped` says why."""
+    from .onnx_route import ROUTE, build
+    from .targets.base import program_too_big
+    nodes = sum(n.kind == "compute" for n in captured.onnx_graph.nodes) if captured.onnx_graph is not None else 0
+    skipped = program_too_big(nodes, (limits or Limits.from_env()).max_program_nodes, "the ONNX model")
+    if skipped:
+        record = {"route": ROUTE, "evidence": "measured", "skipped": skipped, "seconds": 0.0}
+    else:
+        record = build(captured.onnx_path, captured.source.inputs, feeds,
+                       os.path.join(run_dir, "artifacts", CAPTURE_DIR))
     save_route(record, run_dir)
     captured.onnx_route = record
     return record
@@ -165,7 +176,8 @@ def run_route(captured: Captured, feeds: dict, run_dir: str) -> dict:
 def route_job(args: dict, workdir: str, phase) -> dict:
     """Worker entry: the route, from the run folder prepare wrote."""
     phase("convert")
-    record = run_route(captured_summary(args["run_dir"]), read_feeds(args["run_dir"]), args["run_dir"])
+    limits = Limits(**args["limits"]) if args.get("limits") else None
+    record = run_route(captured_summary(args["run_dir"]), read_feeds(args["run_dir"]), args["run_dir"], limits)
     return {"error": record.get("error")}
 
 
@@ -188,6 +200,13 @@ def target_job(args: dict, workdir: str, phase) -> dict:
     cls = getattr(importlib.import_module(module), name)
     target = cls(**args.get("options", {}))
     target.limits = Limits(**args["limits"])
+    ok, why = target.available()
+    if not ok:      # said before the captured graphs are read: that costs seconds at 20,000 nodes
+        from .targets import UNAVAILABLE, TargetResult
+        result = TargetResult(target=target.identity, evidence=dict(target.evidence), status=UNAVAILABLE,
+                              error=why)
+        result.save(workdir)
+        return {"status": result.status, "error": result.error}
     phase("load")
     captured = captured_summary(args["run_dir"])
     if target.needs_live_source(captured.source.kind):
@@ -216,7 +235,7 @@ def assemble_report(captured: Captured, inputs_info: dict, reference, results: l
     for r in ([reference] if reference is not None else []) + list(results):
         label_outputs(r, captured.output_label_map())
     from .analysis.stage_trace import STAGES_FILE, GraphStore
-    from .report.schema import validate_report
+    from .report.schema import validate_built_report
     stage_graphs = GraphStore()
     report = build_report(captured.source, captured, inputs_info, reference, results, host_info(),
                           module_boundaries(captured.before), stage_graphs, lean=lean)
@@ -225,13 +244,12 @@ def assemble_report(captured: Captured, inputs_info: dict, reference, results: l
     # Step graphs go beside report.json, once each; without a kept run folder they are not kept.
     report["stage_graphs"] = {"file": None, "count": len(stage_graphs)}
     if run_dir and artifacts_dir and len(stage_graphs):
-        with open(os.path.join(run_dir, STAGES_FILE), "w") as f:
-            f.write(stage_graphs.to_json())
+        stage_graphs.write(os.path.join(run_dir, STAGES_FILE))
         report["stage_graphs"]["file"] = STAGES_FILE
     if run_dir:
         for block in report["targets"].values():
             block["artifacts"] = [_relative(p, run_dir) for p in block.get("artifacts") or []]
-    validate_report(report)
+    validate_built_report(report)
     return report
 
 
@@ -241,7 +259,7 @@ def _relative(path: str, run_dir: str) -> str:
 
 
 # What a lean report leaves out (xc_core.report.build, lean=True), in words for run.report_error.
-LEFT_OUT_WHEN_LEAN = ["the Model Explorer export", "the lowering stages and their step graphs",
+LEFT_OUT_WHEN_LEAN = ["the lowering stages and their step graphs",
                       "where the targets first part ways", "per-layer drift", "drift histograms and scatter",
                       "the layout audit"]
 
@@ -256,10 +274,7 @@ def report_job(args: dict, workdir: str, phase) -> dict:
     phase("report")
     captured = captured_summary(args["run_dir"])
     if lean:        # what the failed attempt may have half-written
-        import shutil
-
         from .analysis.stage_trace import STAGES_FILE
-        shutil.rmtree(os.path.join(args["run_dir"], MODEL_EXPLORER_DIR), ignore_errors=True)
         if os.path.exists(os.path.join(args["run_dir"], STAGES_FILE)):
             os.remove(os.path.join(args["run_dir"], STAGES_FILE))
     loaded = []
@@ -276,11 +291,6 @@ def report_job(args: dict, workdir: str, phase) -> dict:
                              args["run_dir"], lean=bool(lean))
     if lean:
         report["run"]["report_error"] = {**lean, "left_out": LEFT_OUT_WHEN_LEAN}
-        if args.get("export"):
-            report["exports"] = {"model_explorer": {"error": f"left out: building the report {lean['error']}"}}
-    elif args.get("export"):
-        phase("export")
-        report["exports"] = export_files(report, args["run_dir"])
     write_report(report, workdir)
     return {"targets": len(loaded)}
 
@@ -305,18 +315,6 @@ def label_outputs(result, labels: dict[str, str]) -> None:
     for key in ("outputs_not_compared",):
         if isinstance(result.info.get(key), dict):
             result.info[key] = {labels.get(k, k): v for k, v in result.info[key].items()}
-
-
-def export_files(report: dict, run_dir: str) -> dict:
-    """Files written from the report beside the artifacts (the Model Explorer export). A failure here is noted
-    in the report, never a failed analysis."""
-    from .export.model_explorer import write_model_explorer
-    try:
-        written = write_model_explorer(report, os.path.join(run_dir, MODEL_EXPLORER_DIR))
-    except Exception as e:  # noqa: BLE001 — an export bug must not cost the user the analysis
-        return {"model_explorer": {"error": f"{type(e).__name__}: {str(e).strip()[:300]}"}}
-    return {"model_explorer": {"folder": MODEL_EXPLORER_DIR,
-                               "files": sorted(os.path.relpath(p, run_dir).replace(os.sep, "/") for p in written)}}
 
 
 def read_feeds(run_dir: str) -> dict:
@@ -349,14 +347,14 @@ def save_captured(captured: Captured, folder: str, save_program: bool = True) ->
         "tflite_path": captured.tflite_path,
         "exported_program": ep_file,
     }
-    tmp = os.path.join(folder, "captured.json.tmp")
+    tmp = os.path.join(folder, CAPTURED_FILE + ".tmp")
     with open(tmp, "w") as f:
         f.write(json.dumps(data, separators=(",", ":")))
-    os.replace(tmp, os.path.join(folder, "captured.json"))
+    os.replace(tmp, os.path.join(folder, CAPTURED_FILE))
 
 
 def _read(run_dir: str) -> dict:
-    with open(os.path.join(run_dir, CAPTURE_DIR, "captured.json")) as f:
+    with open(os.path.join(run_dir, CAPTURE_DIR, CAPTURED_FILE)) as f:
         return json.load(f)
 
 

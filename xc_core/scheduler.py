@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import os
 import threading
+from dataclasses import asdict
 
 from . import gc_policy
 from .errors import XcInputError
 from .limits import Limits
 from .pipeline import (
     CAPTURE_DIR,
+    CAPTURED_FILE,
     EXPORTED,
     PLAN,
     PLAN_STEP,
@@ -51,7 +53,7 @@ def emit_captured(emit: Progress, prepared: Prepared, run_dir: str, captured) ->
     emit(ProgressEvent(INPUTS, "done", resolution=prepared.inputs_info["resolution"]))
     emit(ProgressEvent(LOAD, "done", source=prepared.source_name))
     emit(ProgressEvent(CAPTURE, "done", seconds=prepared.capture_seconds,
-                       captured=os.path.join(run_dir, CAPTURE_DIR, "captured.json"),
+                       captured=os.path.join(run_dir, CAPTURE_DIR, CAPTURED_FILE),
                        nodes=len(captured.before.compute_nodes()), graph=captured.source.before_stage))
 
 
@@ -97,7 +99,7 @@ class _Here:
     def route(self) -> None:
         if needs_route(self.prepared, self.targets):
             self.emit(ProgressEvent(ROUTE, RUNNING))
-            record = run_route(self.prepared.captured, self.prepared.feeds, self.run_dir)
+            record = run_route(self.prepared.captured, self.prepared.feeds, self.run_dir, self.limits)
             self.emit(ProgressEvent(ROUTE, ERROR if record.get("error") else "done", error=record.get("error")))
 
     def run_targets(self) -> None:
@@ -246,7 +248,8 @@ class IsolatedRun:
             # The targets that compile ONNX start now; those that compile the route's program once it is written.
             self.emit(ProgressEvent(ROUTE, RUNNING))
             # torch's tracing touches the Inductor cache folder ($XC_HOME/cache/inductor) as Inductor does.
-            self.queue.append(Job(ROUTE_STEP, PLAN_STEP[ROUTE_STEP].job, {"run_dir": self.run_dir},
+            self.queue.append(Job(ROUTE_STEP, PLAN_STEP[ROUTE_STEP].job,
+                                  {"run_dir": self.run_dir, "limits": asdict(self.limits)},
                                   os.path.join(self.run_dir, "work", ROUTE_STEP),
                                   writable=(self.run_dir, _inductor_cache())))
             self._queue(lambda t: not t.takes_program)
@@ -324,7 +327,7 @@ def report_isolated(run_dir: str, inputs_info: dict, made: list, folders: dict, 
     report_job = PLAN[-1].job
     items = [[t.identity, *folders[t.identity]] for t in made if t.identity in folders]
     args = {"run_dir": run_dir, "inputs_info": inputs_info, "results": items, "has_reference": has_reference,
-            "run": run_info, "artifacts_dir": artifacts_dir, "export": artifacts_dir is not None,
+            "run": run_info, "artifacts_dir": artifacts_dir,
             "early_output_names": early_output_names}
     job = Job("report", report_job, args, os.path.join(run_dir, "work", "report"), writable=(run_dir,))
     out = run_jobs([job], limits, 1)["report"]
@@ -361,8 +364,6 @@ def _statuses_report(run_dir: str, inputs_info: dict, targets: list, statuses: d
                                     error_stage="report"))
     report = assemble_report(captured, inputs_info, None, results, {**run_info}, artifacts_dir, run_dir, lean=True)
     report["run"]["report_error"] = {**failed, "left_out": ["every target's result (their artifacts are kept)"]}
-    if artifacts_dir is not None:
-        report["exports"] = {"model_explorer": {"error": f"left out: building the report {failed['error']}"}}
     return report
 
 

@@ -159,7 +159,7 @@ class RunStore:
     def get(self, key: str) -> dict | None:
         """The run's report (its sidecar's lists attached), or None. Marks the run as used (eviction is
         least-recently-used). A run whose report is gone from objects/ leaves the store."""
-        from .report.sidecar import SIDECAR_FILE, attach
+        from .report.sidecar import attach, sidecar_in
         manifest = self._manifest(key)
         if manifest is None or REPORT_FILE not in manifest:
             return None
@@ -167,9 +167,10 @@ class RunStore:
             return None
 
         def read_sidecar():
-            if SIDECAR_FILE not in manifest:
+            name = sidecar_in(manifest)
+            if name is None:
                 return None
-            with open(self._object(manifest[SIDECAR_FILE])) as f:
+            with open(self._object(manifest[name]), "rb") as f:
                 return f.read()
         try:
             with open(self._object(manifest[REPORT_FILE])) as f:
@@ -241,14 +242,14 @@ class RunStore:
                     rel = os.path.relpath(path, run_dir)
                     manifest[rel], n = self._add_file(path)
                     size += n
-        from .report.sidecar import SIDECAR_FILE, dumps
+        from .report.sidecar import SIDECAR_FILE, SIDECAR_FILES, dumps, encode
         text, side = dumps(report)
-        for name in (REPORT_FILE, SIDECAR_FILE):
+        for name in (REPORT_FILE, *SIDECAR_FILES):
             manifest.pop(name, None)      # the report given wins over a report.json in run_dir
         manifest[REPORT_FILE], n = self._add_bytes(text.encode())
         size += n
         if side is not None:
-            manifest[SIDECAR_FILE], n = self._add_bytes(side.encode())
+            manifest[SIDECAR_FILE], n = self._add_bytes(encode(side))
             size += n
         row = _row(key, report, manifest, size, origin, time.time())
         # The record before the index row: a crash between the two leaves a complete run that a rebuild restores.
@@ -286,8 +287,9 @@ class RunStore:
 
     def _complete(self, key: str, manifest: dict) -> bool:
         """Whether the run's report (and sidecar) are still in objects/; a run without them is forgotten."""
-        from .report.sidecar import SIDECAR_FILE
-        needed = [manifest.get(REPORT_FILE)] + ([manifest[SIDECAR_FILE]] if SIDECAR_FILE in manifest else [])
+        from .report.sidecar import sidecar_in
+        side = sidecar_in(manifest)
+        needed = [manifest.get(REPORT_FILE)] + ([manifest[side]] if side else [])
         if all(isinstance(h, str) and os.path.isfile(self._object(h)) for h in needed):
             return True
         self._forget(key)
@@ -428,7 +430,7 @@ class RunStore:
         """Fill the index from the run records, keeping the runs whose report is still stored (files gone from
         objects/ are left out of their manifest); for a store with no records at all (written before they existed),
         the reports found among its objects. Returns (runs indexed, a note on what was recovered or dropped)."""
-        from .report.sidecar import SIDECAR_FILE
+        from .report.sidecar import sidecar_in
         rows: dict[str, dict] = {}
         dropped = 0
         names = self._record_names()
@@ -437,7 +439,7 @@ class RunStore:
             if row is None:
                 continue
             manifest = row["manifest"]
-            needed = [REPORT_FILE] + ([SIDECAR_FILE] if SIDECAR_FILE in manifest else [])
+            needed = [REPORT_FILE] + ([sidecar_in(manifest)] if sidecar_in(manifest) else [])
             if not all(f in manifest and os.path.isfile(self._object(manifest[f])) for f in needed):
                 dropped += 1
                 self._remove_record(row["key"])
@@ -471,8 +473,8 @@ class RunStore:
 
     def _recover_reports(self, referenced: set, keys: set) -> list[dict]:
         """Rows for the report.json files among objects no record names: their report, and their sidecar when
-        exactly one stored sidecar holds its lists."""
-        from .report.sidecar import SIDECAR_FILE
+        exactly one stored sidecar holds its lists (stores that old wrote them plain)."""
+        from .report.sidecar import PLAIN_SIDECAR_FILE
         reports, sidecars = [], {}
         objects = os.path.join(self.root, OBJECTS_DIR)
         for sub in sorted(list_folder(objects)):
@@ -507,7 +509,7 @@ class RunStore:
                 match = [h for h, held in sidecars.items() if pointers <= held]
                 if len(match) != 1:
                     continue
-                manifest[SIDECAR_FILE] = match[0]
+                manifest[PLAIN_SIDECAR_FILE] = match[0]
             try:
                 size = sum(os.path.getsize(self._object(h)) for h in manifest.values())
                 row = _row(key, report, manifest, size, "recovered", os.path.getmtime(path))
@@ -651,12 +653,12 @@ def _select_with_report(db: sqlite3.Connection, cols: tuple) -> list:
     """Rows of `cols` with the hashes of each run's report and sidecar last, newest first. SQLite's JSON functions
     pick them out of the manifest (parsing every manifest in Python took 0.4 s for 1,000 runs); a SQLite built
     without them, or a manifest that is not JSON, gets the manifests parsed here, row by row."""
-    from .report.sidecar import SIDECAR_FILE
+    from .report.sidecar import SIDECAR_FILES, sidecar_in
     head = f"SELECT {', '.join(cols)}"
+    sidecar = ", ".join(f"json_extract(manifest, '$.\"{name}\"')" for name in SIDECAR_FILES)
     try:
-        return db.execute(f"{head}, json_extract(manifest, '$.\"{REPORT_FILE}\"'), "
-                          f"json_extract(manifest, '$.\"{SIDECAR_FILE}\"') FROM runs ORDER BY created DESC"
-                          ).fetchall()
+        return db.execute(f"{head}, json_extract(manifest, '$.\"{REPORT_FILE}\"'), COALESCE({sidecar}) "
+                          f"FROM runs ORDER BY created DESC").fetchall()
     except sqlite3.OperationalError as e:
         if "json" not in str(e).lower():
             raise
@@ -664,7 +666,8 @@ def _select_with_report(db: sqlite3.Connection, cols: tuple) -> list:
     for r in db.execute(f"{head}, manifest FROM runs ORDER BY created DESC").fetchall():
         manifest = _loads(r[-1], None)
         manifest = manifest if isinstance(manifest, dict) else {}
-        out.append((*r[:-1], manifest.get(REPORT_FILE), manifest.get(SIDECAR_FILE)))
+        side = sidecar_in(manifest)
+        out.append((*r[:-1], manifest.get(REPORT_FILE), manifest.get(side) if side else None))
     return out
 
 

@@ -2,9 +2,9 @@
 first stage at which targets part ways for each source op.
 
 A report carries, per target, the steps with their counts (small) and a key per step graph; the graphs themselves
-go to one file beside report.json (`stages.json`, keyed by content, so a graph two targets share — the captured
-ONNX, ORT's basic-level graph of two variants — is stored once). The final graph of each target is already in the
-report; steps that end there say "final".
+go to one file beside report.json (`stages.json.gz`, keyed by content, so a graph two targets share — the captured
+ONNX, ORT's basic-level graph of two variants — is stored once; gzip, since node records repeat their keys and
+compress about 11×). The final graph of each target is already in the report; steps that end there say "final".
 
 First divergence: for every source op and target, a signature per stage —
 - import, graph optimisation, fusion: which other source ops share a node with it in the graph after that stage
@@ -17,6 +17,7 @@ stage whose signatures differ.
 """
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 from collections import Counter, defaultdict
@@ -35,7 +36,7 @@ from ..lowering import (
     Step,
 )
 
-STAGES_FILE = "stages.json"
+STAGES_FILE = "stages.json.gz"     # written before it was compressed: stages.json (a report names its file)
 GONE = "gone"
 _GRAPH_STAGES = (IMPORT, GRAPH_OPT, FUSION)
 
@@ -82,11 +83,19 @@ class GraphStore:
         return json.dumps({"format": STAGES_FORMAT, "nodes": self.nodes, "graphs": self.graphs},
                           separators=(",", ":"))
 
+    def write(self, path: str) -> None:
+        """stages.json.gz: gzip without a time stamp, so the same graphs give the same bytes (the run store keeps
+        a file once by its hash)."""
+        from ..paths import write_bytes_atomic
+        write_bytes_atomic(path, gzip.compress(self.to_json().encode(), compresslevel=6, mtime=0))
+
 
 def read_stage_graphs(path: str) -> dict[str, dict]:
-    """stages.json as step graph key → graph dict (nodes in full). Also reads the first format (key → graph)."""
-    with open(path) as f:
-        data = json.load(f)
+    """stages.json.gz (or the plain stages.json of older runs) as step graph key → graph dict (nodes in full).
+    Also reads the first format (key → graph)."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    data = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
     if data.get("format") != STAGES_FORMAT:
         return data
     nodes = data["nodes"]

@@ -5,6 +5,11 @@ target, node-data overlays (backend, precision, CPU fallback, per-layer drift); 
 sync-navigation mapping, so that selecting a node in one pane selects the node(s) carrying the same source ops in
 the other. index.json and README.txt say which file is which and how to open them.
 
+The export is made when it is asked for (`model_explorer_zip`: the Downloads page's button, `xc report RUN
+--format model-explorer`), not with every run: it is a second copy of every graph in the report, in another
+format, and a copy per pair of graphs of the mapping — at 20,000 nodes and eight targets 60 MB and a minute of the
+report job that most runs never open.
+
 The formats, as ai-edge-model-explorer 0.1.34 and its UI (github.com/google-ai-edge/model-explorer) read them:
 - graph: `model_explorer.graph_builder.GraphCollection` as `dataclasses.asdict` serialises it (the form the server
   sends the UI, model_explorer/utils.py `convert_adapter_response`); the UI's built-in JSON adapter takes a
@@ -21,10 +26,13 @@ its server, flask and torch (about 2.5 s); the dataclasses' JSON form is small a
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import os
 import re
+import tempfile
+import zipfile
 
 from ..ir import COMPUTE, CONSTANT, IO
 
@@ -126,6 +134,33 @@ def write_model_explorer(report: dict, out_dir: str) -> list[str]:
         f.write(_readme(index))
     written.append(os.path.join(out_dir, "README.txt"))
     return written
+
+
+def model_explorer_zip(report: dict, folder: str = MODEL_EXPLORER_DIR) -> bytes:
+    """The export as one zip, every file under `folder`/. An export that fails (a bug: it reads only the report)
+    gives a zip holding ERROR.txt with the one-line reason, never an exception in the page that asked."""
+    buf = io.BytesIO()
+    with tempfile.TemporaryDirectory(prefix="xc-me-") as tmp, \
+            zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        try:
+            paths = write_model_explorer(report, tmp)
+        except Exception as e:  # noqa: BLE001 — the analysis stands; say why its export is missing
+            z.writestr(f"{folder}/ERROR.txt", f"The Model Explorer export failed: {type(e).__name__}: "
+                                              f"{str(e).strip()[:300]}\n")
+        else:
+            for path in sorted(paths):
+                z.write(path, f"{folder}/{os.path.basename(path)}")
+    return buf.getvalue()
+
+
+def export_plan(report: dict) -> dict:
+    """The export's index.json without building it: which graph file each graph id gets and each target's backend
+    overlay — enough for `open_command`, and cheap (the names only)."""
+    graphs = _collect_graphs(report)
+    names = _safe_names([gid for gid, _, _ in graphs])
+    return {"graphs": {gid: f"{names[gid]}.graph.json" for gid, _, _ in graphs},
+            "node_data": {gid: {"backend": f"{names[gid]}.backend.nodedata.json"}
+                          for gid, _, target in graphs if target is not None}}
 
 
 # --- graphs --------------------------------------------------------------------------------------------------

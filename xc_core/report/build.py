@@ -212,9 +212,10 @@ def _route_block(captured, results: list) -> dict | None:
     if not route:
         return None
     block = {k: route[k] for k in ("route", "preprocessing", "conversion_drift", "float_model", "program_inputs",
-                                   "program_nodes", "seconds", "error") if k in route}
+                                   "program_nodes", "seconds", "error", "skipped") if k in route}
     block["targets"] = [r.target for r in results if "onnx_conversion" in r.info
-                        or (r.error or "").startswith("no PyTorch program from the ONNX")]
+                        or (r.error or "").startswith("no PyTorch program from the ONNX")
+                        or (route.get("skipped") and r.info.get("skipped_above_size") == route["skipped"])]
     block["evidence"] = ev.MEASURED
     return block
 

@@ -58,14 +58,14 @@ def resolve_key(ref: str, store: RunStore) -> str:
 
 
 def _from_file(path: str) -> Run:
-    from ..report.sidecar import SIDECAR_FILE
+    from ..report.sidecar import sidecar_in
     name = os.path.basename(path)
     data = _read_bounded(path, "max_report_mb", f"{name}: the file is")
     folder = os.path.dirname(os.path.abspath(path))
     sidecar = None
-    if os.path.isfile(os.path.join(folder, SIDECAR_FILE)):
-        sidecar = _read_bounded(os.path.join(folder, SIDECAR_FILE), "max_sidecar_mb",
-                                f"{name}: its sidecar {SIDECAR_FILE} is")
+    side = sidecar_in([n for n in os.listdir(folder) if os.path.isfile(os.path.join(folder, n))])
+    if side:
+        sidecar = _read_bounded(os.path.join(folder, side), "max_sidecar_mb", f"{name}: its sidecar {side} is")
     report = parse_report(data, os.path.basename(path), sidecar)
     files = {}
     for root, _dirs, names in os.walk(folder):
@@ -98,7 +98,8 @@ def _read_bounded(path: str, limit: str, subject: str) -> bytes:
 
 
 def parse_report(data: bytes, name: str = REPORT_FILE, sidecar: bytes | None = None) -> dict:
-    """A report.json's bytes (and its report.nodes.json's, when it has one), checked: within the size limits, JSON,
+    """A report.json's bytes (and its sidecar's, report.nodes.json.gz or plain, when it has one), checked: within
+    the size limits (the sidecar's also once decompressed), JSON,
     nested no deeper than an xc report, an xc report, and valid against the report's schema once the sidecar's
     lists are back in it. Anything else raises XcInputError naming the first problem in one line."""
     from ..limits import MIB, REPORT_MAX_DEPTH, exceeded, report_limit
@@ -119,7 +120,7 @@ def parse_report(data: bytes, name: str = REPORT_FILE, sidecar: bytes | None = N
         raise XcInputError(f"{name}: JSON but not an xc report (no source/targets); accepted: the report.json "
                            "written by xc analyze")
     try:
-        attach(report, lambda: sidecar.decode() if sidecar is not None else None)
+        attach(report, lambda: sidecar, max_bytes=int(report_limit("max_sidecar_mb") * MIB))
     except SidecarError as e:
         raise XcInputError(f"{name}: {e}") from None
     except UnicodeDecodeError:
@@ -127,7 +128,9 @@ def parse_report(data: bytes, name: str = REPORT_FILE, sidecar: bytes | None = N
     if _deeper_than(report, REPORT_MAX_DEPTH):
         raise XcInputError(f"{name}: nested deeper than an xc report (at most {REPORT_MAX_DEPTH} levels); "
                            "accepted: the report.json written by xc analyze")
-    if _LONE_SURROGATE.search(data) or (sidecar is not None and _LONE_SURROGATE.search(sidecar)):
+    # (a compressed sidecar's text is not at hand here: its strings are checked the slow way)
+    if _LONE_SURROGATE.search(data) or (sidecar is not None and (sidecar[:2] == b"\x1f\x8b"
+                                                                 or _LONE_SURROGATE.search(sidecar))):
         try:
             json.dumps(report, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError:

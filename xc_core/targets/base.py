@@ -226,8 +226,13 @@ class Target(abc.ABC):
 
     def too_big(self, captured) -> dict | None:
         """Targets whose own toolchain slows down badly on big graphs skip them by default: None to go ahead, or
-        {"nodes", "limit", "why"} to skip, `why` naming the size, the limit and how to raise it."""
-        return None
+        {"nodes", "limit", "why"} to skip, `why` naming the size, the limit and how to raise it. The targets that
+        compile a PyTorch program skip programs above --max-program-nodes."""
+        if not self.takes_program or captured.before is None:
+            return None
+        from ..limits import Limits
+        limit = (self.limits or Limits.from_env()).max_program_nodes
+        return program_too_big(sum(n.kind == "compute" for n in captured.before.nodes), limit, "the program")
 
     # hooks --------------------------------------------------------------------------------------------------
     @abc.abstractmethod
@@ -371,7 +376,7 @@ def execute_target(target: Target, captured, inputs: dict, workdir: str,
         except Exception as e:  # noqa: BLE001 — per-layer drift is optional; say why it is missing
             result.notes.append(f"intermediate values unavailable: {type(e).__name__}: {first_line(e, 300)}")
         result.timings["intermediates"] = round(time.perf_counter() - t0, 4)
-    runs = profile_runs(target)
+    runs = profile_runs(target, len(result.graph.nodes) if result.graph is not None else 0)
     if runs and target.profile_method and result.graph is not None:
         on_phase("profile")
         t0 = time.perf_counter()
@@ -384,10 +389,43 @@ def execute_target(target: Target, captured, inputs: dict, workdir: str,
     return result
 
 
-def profile_runs(target: Target) -> int:
-    """How many profiled runs the run's limits ask of each target (XC_PROFILE_RUNS / --profile-runs)."""
+# Profiled node executions per target (runs × compiled nodes) beyond which a big graph gets fewer runs: a profiler
+# records an event per node and run (ORT's trace of one 20,000-node run is 100 MB of JSON), so five runs cost twice
+# the compile there, while the median per node needs only a few samples. 40,000: the samples keep all their runs up
+# to 8,000 nodes.
+PROFILED_NODE_RUNS = 40_000
+MIN_PROFILE_RUNS = 2
+
+
+def skip_above(nodes: int, limit: int, limit_key: str, what: str, reason: str, unit: str = "nodes") -> dict | None:
+    """A target's skip for a graph of `nodes` above `limit` (None when it fits): {"nodes", "limit", "why"}, `why`
+    one line naming the size, the limit, `reason` it exists and the flag and variable that raise it."""
+    if nodes <= limit:
+        return None
+    from ..limits import LIMITS
+    lim = LIMITS[limit_key]
+    return {"nodes": nodes, "limit": limit,
+            "why": f"skipped: {what} {nodes:,} {unit}, above the {limit:,}-node limit for {reason}; raise it with "
+                   f"{lim.flag} or the environment variable {lim.env}"}
+
+
+def program_too_big(nodes: int, limit: int, what: str) -> dict | None:
+    """The skip of a PyTorch program of `nodes` compute nodes above `limit` (None when it fits)."""
+    return skip_above(nodes, limit, "max_program_nodes", f"{what} has",
+                      "the targets that compile a PyTorch program (their lowering grows with the program: ExecuTorch "
+                      "XNNPACK took 130 s at 1,007 nodes on a 2-core machine, and every one of them ran past the "
+                      "300 s worker limit at 20,007)")
+
+
+def profile_runs(target: Target, nodes: int = 0) -> int:
+    """How many profiled runs the run's limits ask of each target (XC_PROFILE_RUNS / --profile-runs); a graph of
+    more than PROFILED_NODE_RUNS / runs nodes gets fewer, at least MIN_PROFILE_RUNS (node_times.runs says how
+    many)."""
     from ..limits import Limits
-    return int((target.limits or Limits.from_env()).profile_runs)
+    asked = int((target.limits or Limits.from_env()).profile_runs)
+    if asked <= MIN_PROFILE_RUNS or nodes * asked <= PROFILED_NODE_RUNS:
+        return asked
+    return max(MIN_PROFILE_RUNS, PROFILED_NODE_RUNS // nodes)
 
 
 def attach_node_times(result: TargetResult, samples: dict[str, list[float]], method: str, runs: int) -> None:

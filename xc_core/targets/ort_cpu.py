@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,7 +88,10 @@ class OrtTarget(Target):
         for n in graph.nodes:
             n.attributes.pop("_metadata", None)
             n.precision = onnx_node_precision(n)
+        t0 = time.perf_counter()
         result.stages.extend(self.level_steps(compiled, original, graph))
+        # inside inspect: the stage views alone (bench/big_graph.py weighs them against the compile)
+        result.timings["stage_views"] = round(time.perf_counter() - t0, 4)
         return graph
 
     def level_steps(self, compiled, original: Graph, final: Graph) -> list:
@@ -97,11 +101,14 @@ class OrtTarget(Target):
         configured = self.options.get("level", "all")
         levels = [level for level, _ in _LEVEL_STAGES]
         steps = [graph_step(IMPORT, "the ONNX model ORT loads", original, ref=INPUT)]
+        left_out = self._levels_left_out(original, levels[1:levels.index(configured)])
         with tempfile.TemporaryDirectory(dir=compiled.workdir) as tmp:
             for level, stage in _LEVEL_STAGES[1:levels.index(configured) + 1]:
                 if level == configured:
-                    steps.append(graph_step(stage, ORT_LEVELS[level], final, ref=FINAL))
+                    steps.append(graph_step(stage, ORT_LEVELS[level], final, note=left_out, ref=FINAL))
                     break
+                if left_out:
+                    continue
                 path = os.path.join(tmp, f"model.{level}.onnx")
                 make_session(compiled.input_model, ORT_LEVELS[level], optimized_path=path)
                 g = onnx_ir_graph(onnx.load(path), f"ort-{level}")
@@ -116,6 +123,18 @@ class OrtTarget(Target):
             steps = [graph_step(IMPORT, "the ONNX model ORT loads (ORT_DISABLE_ALL: no optimization)", final,
                                 ref=FINAL)]
         return steps
+
+    def _levels_left_out(self, original: Graph, below: list[str]) -> str:
+        """Why the levels before the configured one are not shown ("" when they are): each costs one more session,
+        and above --max-level-graph-nodes that costs several times the compile."""
+        from ..limits import LIMITS, Limits
+        limit = (self.limits or Limits.from_env()).max_level_graph_nodes
+        if not below or len(original.nodes) <= limit:
+            return ""
+        lim = LIMITS["max_level_graph_nodes"]
+        return (f"the graphs after {', '.join(ORT_LEVELS[b] for b in below)} are left out: {len(original.nodes):,} ONNX nodes, above the "
+                f"{limit:,}-node limit for one more ORT session per level; raise it with {lim.flag} or "
+                f"{lim.env} to see them")
 
     def input_graph(self, compiled, captured) -> Graph:
         """The graph ORT optimized, in the IR with provenance (the captured ONNX for plain ORT targets)."""
@@ -135,12 +154,16 @@ class OrtTarget(Target):
                                 + ", ".join(unnamed[:10]))
         return outputs
 
-    profile_method = ("a second ORT session of the same model and level with profiling on (SessionOptions."
-                      "enable_profiling); each node's kernel events (\"<node>_kernel_time\") summed per run, the "
-                      "first run left out as warm-up")
+    profile_method = ("a second ORT session with profiling on (SessionOptions.enable_profiling) over the optimized "
+                      "model ORT saved, loaded with optimizations off (the same nodes and kernels, without paying "
+                      "for the optimizer again); each node's kernel events (\"<node>_kernel_time\") summed per run, "
+                      "the first run left out as warm-up")
 
     def _profile(self, compiled, inputs, captured, result, runs):
-        session = make_session(compiled.input_model, self.level, profile_dir=compiled.workdir)
+        try:
+            session = make_session(compiled.optimized, "ORT_DISABLE_ALL", profile_dir=compiled.workdir)
+        except Exception:  # noqa: BLE001 — an optimized model ORT cannot load back: optimize again, as compiled
+            session = make_session(compiled.input_model, self.level, profile_dir=compiled.workdir)
         for _ in range(runs + 1):
             run_session(session, inputs)
         profile = session.end_profiling()

@@ -33,16 +33,13 @@ class OrtCpuInt8(OrtTarget):
                    "per_channel": "quantize_dynamic per_channel: one scale per output channel (true / false)"}
 
     def too_big(self, captured):
-        from ..limits import LIMITS, Limits
+        from ..limits import Limits
+        from .base import skip_above
         limit = (self.limits or Limits.from_env()).max_int8_nodes
         nodes = len(captured.onnx_graph.nodes) if captured.onnx_graph is not None else 0
-        if nodes <= limit:
-            return None
-        lim = LIMITS["max_int8_nodes"]
-        return {"nodes": nodes, "limit": limit,
-                "why": f"skipped: the model has {nodes:,} ONNX nodes, above the {limit:,}-node limit for int8 "
-                       f"quantization (onnxruntime's quantize_dynamic takes time quadratic in graph size, about "
-                       f"30 s at 5,000 nodes); raise it with {lim.flag} or the environment variable {lim.env}"}
+        return skip_above(nodes, limit, "max_int8_nodes", "the model has",
+                          "int8 quantization (onnxruntime's quantize_dynamic takes time quadratic in graph size, "
+                          "about 30 s at 5,000 nodes)", unit="ONNX nodes")
 
     def model_for(self, captured, workdir, result):
         import onnx

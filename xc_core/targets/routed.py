@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir import Graph
-from .base import ERROR, TargetResult, check_result
+from .base import ERROR, UNAVAILABLE, TargetResult, check_result
 
 ROUTE_KEYS = ("route", "preprocessing", "conversion_drift", "float_model", "program_nodes", "program_inputs",
               "seconds", "evidence")
@@ -22,6 +22,11 @@ def through_route(target, captured, inputs: dict, workdir: str, execute, **kwarg
     ONNX model's names."""
     route = captured.onnx_route
     ok, why = target.available()
+    if ok and route is not None and route.get("skipped"):      # the ONNX is above --max-program-nodes
+        result = TargetResult(target=target.identity, evidence=dict(target.evidence), status=UNAVAILABLE,
+                              error=route["skipped"]["why"])
+        result.info["skipped_above_size"] = route["skipped"]
+        return result
     if ok and (route is None or route.get("error")):
         result = TargetResult(target=target.identity, evidence=dict(target.evidence))
         result.status, result.error_stage = ERROR, "capture"

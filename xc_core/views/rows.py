@@ -98,6 +98,9 @@ def onnx_route_lines(report: dict) -> list[str]:
     targets = ", ".join(route.get("targets") or []) or "none"
     if route.get("error"):
         return [f"The ONNX could not be made a PyTorch program, so {targets} did not compile it: {route['error']}"]
+    if route.get("skipped"):
+        why = route["skipped"]["why"].removeprefix("skipped: ")
+        return [f"The ONNX was not made a PyTorch program, so {targets} did not compile it: {why}."]
     drift = [m["rel_l2"] for m in (route.get("conversion_drift") or {}).values() if "rel_l2" in m]
     lines = [f"{route['route']}: {route.get('program_nodes', '?')} ops in {route.get('seconds', 0):.1f} s, compiled "
              f"by {targets}. Its own error against ONNX Runtime (optimizations off), measured apart so no target "
@@ -871,16 +874,16 @@ ARTIFACT_NOTES = {
 
 def artifact_groups(report: dict, rels) -> list[dict]:
     """The run's files for the Downloads page, grouped: each target's artifacts (report order), then the captured
-    model, the inputs and the rest. The Model Explorer export is left out (it downloads as one zip, see
-    model_explorer_command) and so are the reports. Each group: {"group", "title", "parts": [(note, [{"rel",
+    model, the inputs and the rest. The reports are left out, and so is the model_explorer/ folder of a
+    run stored before the export was made on demand (the page builds it as one zip, see model_explorer_command). Each group: {"group", "title", "parts": [(note, [{"rel",
     "label"}])]} — files without a note first, then one part per note in ARTIFACT_NOTES' order, so a note sits
     above the files it is about."""
     from ..export.model_explorer import MODEL_EXPLORER_DIR
-    from ..report.sidecar import SIDECAR_FILE
+    from ..report.sidecar import SIDECAR_FILES
     folder = MODEL_EXPLORER_DIR + "/"
     by_group: dict[str, list[str]] = {}
     for rel in sorted(rels):
-        if rel in ("report.json", SIDECAR_FILE) or rel.startswith(folder):
+        if rel in ("report.json", *SIDECAR_FILES) or rel.startswith(folder):
             continue
         parts = rel.split("/")
         group = parts[1] if parts[0] == "artifacts" and len(parts) > 2 else \
@@ -910,43 +913,14 @@ def artifact_groups(report: dict, rels) -> list[dict]:
     return out
 
 
-def model_explorer_files(files: dict) -> dict[str, str]:
-    """The Model Explorer export among the run's files: name in the zip ("model_explorer/…") → file on disk."""
-    from ..export.model_explorer import MODEL_EXPLORER_DIR
-    return {rel: path for rel, path in sorted(files.items()) if rel.startswith(MODEL_EXPLORER_DIR + "/")}
-
-
-def model_explorer_index(explorer: dict[str, str]) -> dict:
-    """The export's index.json (which file is which) from model_explorer_files; {} when it is missing or unreadable."""
-    import json
-    path = next((p for rel, p in explorer.items() if rel.endswith("/index.json")), None)
-    if path is None:
-        return {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            index = json.load(f)
-    except (OSError, ValueError):
-        return {}
-    return index if isinstance(index, dict) else {}
-
-
-def zip_files(entries: dict[str, str]) -> bytes:
-    """A zip of files on disk, each under its name in the zip."""
-    import io
-    import zipfile
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        for name, path in sorted(entries.items()):
-            z.write(path, name)
-    return buf.getvalue()
-
-
-def model_explorer_command(report: dict, index: dict) -> str:
+def model_explorer_command(report: dict) -> str:
     """How to open model_explorer.zip: unzip it, then open two graphs in Model Explorer — the first pair the
     Overview compares, else the first target and the captured graph — the first with its backends coloured. ""
-    when the export holds no target graph."""
-    from ..export.model_explorer import CAPTURED, MODEL_EXPLORER_DIR, open_command
-    graphs = index.get("graphs") or {}
+    when the export would hold no target graph. Computed from the file names the export gives, without building
+    it."""
+    from ..export.model_explorer import CAPTURED, MODEL_EXPLORER_DIR, export_plan, open_command
+    index = export_plan(report)
+    graphs = index["graphs"]
     pair = next((list(p) for p in default_pairs(report) if all(g in graphs for g in p)), None)
     if pair is None:
         first = next((g for g in graphs if g != CAPTURED), None)

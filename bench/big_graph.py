@@ -27,11 +27,12 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.dirname(os.path.abspath(__file__))]
+from tree_cpu import TreeSampler  # noqa: E402
+
 NODES_PER_LAYER = 19
 # Phases a target's worker reports: the toolchain's own calls, and xc's (reading back, profiling, probing).
 TOOLCHAIN_PHASES = ("compile", "run")
@@ -55,40 +56,6 @@ def _child(model: str, targets: list[str] | None, out: str, jobs: int | None) ->
                    for tid, t in report["targets"].items()}
     print("XC-BIG " + json.dumps({"wall": wall, "events": events, "targets": targets_out,
                                   "nodes": report["capture"].get("onnx_node_count")}), flush=True)
-
-
-class TreeSampler(threading.Thread):
-    """CPU seconds and peak RSS of a process and all its descendants, sampled every `every` seconds (a process
-    that ends between samples loses at most that much)."""
-
-    def __init__(self, pid: int, every: float = 0.25):
-        super().__init__(daemon=True)
-        import psutil
-        self.root, self.every, self.psutil = psutil.Process(pid), every, psutil
-        self.cpu: dict[int, float] = {}
-        self.peak_rss = 0
-        self.done = threading.Event()
-
-    def run(self):
-        while not self.done.is_set():
-            try:
-                procs = [self.root] + self.root.children(recursive=True)
-            except self.psutil.Error:
-                break
-            rss = 0
-            for p in procs:
-                try:
-                    t = p.cpu_times()
-                    self.cpu[p.pid] = t.user + t.system
-                    rss += p.memory_info().rss
-                except self.psutil.Error:
-                    continue
-            self.peak_rss = max(self.peak_rss, rss)
-            self.done.wait(self.every)
-
-    @property
-    def cpu_seconds(self) -> float:
-        return sum(self.cpu.values())
 
 
 def _spans(events: list[dict]) -> dict:

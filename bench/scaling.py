@@ -1,6 +1,8 @@
 """How xc's time grows with the graph: the same analysis on one model family at growing sizes, each size in a fresh
 process, --repeat times (median), with the seconds and the time per node of every stage, and the per-node ratio
-between the largest and the smallest size (1.0: linear; 16.0 over a 16× range: quadratic).
+between the largest and the smallest size (1.0: linear; 16.0 over a 16× range: quadratic), and the marginal ratio:
+what an added node costs between the two largest sizes against between the two smallest (fixed costs cancel; 1.0 is
+flat).
 
     python bench/scaling.py                                   # transformer 1, 4, 16, 64 layers
     python bench/scaling.py --family cnn --sizes 4,16,64      # conv-BN-ReLU depth
@@ -105,7 +107,7 @@ def main() -> int:
     ap.add_argument("--family", choices=sorted(DEFAULT_SIZES), default="transformer")
     ap.add_argument("--sizes", help="comma-separated sizes (layers, depth, steps); default per family")
     ap.add_argument("--targets", help="comma-separated targets (default: all)")
-    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=3, help="runs per size, interleaved; medians (default 3)")
     ap.add_argument("--profile", metavar="DIR", help="write a cProfile file per size there")
     ap.add_argument("--_one", help=argparse.SUPPRESS)
     ap.add_argument("--_build", nargs=2, help=argparse.SUPPRESS)
@@ -134,27 +136,35 @@ def main() -> int:
     print(f"  nodes: " + ", ".join(f"{s} → {nodes[s]:,}" for s in sizes))
     lo, hi = sizes[0], sizes[-1]
     head = "  " + f"{'stage':34}" + "".join(f"{str(s) + ' s':>10}{'µs/node':>10}" for s in sizes) + \
-        f"{'per-node ratio':>16}"
+        f"{'per-node ratio':>16}{'marginal ratio':>16}"
     print(head)
-    worst = None
+    worst = worst_marginal = None
     for k in names + ["wall"]:
         cells = ""
+        v = {s: statistics.median(r["wall"] for r in runs[s]) if k == "wall" else med[s][k] for s in sizes}
         for s in sizes:
-            v = statistics.median(r["wall"] for r in runs[s]) if k == "wall" else med[s][k]
-            cells += f"{v:10.2f}{v / nodes[s] * 1e6:10.0f}"
-        v_lo = statistics.median(r["wall"] for r in runs[lo]) if k == "wall" else med[lo][k]
-        v_hi = statistics.median(r["wall"] for r in runs[hi]) if k == "wall" else med[hi][k]
-        ratio = (v_hi / nodes[hi]) / (v_lo / nodes[lo]) if v_lo > 0 else float("nan")
+            cells += f"{v[s]:10.2f}{v[s] / nodes[s] * 1e6:10.0f}"
+        ratio = (v[hi] / nodes[hi]) / (v[lo] / nodes[lo]) if v[lo] > 0 else float("nan")
+        # The marginal cost per node (what each added node costs, fixed costs aside) between the two largest sizes
+        # against the two smallest: 1.0 is flat; the goal for xc's own stages is ≤ 1.2.
+        marginal = float("nan")
+        if len(sizes) >= 3 and nodes[sizes[1]] > nodes[lo] and nodes[hi] > nodes[sizes[-2]]:
+            first = (v[sizes[1]] - v[lo]) / (nodes[sizes[1]] - nodes[lo])
+            last = (v[hi] - v[sizes[-2]]) / (nodes[hi] - nodes[sizes[-2]])
+            marginal = last / first if first > 0 else float("nan")
         own = k.endswith(OWN)
-        if own and v_hi >= 0.5:             # below half a second the per-node figure is noise
+        if own and v[hi] >= 0.5:             # below half a second the per-node figure is noise
             worst = ratio if worst is None else max(worst, ratio)
-        print(f"  {k + (' *' if own else ''):34}{cells}{ratio:16.2f}")
+            if marginal == marginal:
+                worst_marginal = marginal if worst_marginal is None else max(worst_marginal, marginal)
+        print(f"  {k + (' *' if own else ''):34}{cells}{ratio:16.2f}{marginal:16.2f}")
     if worst is None:
         print("  * xc's own stage. None of them reached 0.5 s at the largest size (below that the per-node figure "
               "is noise)")
     else:
         print(f"  * xc's own stage. Worst per-node ratio of xc's own stages (those ≥ 0.5 s): {worst:.2f} over "
-              f"{nodes[hi] / nodes[lo]:.1f}× the nodes")
+              f"{nodes[hi] / nodes[lo]:.1f}× the nodes; worst marginal ratio "
+              + (f"{worst_marginal:.2f} (goal ≤ 1.2)" if worst_marginal is not None else "— (needs 3 sizes)"))
     for s in sizes:
         r = runs[s][-1]
         extra = (f", report.nodes.json.gz {r['sidecar_mb']:.1f} MB" if "sidecar_mb" in r else "") + \

@@ -24,14 +24,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.dirname(os.path.abspath(__file__))]
-from tree_cpu import TreeSampler  # noqa: E402
+from tree_cpu import TreeSampler, run_sampled  # noqa: E402
 
 NODES_PER_LAYER = 19
 # Phases a target's worker reports: the toolchain's own calls, and xc's (reading back, profiling, probing).
@@ -120,12 +119,7 @@ def main() -> int:
             cmd += ["--jobs", str(args.jobs)]
         env = {**os.environ, "XC_HOME": os.path.join(tmp, "home")}
         load = os.getloadavg()
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
-        sampler = TreeSampler(proc.pid)
-        sampler.start()
-        stdout, stderr = proc.communicate()
-        sampler.done.set()
-        sampler.join()
+        stdout, stderr, sampler = run_sampled(cmd, cwd=ROOT, env=env)
         line = next((x for x in stdout.splitlines() if x.startswith("XC-BIG ")), None)
         if line is None:
             print(stderr[-3000:], file=sys.stderr)

@@ -36,7 +36,6 @@ import json
 import os
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -283,14 +282,9 @@ def _spawn(kind: str, model: str, targets: list[str]) -> dict:
     """One measured run in a fresh process; its own figures, plus the CPU time and peak memory of its whole process
     tree sampled from here (the isolated run's forkserver workers are not the child's waited-for children, so its
     own getrusage misses them). The tree's figures include the child's start (imports) on both sides."""
-    from tree_cpu import TreeSampler
-    proc = subprocess.Popen([sys.executable, __file__, "--_one", kind, "--model", model, "--targets",
-                             ",".join(targets)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    sampler = TreeSampler(proc.pid)
-    sampler.start()
-    stdout, stderr = proc.communicate()
-    sampler.done.set()
-    sampler.join()
+    from tree_cpu import run_sampled
+    stdout, stderr, sampler = run_sampled([sys.executable, __file__, "--_one", kind, "--model", model, "--targets",
+                                           ",".join(targets)], cwd=ROOT)
     line = next((x for x in stdout.splitlines() if x.startswith("XC-OVERHEAD ")), None)
     if line is None:
         raise SystemExit(f"{kind} run failed:\n{stderr[-3000:]}")

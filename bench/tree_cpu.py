@@ -6,6 +6,7 @@ at most one interval of its CPU time (`every`, 0.1 s: a few percent of a sample'
 """
 from __future__ import annotations
 
+import subprocess
 import threading
 
 
@@ -43,3 +44,14 @@ class TreeSampler(threading.Thread):
         return sum(self.cpu.values())
 
 
+
+
+def run_sampled(cmd: list[str], **popen_kwargs) -> tuple[str, str, TreeSampler]:
+    """Run `cmd` to its end with its whole process tree sampled: (stdout, stderr, the sampler)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen_kwargs)
+    sampler = TreeSampler(proc.pid)
+    sampler.start()
+    stdout, stderr = proc.communicate()
+    sampler.done.set()
+    sampler.join()
+    return stdout, stderr, sampler

@@ -27,6 +27,9 @@ PER_RUN = {"timings", "seconds", "worker", "created_at", "run", "artifacts", "ar
 # Added since the step, on top of the findings it kept (issue 33): where ORT's assignment came from and how it was
 # checked, the time evidence, and the drift attributed to the decisions along depth.
 ADDED_SINCE = {"assignment_source", "assignment_sources_compared", "assignment_unconfirmed", "attribution"}
+# Moved since (issue 35): the Model Explorer export is made on demand rather than listed under `exports`, and the
+# stage graphs are stored compressed (stages.json.gz) — where the findings live, not what they say.
+MOVED_SINCE = {"exports"}
 
 _RUN = """
 import json, sys
@@ -60,7 +63,9 @@ _ORT_UNNAMED = re.compile(r"^(\d+) (?:node\(s\) had no kernel event in the profi
 def _comparable(o):
     if isinstance(o, dict):
         out = {k: _comparable(v) for k, v in o.items()
-               if k not in PER_RUN | ADDED_SINCE and not (k == "graph" and isinstance(v, str))}
+               if k not in PER_RUN | ADDED_SINCE | MOVED_SINCE and not (k == "graph" and isinstance(v, str))}
+        if isinstance(out.get("stage_graphs"), dict) and isinstance(out["stage_graphs"].get("file"), str):
+            out["stage_graphs"]["file"] = out["stage_graphs"]["file"].removesuffix(".gz")
         if isinstance(out.get("evidence"), dict):
             out["evidence"].pop("time", None)      # the time evidence, added with the times (issue 33)
         return out

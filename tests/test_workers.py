@@ -363,3 +363,37 @@ def test_early_outputs_are_renamed_to_the_onnx_names_by_position():
     late = TargetResult("ort-cpu", outputs={"out0": np.zeros(1), "out1": np.ones(1)})
     rename_outputs(late, ["mul", "x"], ["out0", "out1"])       # a target that started from the final names
     assert list(late.outputs) == ["out0", "out1"]
+
+
+def test_a_one_analysis_forkserver_preloads_only_the_requested_targets_libraries():
+    """The CLI's forkserver imports the capture's libraries and the requested targets' (worker_modules); the
+    dashboard's (XC_WORKER_PRELOAD unset) imports every target's."""
+    from xc_core.targets import worker_modules
+    assert worker_modules(["ort-cpu"]) == []
+    assert worker_modules(["ort-cpu", "coreml-ane", "coreml-cpu[compute_precision=fp32]"]) == ["coremltools"]
+    assert {"coremltools", "openvino", "onnxruntime.quantization"} <= set(worker_modules(None))
+    probe = ("import sys, xc_core._preload; "
+             "print(','.join(m for m in ('coremltools', 'openvino', 'torch') if m in sys.modules))")
+
+    def preloaded(env_value):
+        env = {k: v for k, v in os.environ.items() if k != "XC_WORKER_PRELOAD"}
+        if env_value is not None:
+            env["XC_WORKER_PRELOAD"] = env_value
+        out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True,
+                             timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return set(out.stdout.strip().splitlines()[-1].split(","))
+    assert preloaded("") == {"torch"}
+    assert preloaded("openvino") == {"openvino", "torch"}
+    assert preloaded(None) == {"coremltools", "openvino", "torch"}
+
+
+def test_preload_only_is_set_before_the_forkserver_starts_and_ignored_after(monkeypatch):
+    import xc_core.worker as worker
+    monkeypatch.delenv(worker.PRELOAD_ENV, raising=False)
+    monkeypatch.setattr(worker, "_CTX", None)
+    worker.preload_only(["openvino", "coremltools", "openvino"])
+    assert os.environ[worker.PRELOAD_ENV] == "coremltools,openvino"
+    monkeypatch.setattr(worker, "_CTX", object())        # started: its preload is fixed, nothing changes
+    worker.preload_only([])
+    assert os.environ[worker.PRELOAD_ENV] == "coremltools,openvino"

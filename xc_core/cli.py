@@ -449,6 +449,10 @@ def _analyze(args) -> int:
     report = _stored_run(args, targets, options, shapes, limits) if args.reuse else None
     if report is not None:
         return _finish(args, report, made_out)
+    # This process runs one analysis: its workers' forkserver imports only what the requested targets need.
+    from .targets import worker_modules
+    from .worker import preload_only
+    preload_only(worker_modules(targets))
     try:
         report = analyze(args.source, targets, inputs_npz=args.inputs, shapes=shapes, dims=parse_dim_flags(args.dim),
                          values=parse_value_flags(args.value), ranges=parse_range_flags(args.range),

@@ -80,8 +80,8 @@ class Graph:
 
     @staticmethod
     def from_dict(d: dict) -> "Graph":
-        def tensors(items):
-            return [TensorInfo(**t) for t in items]
+        def tensors(items):     # positional: keyword unpacking was most of a 20,000-node result's load
+            return [TensorInfo(t["name"], t.get("shape"), t.get("dtype")) for t in items]
         nodes = []
         for nd in d["nodes"]:
             nd = dict(nd)

@@ -179,6 +179,17 @@ def _context():
         return _CTX
 
 
+PRELOAD_ENV = "XC_WORKER_PRELOAD"     # read by xc_core._preload in the forkserver
+
+
+def preload_only(modules) -> None:
+    """For a process that runs one analysis (the CLI): its worker forkserver, when it has not started yet, preloads
+    the capture's libraries and these (the requested targets' `worker_modules`) rather than every target's."""
+    with _CTX_LOCK:
+        if _CTX is None:
+            os.environ[PRELOAD_ENV] = ",".join(sorted(set(modules)))
+
+
 def _no_main_reimport() -> None:
     """A child normally re-imports the parent's __main__ from its path first. Streamlit (and AppTest) set
     sys.modules["__main__"] to the page script being run, so a worker would re-run a dashboard page before its

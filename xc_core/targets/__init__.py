@@ -127,6 +127,11 @@ def make_targets(specs: list[str], target_options: dict[str, dict] | None = None
     return made
 
 
+def worker_modules(specs: list[str] | None) -> list[str]:
+    """The libraries these targets' workers import beyond the capture's (every target's for None or [])."""
+    return sorted({m for t in (specs or target_ids()) for m in getattr(REGISTRY.get(base_id(t)), "worker_modules", ())})
+
+
 def takes_programs(specs: list[str]) -> bool:
     """Whether any of these targets compiles a PyTorch program (an ONNX source then goes through xc's ONNX →
     PyTorch route once, in prepare)."""

@@ -9,6 +9,7 @@ isolated worker process later without changing callers.
 from __future__ import annotations
 
 import abc
+import contextlib
 import time
 import traceback
 from dataclasses import dataclass, field, fields
@@ -68,6 +69,18 @@ class TargetResult:
 
     _GRAPHS = ("graph", "input_graph")
     _ARRAYS = ("outputs", "intermediates")
+
+    @contextlib.contextmanager
+    def toolchain_call(self, phase: str):
+        """Times a toolchain call made inside one of xc's own phases (inspect: ORT's per-level sessions, OpenVINO's
+        MOC pass and runtime model; profile: the profiling session and its runs), summed under
+        timings["<phase>_toolchain"]: the benches count it as the toolchain's, the rest of the phase as xc's."""
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            key = toolchain_key(phase)
+            self.timings[key] = round(self.timings.get(key, 0.0) + time.perf_counter() - t0, 4)
 
     def save(self, folder: str) -> None:
         """result.json (plain JSON) + arrays.npz (every array, read back with allow_pickle=False)."""
@@ -141,6 +154,9 @@ class Target(abc.ABC):
     is_reference: ClassVar[bool] = False
     # Which catalogue of its compiler's fusions applies (analysis/fusion_catalogue.py); None: none is kept.
     fusion_catalogue: ClassVar[str | None] = None
+    # The libraries this target's worker imports beyond the capture's (torch, ONNX, ONNX Runtime): a CLI run
+    # preloads only the requested targets' into the worker forkserver (xc_core._preload).
+    worker_modules: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, **options):
         self.options = options
@@ -415,6 +431,11 @@ def program_too_big(nodes: int, limit: int, what: str) -> dict | None:
                       "the targets that compile a PyTorch program (their lowering grows with the program: ExecuTorch "
                       "XNNPACK took 130 s at 1,007 nodes on a 2-core machine, and every one of them ran past the "
                       "300 s worker limit at 20,007)")
+
+
+def toolchain_key(phase: str) -> str:
+    """The timings key of the toolchain's calls inside xc's phase `phase` (see TargetResult.toolchain_call)."""
+    return f"{phase}_toolchain"
 
 
 def profile_runs(target: Target, nodes: int = 0) -> int:

@@ -57,6 +57,7 @@ class CoreMLCompiled:
     frontend_graph: Any = None      # the IR of the program the frontend produced
 
 class CoreMLTarget(Target):
+    worker_modules = ("coremltools",)
     fusion_catalogue = "coremltools"
     default_precision: str     # "fp16" | "fp32"
     default_compute_units: str  # coremltools ComputeUnit name

@@ -38,6 +38,7 @@ _RUNTIME_KEYS = ("layerType", "originalLayersNames", "primitiveType", "execOrder
 
 @register
 class OpenVinoCpu(Target):
+    worker_modules = ("openvino",)
     fusion_catalogue = "openvino-cpu"
     relative_cost = 2   # compile_model, then a second compile with the probed outputs for per-layer drift
 
@@ -119,7 +120,7 @@ class OpenVinoCpu(Target):
     def _inspect(self, compiled, captured, result) -> Graph:
         g, friendly_to_onnx = self._runtime_graph(compiled, captured, result)
         t0 = time.perf_counter()
-        result.stages.extend(self._steps(compiled, captured, friendly_to_onnx, g))
+        result.stages.extend(self._steps(compiled, captured, friendly_to_onnx, g, result))
         # inside inspect: the stage views alone (bench/big_graph.py weighs them against the compile)
         result.timings["stage_views"] = round(time.perf_counter() - t0, 4)
         return g
@@ -128,7 +129,8 @@ class OpenVinoCpu(Target):
         """The runtime model in the IR, traced to the ONNX nodes; and the friendly-name map it was traced with."""
         friendly_to_onnx = _friendly_name_map(compiled.model, captured)
         onnx_nodes = captured.onnx_graph.by_id()
-        runtime = compiled.compiled.get_runtime_model()
+        with result.toolchain_call("inspect"):
+            runtime = compiled.compiled.get_runtime_model()
         g = Graph(name=captured.source.name, stage="runtime")
         unmapped_names = set()
         constant_layers: set[str] = set()
@@ -182,7 +184,7 @@ class OpenVinoCpu(Target):
                                           if n.kind == COMPUTE and n.id not in carried]
         return g, friendly_to_onnx
 
-    def _steps(self, compiled, captured, friendly_to_onnx: dict, runtime: Graph) -> list:
+    def _steps(self, compiled, captured, friendly_to_onnx: dict, runtime: Graph, result) -> list:
         """The model as read, after OpenVINO's common (MOC) transformations, then the CPU plugin's runtime model
         (where its fusions, reorders and precisions show)."""
         from ..lowering import FINAL, FUSION, GRAPH_OPT, IMPORT, KERNEL, graph_step
@@ -192,8 +194,9 @@ class OpenVinoCpu(Target):
         steps = [graph_step(IMPORT, "the model as read (core.read_model)", read)]
         try:
             from openvino._offline_transformations import apply_moc_transformations
-            moc = compiled.model.clone()
-            apply_moc_transformations(moc, cf=True)
+            with result.toolchain_call("inspect"):
+                moc = compiled.model.clone()
+                apply_moc_transformations(moc, cf=True)
             g = openvino_model_graph(moc, "openvino-moc")
             _trace_friendly_names(g, {**friendly_to_onnx, **_friendly_name_map(moc, captured)}, onnx_nodes)
             steps.append(graph_step(GRAPH_OPT, "common transformations (apply_moc_transformations, "
@@ -247,7 +250,8 @@ class OpenVinoCpu(Target):
         samples: dict[str, list[float]] = {RUN_KEY: []}
         for i in range(runs + 1):
             t0 = _time.perf_counter()
-            request.infer(feeds)
+            with result.toolchain_call("profile"):
+                request.infer(feeds)
             wall = (_time.perf_counter() - t0) * 1e6
             if i == 0:
                 continue    # warm-up

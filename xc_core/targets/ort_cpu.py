@@ -89,12 +89,12 @@ class OrtTarget(Target):
             n.attributes.pop("_metadata", None)
             n.precision = onnx_node_precision(n)
         t0 = time.perf_counter()
-        result.stages.extend(self.level_steps(compiled, original, graph))
+        result.stages.extend(self.level_steps(compiled, original, graph, result))
         # inside inspect: the stage views alone (bench/big_graph.py weighs them against the compile)
         result.timings["stage_views"] = round(time.perf_counter() - t0, 4)
         return graph
 
-    def level_steps(self, compiled, original: Graph, final: Graph) -> list:
+    def level_steps(self, compiled, original: Graph, final: Graph, result: TargetResult) -> list:
         """The graph after each optimization level up to the configured one, each dumped by ORT itself
         (optimized_model_filepath) and traced back like the final graph."""
         import onnx
@@ -110,7 +110,8 @@ class OrtTarget(Target):
                 if left_out:
                     continue
                 path = os.path.join(tmp, f"model.{level}.onnx")
-                make_session(compiled.input_model, ORT_LEVELS[level], optimized_path=path)
+                with result.toolchain_call("inspect"):
+                    make_session(compiled.input_model, ORT_LEVELS[level], optimized_path=path)
                 g = onnx_ir_graph(onnx.load(path), f"ort-{level}")
                 map_optimized_graph(g, original)
                 for n in g.nodes:
@@ -160,13 +161,14 @@ class OrtTarget(Target):
                       "the first run left out as warm-up")
 
     def _profile(self, compiled, inputs, captured, result, runs):
-        try:
-            session = make_session(compiled.optimized, "ORT_DISABLE_ALL", profile_dir=compiled.workdir)
-        except Exception:  # noqa: BLE001 — an optimized model ORT cannot load back: optimize again, as compiled
-            session = make_session(compiled.input_model, self.level, profile_dir=compiled.workdir)
-        for _ in range(runs + 1):
-            run_session(session, inputs)
-        profile = session.end_profiling()
+        with result.toolchain_call("profile"):
+            try:
+                session = make_session(compiled.optimized, "ORT_DISABLE_ALL", profile_dir=compiled.workdir)
+            except Exception:  # noqa: BLE001 — an optimized model ORT cannot load back: optimize again, as compiled
+                session = make_session(compiled.input_model, self.level, profile_dir=compiled.workdir)
+            for _ in range(runs + 1):
+                run_session(session, inputs)
+            profile = session.end_profiling()
         try:
             events = read_profile(profile)
         finally:

@@ -18,6 +18,7 @@ from .ort_cpu import OrtTarget
 
 @register
 class OrtCpuInt8(OrtTarget):
+    worker_modules = ("onnxruntime.quantization",)
     id = "ort-cpu-int8"
     relative_cost = 2   # quantize_dynamic rewrites the model before ORT compiles it
     label = "ONNX Runtime · CPU EP, dynamic int8"
@@ -134,12 +135,12 @@ class OrtCpuInt8(OrtTarget):
                                     "graph, folded to a constant first, as ORT's quantization docs advise")
         return out
 
-    def level_steps(self, compiled, original, final):
+    def level_steps(self, compiled, original, final, result):
         """The ONNX as exported, then the quantized model ORT loads, then ORT's levels over it."""
         from ..lowering import CAPTURED_ONNX, IMPORT, graph_step
         captured_graph = compiled.captured_graph
         return [graph_step(IMPORT, "ONNX as exported", captured_graph, ref=CAPTURED_ONNX),
-                *super().level_steps(compiled, original, final)]
+                *super().level_steps(compiled, original, final, result)]
 
     def input_graph(self, compiled, captured):
         return compiled.input_graph

@@ -306,11 +306,12 @@ class OrtMobileTarget(Target):
 
     def _profile(self, compiled, inputs, captured, result, runs):
         from .ort_common import read_profile, times_from_profile
-        session = make_session(compiled.basic_path, "ORT_DISABLE_ALL",
-                               profile_dir=os.path.dirname(compiled.basic_path))
-        for _ in range(runs + 1):
-            run_session(session, inputs)
-        profile = session.end_profiling()
+        with result.toolchain_call("profile"):
+            session = make_session(compiled.basic_path, "ORT_DISABLE_ALL",
+                                   profile_dir=os.path.dirname(compiled.basic_path))
+            for _ in range(runs + 1):
+                run_session(session, inputs)
+            profile = session.end_profiling()
         try:
             times = times_from_profile(read_profile(profile))
         finally:

@@ -45,6 +45,8 @@ class ExecuTorchCompiled:
 
 
 class ExecuTorchTarget(Target):
+    # executorch.exir comes with coremltools' torch frontend, which imports it
+    worker_modules = ("executorch.exir",)
     """One ExecuTorch backend. A subclass names its partitioner, its backend id and how it explains a refusal."""
     needs_onnx = False
     takes_program = True

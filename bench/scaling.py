@@ -42,11 +42,17 @@ INSPECT_TOOLCHAIN = "inspect_toolchain"
 MIN_INTERVAL_S = 0.1    # the marginal ratio counts towards the worst only when its first interval is at least this
 
 
-def _one(family: str, size: int, targets: list[str] | None, profile: str | None) -> None:
+def _one(family: str, size: int, targets: list[str] | None, profile: str | None, isolated: bool) -> None:
     """Child mode: analyse the model (built by another process: exporting it here leaves torch state behind that
-    made Core ML's run_decompositions of an LSTM minutes slower) in this process; the stage times as one JSON
-    line."""
+    made Core ML's run_decompositions of an LSTM minutes slower) in this process, or `isolated` as the CLI runs it
+    (workers, one job at a time so the stages do not share the cores); the stage times as one JSON line."""
     from xc_core.api import analyze
+    if isolated:
+        from xc_core.targets import worker_modules
+        from xc_core.worker import preload_only
+        preload_only(worker_modules(targets))
+        if profile:
+            os.environ["XC_PROFILE_DIR"] = os.path.join(profile, f"{family}{size}")   # a cProfile file per job
     with tempfile.TemporaryDirectory(prefix="xc-scaling-") as tmp:
         path = os.path.join(tmp, f"{family}{size}" + (".onnx" if family == "flat" else ".pt2"))
         subprocess.run([sys.executable, __file__, "--_build", f"{family}:{size}", path], check=True, cwd=ROOT,
@@ -62,12 +68,13 @@ def _one(family: str, size: int, targets: list[str] | None, profile: str | None)
             elif ev.step == "report" and ev.status == "done":
                 marks["report"] = now
         prof = None
-        if profile:
+        if profile and not isolated:
             import cProfile
             prof = cProfile.Profile()
             prof.enable()
         t0 = time.perf_counter()
-        report = analyze(path, targets, out_dir=os.path.join(tmp, "run"), isolate=False, progress=progress)
+        report = analyze(path, targets, out_dir=os.path.join(tmp, "run"), isolate=isolated, jobs=1,
+                         progress=progress)
         wall = time.perf_counter() - t0
         if prof is not None:
             prof.disable()
@@ -97,8 +104,8 @@ def _one(family: str, size: int, targets: list[str] | None, profile: str | None)
                                       "stages": stages, "errors": errors, **sizes}), flush=True)
 
 
-def _spawn(family, size, targets, profile) -> dict:
-    cmd = [sys.executable, __file__, "--_one", f"{family}:{size}"]
+def _spawn(family, size, targets, profile, isolated) -> dict:
+    cmd = [sys.executable, __file__, "--_one", f"{family}:{size}"] + (["--isolated"] if isolated else [])
     if targets:
         cmd += ["--targets", ",".join(targets)]
     if profile:
@@ -116,7 +123,10 @@ def main() -> int:
     ap.add_argument("--sizes", help="comma-separated sizes (layers, depth, steps); default per family")
     ap.add_argument("--targets", help="comma-separated targets (default: all)")
     ap.add_argument("--repeat", type=int, default=3, help="runs per size, interleaved; medians (default 3)")
-    ap.add_argument("--profile", metavar="DIR", help="write a cProfile file per size there")
+    ap.add_argument("--profile", metavar="DIR", help="write a cProfile file per size there (--isolated: per job)")
+    ap.add_argument("--isolated", action="store_true",
+                    help="analyse as the CLI does, in workers forked from a forkserver that froze its imports "
+                         "(gc.freeze), one job at a time; default: in the measuring process")
     ap.add_argument("--_one", help=argparse.SUPPRESS)
     ap.add_argument("--_build", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -128,19 +138,20 @@ def main() -> int:
         return 0
     if args._one:
         family, size = args._one.split(":")
-        _one(family, int(size), targets, args.profile)
+        _one(family, int(size), targets, args.profile, args.isolated)
         return 0
     sizes = [int(s) for s in (args.sizes or DEFAULT_SIZES[args.family]).split(",")]
     runs: dict[int, list[dict]] = {s: [] for s in sizes}
     for _ in range(args.repeat):
         for s in sizes:                               # interleaved: every size sees the same machine load
-            runs[s].append(_spawn(args.family, s, targets, args.profile))
+            runs[s].append(_spawn(args.family, s, targets, args.profile, args.isolated))
     nodes = {s: runs[s][0]["nodes"] for s in sizes}
     names = sorted({k for v in runs.values() for r in v for k in r["stages"]},
                    key=lambda k: (k != "capture", k == "report", k))
     med = {s: {k: statistics.median(r["stages"].get(k, 0.0) for r in runs[s]) for k in names} for s in sizes}
     print(f"{args.family} · sizes {', '.join(map(str, sizes))} · targets {args.targets or 'all'} · "
-          f"median of {args.repeat}, each in a fresh process")
+          f"median of {args.repeat}, each in a fresh process"
+          + (", isolated workers one at a time" if args.isolated else ", in process"))
     print(f"  nodes: " + ", ".join(f"{s} → {nodes[s]:,}" for s in sizes))
     lo, hi = sizes[0], sizes[-1]
     head = "  " + f"{'stage':34}" + "".join(f"{str(s) + ' s':>10}{'µs/node':>10}" for s in sizes) + \

@@ -45,9 +45,9 @@ class ExecuTorchCompiled:
 
 
 class ExecuTorchTarget(Target):
-    # executorch.exir comes with coremltools' torch frontend, which imports it
-    worker_modules = ("executorch.exir",)
     """One ExecuTorch backend. A subclass names its partitioner, its backend id and how it explains a refusal."""
+    # exir's import (the edge dialect's YAML, its passes) is most of an ExecuTorch worker's start
+    worker_modules = ("executorch.exir",)
     needs_onnx = False
     takes_program = True
     from_exported_program = True

@@ -30,7 +30,8 @@ DEFAULT_OUT_ROOT = "xc-out"
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # argparse prints usage + message and exits 2; keep it to one line
-        print(f"xc: {message} (see xc {self.prog.split()[-1]} --help)", file=sys.stderr)
+        # A subcommand's parser is named "xc analyze"; unknown flags are reported by the top parser, named "xc".
+        print(f"xc: {message} (see {self.prog} --help)", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
 
 

@@ -403,6 +403,7 @@ def pages() -> dict:
         ],
         "Review": [
             st.Page("pages/history.py", title="History", icon=":material/history:"),
+            st.Page("pages/fleet.py", title="Fleet", icon=":material/view_module:"),
             st.Page("pages/downloads.py", title="Downloads", icon=":material/download:"),
         ],
     }

@@ -14,7 +14,7 @@ from browser import CHROMIUM, FLAGS, dashboard, settle
 pytestmark = pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian chromium is not installed")
 
 PAGES = ["Topology", "Heat map", "Fusion", "Stages", "Drift", "Precision", "Checklist", "Fallbacks", "Core ML",
-         "History", "Downloads", "Overview"]
+         "History", "Fleet", "Downloads", "Overview"]
 LOCAL = {"127.0.0.1", "localhost", "::1", "[::1]"}
 
 

@@ -68,24 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="when the run store holds a run of the same source, inputs, targets, options and limits "
                         "made by this xc version, write that run to --out instead of compiling again (a CI "
                         "baseline that did not change)")
-    from .worker import DEFAULT_MEMORY_GIB, DEFAULT_TIMEOUT_S
-    w = a.add_argument_group("workers", "loading + capture, the reference and every target run in isolated worker "
-                                        "processes; a crash, a hang or runaway memory becomes that target's error")
-    w.add_argument("--jobs", type=int, default=None, metavar="N",
-                   help="targets compiled at once (default: the machine's cores)")
-    w.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
-                   help=f"wall time per worker (default {DEFAULT_TIMEOUT_S:g}; env XC_TIMEOUT_S)")
-    w.add_argument("--memory", type=float, default=None, metavar="GIB",
-                   help=f"resident memory per worker (default {DEFAULT_MEMORY_GIB:g}; env XC_MEMORY_GIB)")
-    w.add_argument("--no-store", action="store_true",
+    _worker_flags(a, "targets compiled at once (default: the machine's cores)")
+    a.add_argument("--no-store", action="store_true",
                    help="do not record the run in xc's run store ($XC_HOME, default the user data dir)")
-    from .limits import LIMITS
-    lim = a.add_argument_group("limits", "bounds checked before a file is read or unpacked, or inputs allocated; "
-                                         "each also has an environment variable")
-    for key, spec in LIMITS.items():
-        lim.add_argument(spec.flag, dest=key, type=int if spec.unit == "" else float, default=None,
-                         metavar="N", help=f"{spec.what} (default {spec.default:g}{' ' + spec.unit if spec.unit else ''};"
-                                           f" env {spec.env})")
+    _limit_flags(a)
     r = sub.add_parser("report", help="render a run as Markdown, HTML or JSON, or export it to Model Explorer")
     r.add_argument("run", help="a run id (see runs), a run folder (analyze --out) or a report.json")
     r.add_argument("--format", choices=("md", "html", "json", "model-explorer"), default="md",
@@ -118,12 +104,17 @@ def build_parser() -> argparse.ArgumentParser:
                        ("max_slower_nodes", "compiled nodes that may get 1.5× slower, measured on the same CPU")):
         g.add_argument("--" + name.replace("_", "-"), type=int, default=None, metavar="N",
                        help=f"{what} (default {getattr(defaults, name)})")
+    g.add_argument("--max-share-loss", type=float, default=None, metavar="PTS",
+                   help=f"fleet matrices: accelerated-share points a cell may lose (default {defaults.max_share_loss:g})")
+    g.add_argument("--max-time-ratio", type=float, default=None, metavar="R",
+                   help="fleet matrices: a cell's measured time new / base, same CPU (default off)")
     g.add_argument("--max-drift-ratio", type=float, default=None, metavar="R",
                    help=f"new / base rel L2 per output (default {defaults.max_drift_ratio:g})")
     g.add_argument("--drift-floor", type=float, default=None, metavar="X",
                    help=f"rel L2 below which drift is never a regression (default {defaults.drift_floor:g})")
     g.add_argument("--allow-checklist-worse", action="store_true", help="do not gate on checklist verdicts")
     g.add_argument("--gate-targets", metavar="IDS", help="gate only these comma-separated targets")
+    _batch_parsers(sub)
     rs = sub.add_parser("runs", help="list the runs in the store ($XC_HOME)")
     rs.add_argument("--limit", type=int, default=30, metavar="N", help="newest N (default 30)")
     sub.add_parser("targets", help="list targets and whether each is available on this host")
@@ -143,6 +134,71 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _limit_flags(parser: argparse.ArgumentParser) -> None:
+    from .limits import LIMITS
+    lim = parser.add_argument_group("limits", "bounds checked before a file is read or unpacked, or inputs "
+                                              "allocated; each also has an environment variable")
+    for key, spec in LIMITS.items():
+        lim.add_argument(spec.flag, dest=key, type=int if spec.unit == "" else float, default=None,
+                         metavar="N", help=f"{spec.what} (default {spec.default:g}{' ' + spec.unit if spec.unit else ''};"
+                                           f" env {spec.env})")
+
+
+def _worker_flags(parser: argparse.ArgumentParser, jobs_help: str) -> None:
+    from .worker import DEFAULT_MEMORY_GIB, DEFAULT_TIMEOUT_S
+    w = parser.add_argument_group("workers", "loading + capture, the reference and every target run in isolated "
+                                             "worker processes; a crash, a hang or runaway memory becomes that "
+                                             "target's error")
+    w.add_argument("--jobs", type=int, default=None, metavar="N", help=jobs_help)
+    w.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help=f"wall time per worker (default {DEFAULT_TIMEOUT_S:g}; env XC_TIMEOUT_S)")
+    w.add_argument("--memory", type=float, default=None, metavar="GIB",
+                   help=f"resident memory per worker (default {DEFAULT_MEMORY_GIB:g}; env XC_MEMORY_GIB)")
+
+
+def _batch_parsers(sub) -> None:
+    b = sub.add_parser("batch", help="analyse every model of a manifest for every target as one matrix "
+                                     "(matrix.json, .md, .html); xc batch merge DIR... joins CI shards",
+                       description="Every model of MANIFEST analysed for every target: DIR/matrix.json (one cell per "
+                                   "model × target), matrix.md, matrix.html, and each model's report in DIR/runs/; "
+                                   "every run is kept in the run store, and a model whose run is already there "
+                                   "(same source, inputs, targets, options, limits and toolchain versions) is not "
+                                   "compiled again (its cells say cached). `xc batch merge DIR... --out DIR` joins "
+                                   "the outputs of --shard runs into one matrix.")
+    b.add_argument("manifest", help="a text file of sources (one a line; # comments), a folder of model files, or "
+                                    "a YAML file: models: [{source, name, inputs, shape, dim, value, range, "
+                                    "options}], targets: [...]")
+    b.add_argument("--targets", default=None, help="comma-separated target ids and variants, or all (default: the "
+                                                   "YAML manifest's targets:, else all)")
+    b.add_argument("--option", action="append", metavar="TARGET.KEY=VALUE",
+                   help="a target option for every model, repeatable (a YAML model's own options win)")
+    b.add_argument("--out", required=True, metavar="DIR", help="writes DIR/matrix.json, matrix.md, matrix.html and "
+                                                               "DIR/runs/MODEL/report.json")
+    b.add_argument("--shard", metavar="I/N", help="only the I-th of N deterministic slices of the manifest (every "
+                                                  "N-th model from the I-th; the N shards cover it once)")
+    b.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="local: this machine's worker pool across models (default); ray: each model's analysis a "
+                        "Ray task (--ray-address, or a Ray started here for the run)")
+    b.add_argument("--ray-address", metavar="HOST:PORT", help="join this Ray cluster (default: start one here)")
+    b.add_argument("--ray-cpus", type=float, default=1.0, metavar="N",
+                   help="CPUs each model's task asks Ray for, and its worker processes at once (default 1)")
+    b.add_argument("--ray-memory", type=float, default=2.0, metavar="GIB",
+                   help="memory each model's task asks Ray for (default 2; the workers' --memory still bounds each "
+                        "process)")
+    b.add_argument("--no-cache", action="store_true", help="analyse every model again, even with a matching run "
+                                                           "in the store")
+    b.add_argument("--no-store", action="store_true", help="do not keep the runs in the store (nor reuse any)")
+    b.add_argument("--quiet", action="store_true", help="no progress bar; print nothing but errors")
+    _step_summary_flag(b)
+    _worker_flags(b, "worker processes at once, across models (default: the machine's cores)")
+    _limit_flags(b)
+    m = sub.add_parser("batch-merge", prog="xc batch merge",
+                       help="(as `xc batch merge DIR... --out DIR`) join the outputs of xc batch --shard runs")
+    m.add_argument("dirs", nargs="+", metavar="DIR", help="xc batch --out folders (or their matrix.json)")
+    m.add_argument("--out", required=True, metavar="DIR", help="writes DIR/matrix.json, matrix.md, matrix.html "
+                                                               "and the shards' runs/")
+
+
 def _step_summary_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--step-summary", action="store_true",
                         help="also append the Markdown to the GitHub Actions job summary ($GITHUB_STEP_SUMMARY), "
@@ -150,6 +206,9 @@ def _step_summary_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["batch", "merge"]:      # `xc batch merge DIR...`: a manifest named merge is ./merge
+        argv = ["batch-merge", *argv[2:]]
     args = build_parser().parse_args(argv)
     try:
         if args.command == "targets":
@@ -164,6 +223,10 @@ def main(argv: list[str] | None = None) -> int:
             return _runs(args)
         if args.command == "comment":
             return _comment(args)
+        if args.command == "batch":
+            return _batch(args)
+        if args.command == "batch-merge":
+            return _batch_merge(args)
         return _analyze(args)
     except XcInputError as e:
         print(f"xc: {e.for_cli()}", file=sys.stderr)
@@ -329,34 +392,196 @@ def _event_pr_number() -> int:
 
 
 def _diff(args) -> int:
+    from .fleet.diff import check_matrix_pair, looks_like_matrix
     from .review.diff import diff_markdown, diff_reports, diff_text, different_models
-    from .review.gate import load_rules, regressions
+    from .review.gate import regressions
     from .review.runs import load_run
+    check_matrix_pair(args.base, args.new)
+    if looks_like_matrix(args.base):
+        return _fleet_diff(args, _gate_rules(args))
     base, new = load_run(args.base), load_run(args.new)
-    overrides = {k: getattr(args, k) for k in ("max_new_fallbacks", "max_to_cpu", "max_lost_fusions",
-                                               "max_op_increase", "max_precision_changes", "max_slower_nodes",
-                                               "max_drift_ratio", "drift_floor")}
-    if args.allow_checklist_worse:
-        overrides["checklist_worse"] = False
-    if args.gate_targets:
-        overrides["targets"] = [t.strip() for t in args.gate_targets.split(",") if t.strip()]
-    rules, per_target = load_rules(args.config, overrides)
+    rules, per_target = _gate_rules(args)
     d = diff_reports(base.report, new.report)
     d["base"]["label"], d["new"]["label"] = base.label, new.label
     if args.gate and different_models(d) and not args.allow_different_models:
         raise XcInputError(f"{different_models(d)}; not gating one model against another (a wrong baseline?) — "
                            "pass --allow-different-models to gate anyway")
     regs = regressions(d, rules, per_target) if args.gate else None
+    _emit_diff(args, d, regs, diff_markdown, diff_text, lambda r: r["target"])
+    return EXIT_REGRESSED if regs else EXIT_OK
+
+
+def _batch(args) -> int:
+    import signal
+    import threading
+    import time
+
+    from .fleet.batch import BatchSettings, run_batch
+    from .fleet.manifest import parse_shard, read_manifest, shard
+    from .limits import LIMITS, Limits
+    from .targets import parse_target_list, parse_target_options
+    from .worker import WorkerLimits
+    manifest = read_manifest(args.manifest)
+    targets = parse_target_list(args.targets or (",".join(manifest.targets) if manifest.targets else "all"))
+    parse_target_options(args.option, targets)          # a bad --option is said now, not once per model
+    if args.jobs is not None and args.jobs < 1:
+        raise XcInputError(f"--jobs {args.jobs}: must be at least 1")
+    if args.ray_cpus <= 0 or args.ray_memory <= 0:
+        raise XcInputError("--ray-cpus and --ray-memory must be more than 0")
+    if args.backend == "local" and args.ray_address:
+        raise XcInputError("--ray-address is for --backend ray")
+    part = parse_shard(args.shard) if args.shard else None
+    models = shard(manifest.models, *part) if part else manifest.models
+    settings = BatchSettings(
+        targets=targets, out_dir=args.out, options=list(args.option or []), backend=args.backend, jobs=args.jobs,
+        limits=Limits.from_env(**{k: getattr(args, k) for k in LIMITS}),
+        worker_limits=WorkerLimits.from_env(args.timeout, args.memory), reuse=not (args.no_cache or args.no_store),
+        record=not args.no_store, ray_address=args.ray_address, ray_cpus=args.ray_cpus,
+        ray_memory_gib=args.ray_memory)
+    try:
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as e:
+        raise XcInputError(f"--out {args.out}: cannot create the directory ({e.strerror})") from None
+    if args.backend == "local":
+        from .targets import worker_modules
+        from .worker import preload_only
+        preload_only(worker_modules(targets))
+    if args.backend == "ray" and args.ray_address:
+        from .fleet.ray_backend import check_reachable
+        check_reachable(args.ray_address)              # before any model is planned: one line, at once
+    total = len(models) * len(targets)
+    bar = _batch_bar(total, args.quiet)
+    started, counted = time.monotonic(), {"cells": 0, "compiled": 0}
+
+    def on_model(row, cells):
+        bar.update(len(cells))
+        counted["cells"] += len(cells)
+        if not row["cached"]:
+            counted["compiled"] += len(cells)
+        if args.quiet:
+            return
+        ok = sum(c["status"] == "ok" for c in cells)
+        where = f" on {row['node']}" if row.get("node") else ""
+        what = "cached" if row["cached"] else f"{row['seconds']:.1f} s{where}"
+        # The ETA from the cells compiled so far (cached ones take no time); the bar shows it on a terminal.
+        elapsed = time.monotonic() - started
+        left = total - counted["cells"]
+        eta = f", about {_duration(elapsed / counted['compiled'] * left)} left" if counted["compiled"] and left \
+            else ""
+        bar.write(f"[{counted['cells']}/{total} cells{eta}] {row['name']}: {ok}/{len(cells)} ok ({what})"
+                  + (f" — {row['error']}" if row["error"] else ""), file=sys.stderr)
+
+    class _Stopped(BaseException):
+        pass
+
+    def _stop(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise _Stopped
+    on_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _stop) if on_main else None
+    try:
+        matrix = run_batch(manifest, models, settings, shard=part, on_model=on_model)
+    except XcInputError:
+        bar.close()
+        raise
+    except (_Stopped, KeyboardInterrupt) as e:
+        bar.close()
+        print(f"xc: batch stopped; the models that finished are in {os.path.join(args.out, 'matrix.json')} and "
+              "the run store — run the same command again to go on from there", file=sys.stderr)
+        return 128 + (signal.SIGTERM if isinstance(e, _Stopped) else signal.SIGINT)
+    finally:
+        if on_main:
+            signal.signal(signal.SIGTERM, previous)
+    bar.close()
+    return _write_matrix_files(matrix, args.out, args.quiet, args.step_summary)
+
+
+def _batch_bar(total: int, quiet: bool):
+    """A progress bar over the matrix's cells, with an ETA, on a terminal's stderr; none in a CI log (each model's
+    line says how far the batch is)."""
+    from tqdm import tqdm
+    return tqdm(total=total, unit="cell", disable=quiet or not sys.stderr.isatty(), file=sys.stderr, leave=False,
+                mininterval=1.0, smoothing=0.1, bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} cells "
+                                                           "[{elapsed}<{remaining}]")
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}" if seconds >= 3600 else \
+        f"{seconds // 60}:{seconds % 60:02d}"
+
+
+def _write_matrix_files(matrix: dict, out: str, quiet: bool, step_summary: bool) -> int:
+    from .fleet.matrix import write_matrix
+    from .fleet.render import matrix_html, matrix_markdown, summary_line
+    write_matrix(matrix, out)
+    markdown = matrix_markdown(matrix)
+    _write(markdown, os.path.join(out, "matrix.md"))
+    _write(matrix_html(matrix), os.path.join(out, "matrix.html"))
+    if step_summary:
+        _append_step_summary(markdown)
+    if not quiet:
+        print(summary_line(matrix))
+        print(f"wrote {os.path.join(out, 'matrix.json')}, matrix.md and matrix.html")
+    return EXIT_OK
+
+
+def _batch_merge(args) -> int:
+    import shutil
+
+    from .fleet.matrix import RUNS_DIR, merge, read_matrix
+    read = [read_matrix(d) for d in args.dirs]
+    matrix = merge(read)
+    try:
+        os.makedirs(os.path.join(args.out, RUNS_DIR), exist_ok=True)
+    except OSError as e:
+        raise XcInputError(f"--out {args.out}: cannot create the directory ({e.strerror})") from None
+    out_runs = os.path.abspath(os.path.join(args.out, RUNS_DIR))
+    for m, folder in read:          # each model's report folder comes along, so the merged matrix diffs run by run
+        for row in m["models"]:
+            src = os.path.dirname(os.path.normpath(os.path.join(folder, row["report"]))) if row.get("report") else None
+            if src and os.path.isdir(src) and src.startswith(os.path.join(folder, RUNS_DIR) + os.sep):
+                dest = os.path.join(out_runs, os.path.basename(src))
+                if os.path.abspath(src) != dest:
+                    shutil.rmtree(dest, ignore_errors=True)
+                    shutil.copytree(src, dest)
+    return _write_matrix_files(matrix, args.out, False, False)
+
+
+def _gate_rules(args):
+    from .review.gate import load_rules
+    overrides = {k: getattr(args, k) for k in ("max_new_fallbacks", "max_to_cpu", "max_lost_fusions",
+                                               "max_op_increase", "max_precision_changes", "max_slower_nodes",
+                                               "max_drift_ratio", "drift_floor", "max_share_loss", "max_time_ratio")}
+    if args.allow_checklist_worse:
+        overrides["checklist_worse"] = False
+    if args.gate_targets:
+        overrides["targets"] = [t.strip() for t in args.gate_targets.split(",") if t.strip()]
+    return load_rules(args.config, overrides)
+
+
+def _fleet_diff(args, rules) -> int:
+    """`xc diff` of two batch outputs: per cell what changed; with --gate what regressed."""
+    from .fleet.diff import diff_markdown, diff_matrices, diff_text, fleet_regressions
+    from .fleet.matrix import read_matrix
+    d = diff_matrices(read_matrix(args.base), read_matrix(args.new))
+    regs = fleet_regressions(d, *rules) if args.gate else None
+    _emit_diff(args, d, regs, diff_markdown, diff_text, lambda r: f"{r['model']} × {r['target']}")
+    return EXIT_REGRESSED if regs else EXIT_OK
+
+
+def _emit_diff(args, d: dict, regs: list | None, to_markdown, to_text, where) -> None:
+    """A diff (of two runs or two matrices) as asked: --format to --out or stdout, the job summary, and the
+    regressions in one line on stderr."""
     if args.format == "json":
         _write(json.dumps({**d, "regressions": regs}, indent=1) + "\n", args.out)
     else:
-        _write((diff_markdown if args.format == "md" else diff_text)(d, regs), args.out)
+        _write((to_markdown if args.format == "md" else to_text)(d, regs), args.out)
     if args.step_summary:
-        _append_step_summary(diff_markdown(d, regs))
+        _append_step_summary(to_markdown(d, regs))
     if regs:
-        print(f"xc: {len(regs)} regression(s): " + "; ".join(f"{r['target']}: {r['what']}" for r in regs)[:2000],
+        print(f"xc: {len(regs)} regression(s): " + "; ".join(f"{where(r)}: {r['what']}" for r in regs)[:2000],
               file=sys.stderr)
-    return EXIT_REGRESSED if regs else EXIT_OK
 
 
 def _runs(args) -> int:

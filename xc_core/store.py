@@ -4,6 +4,7 @@
       runs.sqlite       the index: one row per run: key, when, size, source, targets, and a manifest path -> hash
       records/<key>.json  the same row as JSON, one file per run: what the index is rebuilt from
       objects/ab/abcd…  every file of every run, stored once by its sha256 (a re-run shares unchanged files)
+      fleets/<id>.json  the matrices `xc batch` wrote (their cells are runs of this store), for the Fleet page
       work/             scratch folders of runs in progress (named by pid; a dead pid's folder is swept)
 
 A run is committed in one SQLite transaction after all its objects and its record are written (each to a temporary
@@ -47,7 +48,7 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 """
 REPORT_FILE = "report.json"
-INDEX_FILE, RECORDS_DIR, OBJECTS_DIR = "runs.sqlite", "records", "objects"
+INDEX_FILE, RECORDS_DIR, OBJECTS_DIR, FLEETS_DIR = "runs.sqlite", "records", "objects", "fleets"
 _COLUMNS = ("key", "created", "last_used", "bytes", "source_name", "source_sha256", "targets", "status", "manifest",
             "summary")
 # A report object bigger than this is not parsed when recovering a store without records (memory, not taste).
@@ -220,6 +221,35 @@ class RunStore:
     def total_bytes(self) -> int:
         return int(self._sql(lambda db: db.execute("SELECT COALESCE(SUM(bytes), 0) FROM runs").fetchone()[0],
                              default=0))
+
+    # -- fleet matrices ---------------------------------------------------------------------------------------
+    # `xc batch` keeps a copy of each matrix it writes (one per output folder, replaced as the batch goes on), so
+    # the dashboard's Fleet page lists them; a matrix's cells name ordinary runs of this store.
+    def put_fleet(self, matrix: dict, out_dir: str) -> str:
+        """Keep (or replace) the matrix of the batch writing to out_dir; its id."""
+        out_dir = os.path.abspath(out_dir)
+        fid = hashlib.sha256(out_dir.encode()).hexdigest()[:16]
+        folder = os.path.join(self.root, FLEETS_DIR)
+        os.makedirs(folder, exist_ok=True)
+        write_json_atomic(os.path.join(folder, f"{fid}.json"), {"id": fid, "out_dir": out_dir, "saved": time.time(),
+                                                                "matrix": matrix})
+        return fid
+
+    def fleets(self) -> list[dict]:
+        """Every kept matrix, newest first: {id, out_dir, saved, matrix}; unreadable files are skipped."""
+        folder = os.path.join(self.root, FLEETS_DIR)
+        out = []
+        for name in list_folder(folder):
+            if not name.endswith(".json") or not _SAFE_KEY.fullmatch(name[:-5]):
+                continue
+            try:
+                with open(os.path.join(folder, name), encoding="utf-8") as f:
+                    entry = json.load(f)
+            except (OSError, ValueError):
+                continue
+            if isinstance(entry, dict) and isinstance(entry.get("matrix"), dict):
+                out.append(entry)
+        return sorted(out, key=lambda e: -float(e.get("saved") or 0))
 
     # -- writing ----------------------------------------------------------------------------------------------
     def put(self, key: str, report: dict, run_dir: str | None = None, origin: str = "cli") -> None:

@@ -141,7 +141,7 @@ def _target_diff(tid: str, base: dict, new: dict, b_ops: dict, n_ops: dict) -> d
     d["stage_changes"] = _stage_changes(bt, nt)
     d["layout"] = _layout_change(bt, nt)
     d["checklist"] = _checklist(tid, base, new)
-    d["accelerated_share"] = {"base": _share(bt), "new": _share(nt)}
+    d["accelerated_share"] = {"base": accelerated_share(bt), "new": accelerated_share(nt)}
     d["latency_cliff_ms"] = {"base": _cliff(bt), "new": _cliff(nt)}
     d["evidence"] = {"assignment": (nt.get("evidence") or {}).get("assignment"),
                      "numerics": (nt.get("evidence") or {}).get("numerics")}
@@ -294,7 +294,7 @@ def _checklist(tid: str, base: dict, new: dict) -> list[dict]:
     return rows
 
 
-def _share(t: dict) -> float | None:
+def accelerated_share(t: dict) -> float | None:
     """The share of nodes the accelerator takes: ORT's checker's own figure, else the compute ops not left on the
     CPU (Core ML's predicted units); None on a target without an accelerator or a graph."""
     part = (t.get("info") or {}).get("partitioning")

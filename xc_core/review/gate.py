@@ -11,6 +11,8 @@ the defaults. Per-target overrides sit in `[target."ort-nnapi"]` tables.
     max_drift_ratio = 1.5        # new rel L2 / base rel L2, per output
     drift_floor = 1e-4           # drift below this rel L2 is rounding noise, never a regression
     max_slower_nodes = 0         # compiled nodes 1.5× slower (same CPU); off by default
+    max_share_loss = 0           # fleet matrices: accelerated-share points a cell may lose
+    max_time_ratio = 1.5         # fleet matrices: a cell's measured time, new / base (same CPU); off by default
     [target."ort-cpu-int8"]
     max_drift_ratio = 3
 """
@@ -38,6 +40,10 @@ class GateRules:
     # Compiled nodes whose measured time grew 1.5× or more (review/diff.py SLOWER_*; same CPU only). Off by
     # default: times of a shared CI machine are noisy; a repository with a quiet runner turns it on with 0.
     max_slower_nodes: int = OFF
+    # Fleet matrices only (xc_core/fleet/diff.py): percentage points of accelerated share a cell may lose, and its
+    # measured time new / base on the same CPU (off by default, like max_slower_nodes).
+    max_share_loss: float = 0.0
+    max_time_ratio: float = OFF
     checklist_worse: bool = True      # a verdict that went pass → warn / fail, or warn → fail
     status_worse: bool = True         # a target that compiled and no longer does
     targets: tuple[str, ...] = ()     # gate only these targets (default: every target in both runs)

@@ -1,0 +1,243 @@
+"""`xc batch`: every model of a manifest analysed for every target, as one matrix.
+
+Each model is one ordinary analysis (api.analyze), recorded in the run store like any other run, so every page and
+export works on a matrix's cell. A model whose run is already in the store — same source content, inputs, targets,
+options, limits, xc and toolchain versions (fleet/cache.py) — is not compiled again: its cells are marked
+`cached`. matrix.json is rewritten after every model, so a batch that is killed leaves the models it finished
+both in the store and in the matrix (`complete: false`), and running it again resumes with the rest.
+
+Backends (`run_local`, fleet/ray_backend.py) only run analyses and hand back each model's Report; recording,
+the matrix and the files are done here, in one process, whichever ran them.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..errors import XcInputError, first_line, hide_paths
+from ..limits import Limits
+from ..worker import WorkerLimits
+from .cache import model_key, source_sha256, toolchain_versions
+from .manifest import FleetModel, Manifest, folder_name
+from .matrix import (
+    RUNS_DIR,
+    cells_from_report,
+    new_matrix,
+    skipped_cells,
+    write_matrix,
+)
+
+BACKENDS = ("local", "ray")
+# What a run folder in the batch's output keeps once the run store holds the whole run: the report (and its
+# sidecar and stage graphs), enough for `xc diff`, `xc batch merge` and History's import. Artifacts stay in the store.
+_KEPT_WHEN_STORED = ("artifacts", "capture", "inputs.npz")
+
+
+@dataclass
+class BatchSettings:
+    targets: list[str]
+    out_dir: str
+    options: list[str] = field(default_factory=list)     # --option flags, for every model (a model's own win)
+    backend: str = "local"
+    jobs: int | None = None                              # local: worker processes at once, across models
+    limits: Limits = field(default_factory=Limits.from_env)
+    worker_limits: WorkerLimits = field(default_factory=WorkerLimits.from_env)
+    reuse: bool = True                                   # take matching runs from the store
+    record: bool = True                                  # keep every run in the store
+    ray_address: str | None = None                       # None: a local Ray started for this batch
+    ray_cpus: float = 1.0                                # per model's task: its CPU request, and its worker jobs
+    ray_memory_gib: float = 2.0                          # per model's task: its memory request (scheduling)
+    store_root: str | None = None                        # the run store's folder (default: $XC_HOME)
+
+
+@dataclass
+class Planned:
+    """One model, ready to run: its folder in the output, its run key and the arguments of its analysis."""
+    index: int
+    model: FleetModel
+    folder: str
+    key: str | None = None
+    sha256: str | None = None
+    kwargs: dict = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass
+class ModelOutcome:
+    planned: Planned
+    report: dict | None = None
+    error: str | None = None
+    seconds: float = 0.0
+    cached: bool = False
+    node: str | None = None          # where it ran (a Ray node's address)
+
+
+def plan(models: list[FleetModel], settings: BatchSettings) -> list[Planned]:
+    """Every model's analysis arguments and run key. A model that cannot be planned (its file is missing, a flag
+    does not parse) gets its error here and is not run; the others are."""
+    from ..inputs.values import parse_dim_flags, parse_range_flags, parse_shape_flags, parse_value_flags
+    from ..targets import parse_target_options
+    toolchains = toolchain_versions()
+    out = []
+    for i, m in enumerate(models):
+        p = Planned(i, m, folder_name(m.name))
+        try:
+            options = parse_target_options(list(settings.options) + list(m.options), settings.targets)
+            p.kwargs = {"inputs_npz": m.inputs, "shapes": parse_shape_flags(list(m.shape)),
+                        "dims": parse_dim_flags(list(m.dim)), "values": parse_value_flags(list(m.value)),
+                        "ranges": parse_range_flags(list(m.range)), "target_options": options,
+                        "limits": settings.limits, "worker_limits": settings.worker_limits}
+            p.sha256 = source_sha256(m.source)
+            p.key = model_key(m, p.sha256, settings.targets, options, settings.limits, toolchains)
+        except XcInputError as e:
+            p.error = e.for_cli()
+        out.append(p)
+    return out
+
+
+def run_batch(manifest: Manifest, models: list[FleetModel], settings: BatchSettings,
+              shard: tuple[int, int] | None = None, on_model: Callable[[dict, list[dict]], None] | None = None,
+              cancel=None) -> dict:
+    """Analyse `models` (the manifest's, or a shard of them) and return the matrix, written to
+    settings.out_dir as it fills. `on_model(row, cells)` is called as each model finishes (cached ones first)."""
+    import threading
+
+    from ..store import RunStore
+    if settings.backend not in BACKENDS:
+        raise XcInputError(f"--backend {settings.backend}: accepted {', '.join(BACKENDS)}")
+    os.makedirs(os.path.join(settings.out_dir, RUNS_DIR), exist_ok=True)
+    cancel = cancel or threading.Event()
+    store = RunStore(settings.store_root)
+    if not store.available and (settings.reuse or settings.record):
+        from ..store import say_once
+        say_once(f"the run store is not available ({store.problem}); the batch runs without reusing or keeping "
+                 "runs, and every run folder keeps its files")
+    matrix = new_matrix(manifest.path, settings.targets, settings.backend, shard)
+    rows: dict[int, dict] = {}
+    cells: dict[int, list[dict]] = {}
+
+    def save(complete: bool = False) -> None:
+        matrix["models"] = [rows[i] for i in sorted(rows)]
+        matrix["cells"] = [c for i in sorted(cells) for c in cells[i]]
+        matrix["complete"] = complete
+        write_matrix(matrix, settings.out_dir)
+        if store.available:
+            try:
+                store.put_fleet(matrix, settings.out_dir)     # the dashboard's Fleet page lists it
+            except OSError:
+                pass        # the matrix is in --out; only the page's list misses it
+
+    def finish(outcome: ModelOutcome) -> None:
+        p = outcome.planned
+        run_dir = os.path.join(settings.out_dir, RUNS_DIR, p.folder)
+        run_id = None
+        if outcome.report is not None:
+            run_id = _keep(outcome, run_dir, store, settings)
+            cells[p.index] = cells_from_report(p.model.name, outcome.report, run_id, outcome.cached)
+        else:
+            cells[p.index] = skipped_cells(p.model.name, settings.targets, outcome.error or "not run")
+        rows[p.index] = _row(p, outcome, run_id, settings.out_dir)
+        save()
+        if on_model:
+            on_model(rows[p.index], cells[p.index])
+
+    planned = plan(models, settings)
+    pending = []
+    for p in planned:
+        if p.error:
+            finish(ModelOutcome(p, error=p.error))
+        elif settings.reuse and store.available and store.has(p.key) and (report := store.get(p.key)) is not None:
+            finish(ModelOutcome(p, report=report, cached=True))
+        else:
+            pending.append(p)
+    save()
+    if pending:
+        if settings.backend == "ray":
+            from .ray_backend import run_ray
+            run_ray(pending, settings, finish, cancel)
+        else:
+            run_local(pending, settings, finish, cancel)
+    save(complete=not cancel.is_set() and len(rows) == len(planned))
+    return matrix
+
+
+def run_local(pending: list[Planned], settings: BatchSettings, finish: Callable[[ModelOutcome], None],
+              cancel) -> None:
+    """This machine's worker pool across models: up to `jobs` worker processes at once. With at least as many
+    models as jobs, each model's targets run one after another and `jobs` models run side by side (a model's
+    load and capture, which its targets wait for, then overlap another model's targets); with fewer models each
+    gets a share of the jobs."""
+    from ..api import default_jobs
+    jobs = settings.jobs or default_jobs()
+    at_once = max(1, min(jobs, len(pending)))
+    per_model = max(1, jobs // at_once)
+    with ThreadPoolExecutor(at_once, thread_name_prefix="xc-batch") as pool:
+        futures = [pool.submit(analyze_model, p, settings.targets,
+                               os.path.join(settings.out_dir, RUNS_DIR, p.folder), per_model, cancel)
+                   for p in pending]
+        try:
+            for f in as_completed(futures):
+                finish(f.result())
+        except BaseException:
+            cancel.set()            # Ctrl-C, SIGTERM: the running analyses stop their workers and return
+            for f in futures:
+                f.cancel()
+            raise
+
+
+def analyze_model(p: Planned, targets: list[str], run_dir: str, jobs: int, cancel=None) -> ModelOutcome:
+    """One model's analysis into run_dir; never raises for what the model does (its error is the outcome's)."""
+    from ..api import analyze
+    shutil.rmtree(run_dir, ignore_errors=True)      # what an interrupted earlier attempt left
+    started = time.monotonic()
+    try:
+        report = analyze(p.model.source, targets, out_dir=run_dir, jobs=jobs, cancel=cancel, **p.kwargs)
+    except XcInputError as e:
+        return ModelOutcome(p, error=e.for_cli(), seconds=time.monotonic() - started)
+    except Exception as e:  # noqa: BLE001 — a bug met on one model is that model's error, not the batch's end
+        return ModelOutcome(p, error=f"internal error: {type(e).__name__}: {hide_paths(first_line(e, 300))}",
+                            seconds=time.monotonic() - started)
+    if cancel is not None and cancel.is_set():
+        return ModelOutcome(p, error="cancelled", seconds=time.monotonic() - started)
+    return ModelOutcome(p, report=report, seconds=time.monotonic() - started)
+
+
+def _keep(outcome: ModelOutcome, run_dir: str, store, settings: BatchSettings) -> str | None:
+    """The run's report in its folder of the output, and the whole run in the store; its run id, or None when
+    the store did not keep it (then the folder keeps every file)."""
+    from ..report.sidecar import write as write_report
+    p, report = outcome.planned, outcome.report
+    os.makedirs(run_dir, exist_ok=True)
+    if outcome.cached:
+        write_report(report, run_dir)
+        return p.key
+    report.setdefault("run", {})["key"] = p.key
+    write_report(report, run_dir)
+    if not (settings.record and store.available):
+        return None
+    try:
+        store.put(p.key, report, run_dir, origin="batch")
+    except OSError as e:
+        from ..store import say_once
+        say_once(f"warning: a run was not recorded in the store ({e}); its folder keeps every file")
+        return None
+    for name in _KEPT_WHEN_STORED:
+        path = os.path.join(run_dir, name)
+        if os.path.isdir(path):
+            shutil.rmtree(path, ignore_errors=True)
+        elif os.path.exists(path):
+            os.remove(path)
+    return p.key
+
+
+def _row(p: Planned, outcome: ModelOutcome, run_id: str | None, out_dir: str) -> dict:
+    source = p.model.source if p.model.source.startswith("sample:") else os.path.basename(p.model.source)
+    has_report = outcome.report is not None
+    return {"name": p.model.name, "source": source, "sha256": p.sha256, "run": run_id,
+            "report": f"{RUNS_DIR}/{p.folder}/report.json" if has_report else None,
+            "status": "ok" if has_report else "error", "error": None if has_report else outcome.error,
+            "cached": outcome.cached, "seconds": round(outcome.seconds, 2), "node": outcome.node}

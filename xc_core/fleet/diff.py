@@ -1,0 +1,250 @@
+"""`xc diff` of two fleet matrices: per cell what changed, and with `--gate` what regressed.
+
+Where both matrices carry the model's report (their runs/ folders, or the run store by run id), a cell is judged
+by the same run diff and rules as `xc diff` of two runs (review/diff.py, review/gate.py: new fallbacks, ops
+leaving the accelerator, drift, checklist verdicts, a target that stopped compiling). Two rules only a matrix has:
+`max_share_loss` (percentage points of accelerated share a cell may lose) and `max_time_ratio` (its measured time,
+new / base, on the same CPU; off by default, since a shared CI machine's times are noisy). Where a report is
+missing, the cell's own figures are compared with the same thresholds.
+
+Time ratios fall in buckets as Qualcomm AI Hub's scorecards bin them: under 1.1×, 1.1–1.2×, 1.2–1.5×, 1.5–2×,
+2–5×, 5× and over — slower or faster.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+from ..errors import XcInputError
+from ..review.gate import OFF, GateRules
+from .matrix import MATRIX_FILE, SCHEMA, grid
+
+TIME_BUCKETS = (1.1, 1.2, 1.5, 2.0, 5.0)
+
+
+def looks_like_matrix(ref: str) -> bool:
+    """A batch folder, or a file that opens with the matrix schema (matrix.json, or a copy under another name)."""
+    if os.path.isdir(ref):
+        return os.path.isfile(os.path.join(ref, MATRIX_FILE))
+    if not os.path.isfile(ref):
+        return False
+    try:
+        with open(ref, "rb") as f:
+            head = f.read(256)
+    except OSError:
+        return False
+    return f'"schema": "{SCHEMA}"'.encode() in head or f'"schema":"{SCHEMA}"'.encode() in head
+
+
+def time_bucket(ratio: float | None) -> str | None:
+    """'1.2–1.5× slower', '<1.1×' (within noise), '2–5× faster'…"""
+    if ratio is None or ratio <= 0 or math.isinf(ratio):
+        return None
+    r, way = (ratio, "slower") if ratio >= 1 else (1 / ratio, "faster")
+    if r < TIME_BUCKETS[0]:
+        return f"<{TIME_BUCKETS[0]:g}×"
+    for low, high in zip(TIME_BUCKETS, TIME_BUCKETS[1:]):
+        if r < high:
+            return f"{low:g}–{high:g}× {way}"
+    return f"≥{TIME_BUCKETS[-1]:g}× {way}"
+
+
+def diff_matrices(base: tuple[dict, str], new: tuple[dict, str]) -> dict:
+    """Per cell in both: status, fallbacks, accelerated share, worst drift and time, base → new; cells and models
+    in only one of them. `run_diffs` holds the run diff of every model whose two reports could be read."""
+    (bm, bdir), (nm, ndir) = base, new
+    b_models, _b_targets, b_cells = grid(bm)
+    n_models, _n_targets, n_cells = grid(nm)
+    d = {"base": _label(bm, bdir), "new": _label(nm, ndir),
+         "models_added": [m for m in n_models if m not in b_models],
+         "models_removed": [m for m in b_models if m not in n_models],
+         "cells_added": [list(k) for k in n_cells if k not in b_cells and k[0] in b_models],
+         "cells_removed": [list(k) for k in b_cells if k not in n_cells and k[0] in n_models],
+         "cells": [], "run_diffs": {}}
+    for key, nc in n_cells.items():
+        bc = b_cells.get(key)
+        if bc is not None:
+            d["cells"].append(_cell_diff(bc, nc))
+    b_rows, n_rows = {r["name"]: r for r in bm["models"]}, {r["name"]: r for r in nm["models"]}
+    for name in [m for m in n_models if m in b_models]:
+        run_diff = _run_diff(b_rows[name], bdir, n_rows[name], ndir)
+        if run_diff is not None:
+            d["run_diffs"][name] = run_diff
+    return d
+
+
+def _label(m: dict, folder: str) -> dict:
+    return {"manifest": m.get("manifest"), "created_at": m.get("created_at"), "folder": folder,
+            "complete": m.get("complete")}
+
+
+def _value(cell: dict, metric: str):
+    f = cell.get(metric)
+    return None if f is None else f["value"]
+
+
+def _cell_diff(bc: dict, nc: dict) -> dict:
+    out = {"model": nc["model"], "target": nc["target"], "status": {"base": bc["status"], "new": nc["status"]},
+           "error": nc.get("error")}
+    for metric in ("fallbacks", "accelerated_share", "fusions"):
+        out[metric] = {"base": _value(bc, metric), "new": _value(nc, metric)}
+    bd, nd = _value(bc, "worst_drift"), _value(nc, "worst_drift")
+    out["worst_drift"] = {"base": bd, "new": nd, "ratio": _ratio(bd, nd),
+                          "evidence": (nc.get("worst_drift") or {}).get("evidence")}
+    bt, nt = bc.get("time_us"), nc.get("time_us")
+    same_cpu = bool(bt and nt and bt.get("host_cpu") == nt.get("host_cpu"))
+    ratio = _ratio(_value(bc, "time_us"), _value(nc, "time_us")) if same_cpu else None
+    out["time_us"] = {"base": _value(bc, "time_us"), "new": _value(nc, "time_us"), "ratio": ratio,
+                      "bucket": time_bucket(ratio), "same_cpu": same_cpu}
+    out["changed"] = any(out[k]["base"] != out[k]["new"] for k in ("status", "fallbacks", "accelerated_share",
+                                                                   "fusions", "worst_drift"))
+    return out
+
+
+def _ratio(b, n) -> float | None:
+    if b is None or n is None:
+        return None
+    if b == 0:
+        return None if n == 0 else math.inf
+    return n / b
+
+
+def _run_diff(b_row: dict, bdir: str, n_row: dict, ndir: str) -> dict | None:
+    from ..review.diff import diff_reports
+    base, new = _report(b_row, bdir), _report(n_row, ndir)
+    if base is None or new is None:
+        return None
+    return diff_reports(base, new)
+
+
+def _report(row: dict, folder: str) -> dict | None:
+    """A model's report: its runs/ folder beside the matrix, else the run store by its run id; None if neither."""
+    from ..review.runs import load_run
+    if row.get("report"):
+        path = os.path.normpath(os.path.join(folder, row["report"]))
+        if path.startswith(os.path.abspath(folder) + os.sep) and os.path.isfile(path):
+            try:
+                return load_run(path).report
+            except XcInputError:
+                pass
+    if row.get("run"):
+        try:
+            return load_run(row["run"]).report
+        except XcInputError:
+            return None
+    return None
+
+
+def fleet_regressions(d: dict, rules: GateRules, per_target: dict[str, GateRules] | None = None) -> list[dict]:
+    """Every regression: {model, target, rule, what}."""
+    from ..review.gate import regressions
+    out = []
+    judged = set()
+    for model, run_diff in d["run_diffs"].items():
+        for r in regressions(run_diff, rules, per_target):
+            out.append({"model": model, **r})
+            judged.add((model, r["target"]))
+        judged |= {(model, t) for t in run_diff["targets"]}
+    for c in d["cells"]:
+        r = (per_target or {}).get(c["target"], rules)
+        if r.targets and c["target"] not in r.targets:
+            continue
+        key = (c["model"], c["target"])
+
+        def add(rule, what, cell=c):
+            out.append({"model": cell["model"], "target": cell["target"], "rule": rule, "what": what})
+        if key not in judged:       # no run diff for this model: the cell's own figures
+            _cell_rules(c, r, add)
+        share = c["accelerated_share"]
+        moved = any(x["model"] == c["model"] and x["target"] == c["target"] and x["rule"] == "max_to_cpu"
+                    for x in out)
+        if (r.max_share_loss != OFF and share["base"] is not None and share["new"] is not None and not moved
+                and 100 * (share["base"] - share["new"]) > r.max_share_loss + 1e-9):
+            add("max_share_loss", f"accelerated share {100 * share['base']:.0f}% → {100 * share['new']:.0f}% "
+                                  f"(allowed −{r.max_share_loss:g} points)")
+        t = c["time_us"]
+        if r.max_time_ratio != OFF and t["ratio"] is not None and t["ratio"] > r.max_time_ratio:
+            add("max_time_ratio", f"measured time {t['base']:,.0f} → {t['new']:,.0f} µs, {t['bucket']} (allowed "
+                                  f"{r.max_time_ratio:g}×, same CPU)")
+    order = {(c["model"], c["target"]): i for i, c in enumerate(d["cells"])}
+    return sorted(out, key=lambda x: order.get((x["model"], x["target"]), len(order)))
+
+
+def _cell_rules(c: dict, r: GateRules, add) -> None:
+    if r.status_worse and c["status"]["base"] == "ok" and c["status"]["new"] != "ok":
+        add("status_worse", f"{c['status']['base']} → {c['status']['new']}"
+                            + (f": {c['error']}" if c.get("error") else ""))
+    fb = c["fallbacks"]
+    if (r.max_new_fallbacks != OFF and fb["base"] is not None and fb["new"] is not None
+            and fb["new"] - fb["base"] > r.max_new_fallbacks):
+        add("max_new_fallbacks", f"CPU fallbacks {fb['base']} → {fb['new']} (allowed +{r.max_new_fallbacks})")
+    dr = c["worst_drift"]
+    if (r.max_drift_ratio != OFF and dr["ratio"] is not None and dr["ratio"] > r.max_drift_ratio
+            and dr["new"] >= r.drift_floor):
+        grew = "∞" if math.isinf(dr["ratio"]) else f"{dr['ratio']:.2f}"
+        add("max_drift_ratio", f"worst drift grew {grew}× (rel L2 {dr['base']:.3g} → {dr['new']:.3g}; allowed "
+                               f"{r.max_drift_ratio:g}×, {dr['evidence']})")
+
+
+def change_lines(d: dict) -> list[str]:
+    """One line per change, models first, then cells in the matrix's order."""
+    lines = [f"model added: {m}" for m in d["models_added"]] + [f"model removed: {m}" for m in d["models_removed"]]
+    lines += [f"{m} × {t}: target added" for m, t in d["cells_added"]]
+    lines += [f"{m} × {t}: target removed" for m, t in d["cells_removed"]]
+    for c in d["cells"]:
+        what = []
+        s = c["status"]
+        if s["base"] != s["new"]:
+            what.append(f"status {s['base']} → {s['new']}")
+        for metric, name in (("fallbacks", "fallbacks"), ("fusions", "fusions")):
+            x = c[metric]
+            if x["base"] != x["new"] and x["base"] is not None and x["new"] is not None:
+                what.append(f"{name} {x['base']} → {x['new']}")
+        sh = c["accelerated_share"]
+        if sh["base"] != sh["new"] and sh["base"] is not None and sh["new"] is not None:
+            what.append(f"accelerated share {100 * sh['base']:.0f}% → {100 * sh['new']:.0f}%")
+        dr = c["worst_drift"]
+        if dr["ratio"] is not None and abs(dr["ratio"] - 1) > 0.01:
+            what.append(f"worst drift ×{dr['ratio']:.2f}" if not math.isinf(dr["ratio"]) else "worst drift from 0")
+        t = c["time_us"]
+        if t["bucket"] and not t["bucket"].startswith("<"):
+            what.append(f"time {t['bucket']}")
+        if what:
+            lines.append(f"{c['model']} × {c['target']}: " + "; ".join(what))
+    return lines
+
+
+def diff_text(d: dict, regs: list[dict] | None) -> str:
+    out = [f"fleet diff: {d['base']['manifest']} ({d['base']['created_at']}) → {d['new']['manifest']} "
+           f"({d['new']['created_at']}); {len(d['cells'])} cells in both, {len(d['run_diffs'])} model(s) compared "
+           "run by run"]
+    changes = change_lines(d)
+    out += [f"  {line}" for line in changes] or ["  no change in any cell"]
+    if regs is not None:
+        out.append(f"gate: {len(regs)} regression(s)" if regs else "gate: nothing regressed")
+        out += [f"  {r['model']} × {r['target']}: [{r['rule']}] {r['what']}" for r in regs]
+    return "\n".join(out) + "\n"
+
+
+def diff_markdown(d: dict, regs: list[dict] | None) -> str:
+    from .render import _md
+    out = [f"## xc fleet diff — {_md(d['new']['manifest'] or '')}", "",
+           f"{len(d['cells'])} cells in both matrices; {len(d['run_diffs'])} model(s) compared run by run."]
+    if regs is not None:
+        out += ["", f"**Gate: {len(regs)} regression(s)**" if regs else "**Gate: nothing regressed**"]
+        if regs:
+            out += ["", "| model | target | rule | what |", "|---|---|---|---|"]
+            out += [f"| {_md(r['model'])} | `{_md(r['target'])}` | {r['rule']} | {_md(r['what'])} |" for r in regs]
+    changes = change_lines(d)
+    out += ["", "<details><summary>Changes</summary>", ""] + [f"- {_md(x)}" for x in changes] + ["", "</details>"] \
+        if changes else ["", "No change in any cell."]
+    return "\n".join(out) + "\n"
+
+
+def check_matrix_pair(base_ref: str, new_ref: str) -> None:
+    """Both a matrix, or neither: one matrix against one run is a wrong argument."""
+    a, b = looks_like_matrix(base_ref), looks_like_matrix(new_ref)
+    if a != b:
+        which = base_ref if a else new_ref
+        raise XcInputError(f"{which} is a fleet matrix and the other is a run: diff two matrices (xc batch --out "
+                           "folders) or two runs")

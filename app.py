@@ -48,6 +48,6 @@ else:
     _ui.leave_legacy_pages_mode()  # before any widget: the first run of a fresh server must not build the sidebar
     st.logo(os.path.join(HERE, "assets", "logo.svg"), size="large")  # the app's name above the pages
 
-    page = st.navigation(_ui.pages())  # the page list first: it is in the first paint, above the sidebar's widgets
+    page = _ui.navigation()  # the page list first: it is in the first paint, above the sidebar's widgets
     _ui.sidebar_and_analyze()
     page.run()

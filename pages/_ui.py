@@ -409,6 +409,12 @@ def pages() -> dict:
     }
 
 
+def navigation():
+    """st.navigation over pages(), every entry listed: past twelve pages Streamlit by default shows ten and
+    folds the rest under "View more", hiding Review's pages from a first look."""
+    return st.navigation(pages(), expanded=True)
+
+
 def leave_legacy_pages_mode() -> None:
     """Rerun at once if this is Streamlit's legacy pages/ mode, before any widget exists.
 
@@ -423,7 +429,7 @@ def leave_legacy_pages_mode() -> None:
     if PagesManager.uses_pages_directory:
         # st.navigation clears the flag itself and sends the real page list, so the browser never shows the
         # pages/ folder listing; the rerun then builds everything under the ids every later run uses.
-        st.navigation(pages())
+        navigation()
         PagesManager.uses_pages_directory = False
         st.rerun()
 

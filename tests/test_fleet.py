@@ -4,6 +4,7 @@ cover the manifest once and merge back, and the diff and gate of two matrices. T
 test_fleet_ray.py."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -239,6 +240,31 @@ def test_shards_merge_into_the_whole_matrix_and_diff_clean(tmp_path, fleet):
     assert "3 model(s) compared run by run" in gate.stdout and "nothing regressed" in gate.stdout
     mixed = _xc("diff", tmp_path / "whole", tmp_path / "whole" / m["models"][0]["report"], home=home)
     assert mixed.returncode == 2 and "is a fleet matrix and the other is a run" in mixed.stderr
+
+
+def test_names_with_newlines_escapes_and_quotes_stay_one_line_each(tmp_path, fleet):
+    """A YAML name may hold a newline, a terminal escape or code-like quotes: every log line, diff line and
+    folder stays one printable line of text; the name itself is kept whole in matrix.json."""
+    home = tmp_path / "home"
+    hostile = 'two\nlines \x1b[31mred\x1b[0m");__import__("os").system("touch PWNED")#'
+    (tmp_path / "fleet.yaml").write_text(json.dumps({"models": [{"source": "models/mlp.onnx", "name": hostile}]}))
+    r = _xc("batch", tmp_path / "fleet.yaml", "--targets", "ort-cpu", "--out", tmp_path / "new", home=home,
+            cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    progress = [ln for ln in r.stderr.splitlines() if ln.startswith("[")]
+    assert len(progress) == 1 and "two lines ?[31mred?[0m" in progress[0] and "\x1b" not in r.stderr
+    m = _matrix(tmp_path / "new")
+    assert m["models"][0]["name"] == hostile
+    assert re.fullmatch(r"runs/[A-Za-z0-9._-]+/report\.json", m["models"][0]["report"])
+    assert _xc("batch", fleet, "--targets", "ort-cpu", "--out", tmp_path / "base", "--quiet",
+               home=home).returncode == 0
+    d = _xc("diff", tmp_path / "base", tmp_path / "new", home=home)
+    assert d.returncode == 0, d.stderr
+    assert "  model added: two lines ?[31mred?[0m\");__import__" in d.stdout and "\x1b" not in d.stdout
+    assert not list(tmp_path.rglob("PWNED"))
+    # A mistyped folder against a matrix names the missing folder, not the kinds of the two.
+    typo = _xc("diff", tmp_path / "base", tmp_path / "nwe", home=home)
+    assert typo.returncode == 2 and "nwe: no such batch folder or matrix.json" in typo.stderr
 
 
 def test_fleet_gate_on_the_cells_figures(tmp_path, fleet):

@@ -20,7 +20,7 @@ import json
 import os
 import sys
 
-from .errors import XcInputError
+from .errors import XcInputError, printable_line
 from .views.progress import cli_line
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
@@ -468,7 +468,8 @@ def _batch(args) -> int:
         left = total - counted["cells"]
         eta = f", about {_duration(elapsed / counted['compiled'] * left)} left" if counted["compiled"] and left \
             else ""
-        bar.write(f"[{counted['cells']}/{total} cells{eta}] {row['name']}: {ok}/{len(cells)} ok ({what})"
+        name = printable_line(row["name"])
+        bar.write(f"[{counted['cells']}/{total} cells{eta}] {name}: {ok}/{len(cells)} ok ({what})"
                   + (f" — {row['error']}" if row["error"] else ""), file=sys.stderr)
 
     class _Stopped(BaseException):
@@ -566,7 +567,8 @@ def _fleet_diff(args, rules) -> int:
     from .fleet.matrix import read_matrix
     d = diff_matrices(read_matrix(args.base), read_matrix(args.new))
     regs = fleet_regressions(d, *rules) if args.gate else None
-    _emit_diff(args, d, regs, diff_markdown, diff_text, lambda r: f"{r['model']} × {r['target']}")
+    _emit_diff(args, d, regs, diff_markdown, diff_text,
+               lambda r: f"{printable_line(r['model'])} × {r['target']}")
     return EXIT_REGRESSED if regs else EXIT_OK
 
 

@@ -135,3 +135,9 @@ def first_line(e: BaseException, limit: int = 200) -> str:
         if line.strip():
             return line.strip()[:limit]
     return type(e).__name__
+
+
+def printable_line(text: str) -> str:
+    """`text` (a model's or file's name) as one printable line: whitespace runs become one space and anything
+    else unprintable (a terminal escape) becomes "?", so a name cannot break a log line or drive a terminal."""
+    return "".join(ch if ch.isprintable() else "?" for ch in " ".join(str(text).split()))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import os
 
-from ..errors import XcInputError
+from ..errors import XcInputError, printable_line
 from ..review.gate import OFF, GateRules
 from .matrix import MATRIX_FILE, SCHEMA, grid
 
@@ -188,9 +188,10 @@ def _cell_rules(c: dict, r: GateRules, add) -> None:
 
 def change_lines(d: dict) -> list[str]:
     """One line per change, models first, then cells in the matrix's order."""
-    lines = [f"model added: {m}" for m in d["models_added"]] + [f"model removed: {m}" for m in d["models_removed"]]
-    lines += [f"{m} × {t}: target added" for m, t in d["cells_added"]]
-    lines += [f"{m} × {t}: target removed" for m, t in d["cells_removed"]]
+    lines = [f"model added: {printable_line(m)}" for m in d["models_added"]]
+    lines += [f"model removed: {printable_line(m)}" for m in d["models_removed"]]
+    lines += [f"{printable_line(m)} × {t}: target added" for m, t in d["cells_added"]]
+    lines += [f"{printable_line(m)} × {t}: target removed" for m, t in d["cells_removed"]]
     for c in d["cells"]:
         what = []
         s = c["status"]
@@ -210,7 +211,7 @@ def change_lines(d: dict) -> list[str]:
         if t["bucket"] and not t["bucket"].startswith("<"):
             what.append(f"time {t['bucket']}")
         if what:
-            lines.append(f"{c['model']} × {c['target']}: " + "; ".join(what))
+            lines.append(f"{printable_line(c['model'])} × {c['target']}: " + "; ".join(what))
     return lines
 
 
@@ -222,7 +223,7 @@ def diff_text(d: dict, regs: list[dict] | None) -> str:
     out += [f"  {line}" for line in changes] or ["  no change in any cell"]
     if regs is not None:
         out.append(f"gate: {len(regs)} regression(s)" if regs else "gate: nothing regressed")
-        out += [f"  {r['model']} × {r['target']}: [{r['rule']}] {r['what']}" for r in regs]
+        out += [f"  {printable_line(r['model'])} × {r['target']}: [{r['rule']}] {r['what']}" for r in regs]
     return "\n".join(out) + "\n"
 
 
@@ -245,6 +246,10 @@ def check_matrix_pair(base_ref: str, new_ref: str) -> None:
     """Both a matrix, or neither: one matrix against one run is a wrong argument."""
     a, b = looks_like_matrix(base_ref), looks_like_matrix(new_ref)
     if a != b:
-        which = base_ref if a else new_ref
+        which, other = (base_ref, new_ref) if a else (new_ref, base_ref)
+        if not os.path.exists(other):
+            # A mistyped folder is the likelier slip than a run id against a matrix: name what is missing.
+            raise XcInputError(f"{other}: no such batch folder or matrix.json ({which} is a fleet matrix: diff it "
+                               "against another xc batch --out folder)")
         raise XcInputError(f"{which} is a fleet matrix and the other is a run: diff two matrices (xc batch --out "
                            "folders) or two runs")

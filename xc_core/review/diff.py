@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+from ..errors import printable_line
 from ..views.rows import ACCELERATORS, fmt_sci
 from .markdown import code, table, text
 
@@ -70,8 +71,7 @@ def _models(base: dict, new: dict, b_ops: dict, n_ops: dict) -> dict:
     if relation == "different":
         def about(src, report):
             ops = (report.get("capture") or {}).get("op_count_before")
-            # A file name may hold a newline or a terminal escape: the sentence stays one printable line.
-            name = "".join(ch if ch.isprintable() else "?" for ch in " ".join(str(src["name"]).split()))
+            name = printable_line(src["name"])     # a file name may hold a newline or a terminal escape
             return (f"{name} ({src['kind']}, sha256 {src['sha256'][:12]}"
                     + (f", {ops} captured ops" if ops is not None else ", no captured graph") + ")")
         shared = (f"{100 * common:.0f}% of source ops line up" if common is not None

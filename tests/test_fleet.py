@@ -164,9 +164,55 @@ def test_batch_fills_the_matrix_then_caches_every_cell(tmp_path, fleet):
     # --no-cache compiles again: same runs (same key), no cell cached.
     third = _xc("batch", fleet, "--targets", TARGETS, "--out", tmp_path / "out3", "--no-cache", "--quiet", home=home)
     assert third.returncode == 0 and not any(c["cached"] for c in _matrix(tmp_path / "out3")["cells"])
-    # Another target set is another run: nothing cached.
-    other = _xc("batch", fleet, "--targets", "ort-cpu", "--out", tmp_path / "out4", "--quiet", home=home)
-    assert other.returncode == 0 and not any(c["cached"] for c in _matrix(tmp_path / "out4")["cells"])
+    # Fewer targets: every cell is one the store holds.
+    fewer = _xc("batch", fleet, "--targets", "ort-cpu", "--out", tmp_path / "out4", "--quiet", home=home)
+    assert fewer.returncode == 0, fewer.stderr
+    m4 = _matrix(tmp_path / "out4")
+    assert fewer.returncode == 0 and all(c["cached"] for c in m4["cells"]) and len(m4["cells"]) == 3
+    assert [c["run"] for c in m4["cells"]] == [r["run"] for r in m["models"]]
+
+
+def test_a_target_added_to_the_fleet_compiles_only_that_target(tmp_path, fleet):
+    """Cells are reused per target: the added target is compiled in a run of its own, the others are taken from
+    the runs that made them, and the output diffs run by run across both."""
+    from xc_core.store import RunStore
+    home = tmp_path / "home"
+    assert _xc("batch", fleet, "--targets", TARGETS, "--out", tmp_path / "two", "--quiet", home=home).returncode == 0
+    more = TARGETS + ",openvino-cpu"
+    r = _xc("batch", fleet, "--targets", more, "--option", "openvino-cpu.inference_precision=f32", "--out",
+            tmp_path / "three", home=home)
+    assert r.returncode == 0, r.stderr
+    assert "2 cached" in r.stderr          # each model's progress line says how many of its cells were reused
+    two, three = _matrix(tmp_path / "two"), _matrix(tmp_path / "three")
+    assert three["targets"] == more.split(",") and len(three["cells"]) == 9
+    store = RunStore(str(home))
+    for row_two, row in zip(two["models"], three["models"]):
+        cells = {c["target"]: c for c in three["cells"] if c["model"] == row["name"]}
+        assert [c["target"] for c in three["cells"] if c["model"] == row["name"]] == more.split(",")
+        assert cells["ort-cpu"]["cached"] and cells["ort-cpu"]["run"] == row_two["run"]
+        assert not cells["openvino-cpu"]["cached"] and cells["openvino-cpu"]["run"] == row["run"] != row_two["run"]
+        assert cells["openvino-cpu"]["identity"] == "openvino-cpu[inference_precision=f32]"
+        assert cells["openvino-cpu"]["status"] == "ok" and cells["openvino-cpu"]["worst_drift"]
+        # The new run compiled only what was missing; both runs' reports are in the output.
+        assert list(store.get(row["run"])["targets"]) == ["openvino-cpu[inference_precision=f32]"]
+        assert set(row["runs"]) == {row["run"], row_two["run"]} and not row["cached"]
+        assert all(os.path.isfile(tmp_path / "three" / rel) for rel in row["runs"].values())
+    # Again: every cell is cached, from the two runs of each model; the two outputs diff run by run and clean.
+    again = _xc("batch", fleet, "--targets", more, "--option", "openvino-cpu.inference_precision=f32", "--out",
+                tmp_path / "again", "--quiet", home=home)
+    m = _matrix(tmp_path / "again")
+    assert again.returncode == 0 and all(c["cached"] for c in m["cells"])
+    assert {(c["model"], c["target"], c["run"]) for c in m["cells"]} == {
+        (c["model"], c["target"], c["run"]) for c in three["cells"]}
+    d = _xc("diff", tmp_path / "three", tmp_path / "again", "--gate", "--format", "json", home=tmp_path / "empty")
+    assert d.returncode == 0, d.stderr
+    pairs = json.loads(d.stdout)["run_diffs"]
+    assert sorted(len(p) for p in pairs.values()) == [2, 2, 2]         # without the store: from the folders
+    assert sorted(t for p in pairs["mlp"] for t in p["targets"]) == sorted(more.split(","))
+    # Another option for the added target is another cell: compiled again, the rest still reused.
+    other = _xc("batch", fleet, "--targets", more, "--out", tmp_path / "other", "--quiet", home=home)
+    cells = _matrix(tmp_path / "other")["cells"]
+    assert other.returncode == 0 and [c["cached"] for c in cells if c["model"] == "mlp"] == [True, True, False]
 
 
 def test_a_model_that_fails_is_a_row_of_errors_not_the_end(tmp_path, fleet):
@@ -274,7 +320,9 @@ def test_fleet_gate_on_the_cells_figures(tmp_path, fleet):
     base = _matrix(tmp_path / "base")
     worse = json.loads(json.dumps(base))
     for row in base["models"] + worse["models"]:
-        row["report"], row["run"] = None, None
+        row["report"], row["run"], row["runs"] = None, None, {}
+    for c in base["cells"] + worse["cells"]:
+        c["run"] = None
     cell = next(c for c in worse["cells"] if c["model"] == "mlp" and c["target"] == "ort-nnapi")
     cell["fallbacks"]["value"] += 2
     cell["accelerated_share"]["value"] -= 0.25

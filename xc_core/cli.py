@@ -456,13 +456,14 @@ def _batch(args) -> int:
     def on_model(row, cells):
         bar.update(len(cells))
         counted["cells"] += len(cells)
-        if not row["cached"]:
-            counted["compiled"] += len(cells)
+        reused = sum(1 for c in cells if c["cached"])
+        counted["compiled"] += len(cells) - reused
         if args.quiet:
             return
         ok = sum(c["status"] == "ok" for c in cells)
         where = f" on {row['node']}" if row.get("node") else ""
-        what = "cached" if row["cached"] else f"{row['seconds']:.1f} s{where}"
+        what = "cached" if row["cached"] else f"{row['seconds']:.1f} s{where}" + (f", {reused} cached" if reused
+                                                                                   else "")
         # The ETA from the cells compiled so far (cached ones take no time); the bar shows it on a terminal.
         elapsed = time.monotonic() - started
         left = total - counted["cells"]

@@ -70,9 +70,15 @@ def run_summary(report: dict, origin: str) -> dict:
     for items in ((report.get("checklist") or {}).get("targets") or {}).values():
         for i in items:
             verdicts[i["verdict"]] = verdicts.get(i["verdict"], 0) + 1
-    return {"origin": origin, "kind": (report.get("source") or {}).get("kind"),
-            "ok": statuses.count("ok"), "error": statuses.count("error"),
-            "unavailable": statuses.count("unavailable"), "verdicts": verdicts}
+    summary = {"origin": origin, "kind": (report.get("source") or {}).get("kind"),
+               "ok": statuses.count("ok"), "error": statuses.count("error"),
+               "unavailable": statuses.count("unavailable"), "verdicts": verdicts}
+    cell_keys = (report.get("run") or {}).get("cell_keys")
+    if isinstance(cell_keys, dict):
+        # A batch's run answers for each of its targets alone too (fleet/cache.py): listed here, a later batch finds
+        # the cells it can reuse without opening every report.
+        summary["cell_keys"] = {str(k): str(v) for k, v in cell_keys.items()}
+    return summary
 
 
 class StoreUnavailable(OSError):

@@ -1,10 +1,12 @@
 """`xc batch`: every model of a manifest analysed for every target, as one matrix.
 
 Each model is one ordinary analysis (api.analyze), recorded in the run store like any other run, so every page and
-export works on a matrix's cell. A model whose run is already in the store — same source content, inputs, targets,
-options, limits, xc and toolchain versions (fleet/cache.py) — is not compiled again: its cells are marked
-`cached`. matrix.json is rewritten after every model, so a batch that is killed leaves the models it finished
-both in the store and in the matrix (`complete: false`), and running it again resumes with the rest.
+export works on a matrix's cell. A cell whose run is already in the store — same source content, inputs, target and
+its options, limits, xc and toolchain versions (fleet/cache.py) — is not compiled again: it is marked `cached` and
+names the run that made it. A model with every cell stored is not run at all; one with some compiles only the
+others, in a run of its own. matrix.json is rewritten after every model, so a batch that is killed leaves the
+models it finished both in the store and in the matrix (`complete: false`), and running it again resumes with the
+rest.
 
 Backends (`run_local`, fleet/ray_backend.py) only run analyses and hand back each model's Report; recording,
 the matrix and the files are done here, in one process, whichever ran them.
@@ -20,8 +22,9 @@ from typing import Callable
 
 from ..errors import XcInputError, first_line, hide_paths
 from ..limits import Limits
+from ..store import REPORT_FILE
 from ..worker import WorkerLimits
-from .cache import model_key, source_sha256, toolchain_versions
+from .cache import cell_keys, model_key, source_sha256, toolchain_versions
 from .manifest import FleetModel, Manifest, folder_name
 from .matrix import (
     RUNS_DIR,
@@ -60,10 +63,13 @@ class Planned:
     index: int
     model: FleetModel
     folder: str
-    key: str | None = None
+    key: str | None = None                   # the key of its run over `targets`
     sha256: str | None = None
     kwargs: dict = field(default_factory=dict)
     error: str | None = None
+    targets: list[str] = field(default_factory=list)         # what this batch compiles for it
+    cell_keys: dict[str, str] = field(default_factory=dict)  # target id → its cell's key
+    reused: dict[str, str] = field(default_factory=dict)     # target id → the stored run its cell is taken from
 
 
 @dataclass
@@ -76,12 +82,12 @@ class ModelOutcome:
     node: str | None = None          # where it ran (a Ray node's address)
 
 
-def plan(models: list[FleetModel], settings: BatchSettings) -> list[Planned]:
-    """Every model's analysis arguments and run key. A model that cannot be planned (its file is missing, a flag
+def plan(models: list[FleetModel], settings: BatchSettings, toolchains: dict | None = None) -> list[Planned]:
+    """Every model's analysis arguments and keys. A model that cannot be planned (its file is missing, a flag
     does not parse) gets its error here and is not run; the others are."""
     from ..inputs.values import parse_dim_flags, parse_range_flags, parse_shape_flags, parse_value_flags
     from ..targets import parse_target_options
-    toolchains = toolchain_versions()
+    toolchains = toolchain_versions() if toolchains is None else toolchains
     out = []
     for i, m in enumerate(models):
         p = Planned(i, m, folder_name(m.name))
@@ -92,7 +98,9 @@ def plan(models: list[FleetModel], settings: BatchSettings) -> list[Planned]:
                         "ranges": parse_range_flags(list(m.range)), "target_options": options,
                         "limits": settings.limits, "worker_limits": settings.worker_limits}
             p.sha256 = source_sha256(m.source)
-            p.key = model_key(m, p.sha256, settings.targets, options, settings.limits, toolchains)
+            p.targets = list(settings.targets)
+            p.key = model_key(m, p.sha256, p.targets, options, settings.limits, toolchains)
+            p.cell_keys = cell_keys(m, p.sha256, p.targets, options, settings.limits, toolchains)
         except XcInputError as e:
             p.error = e.for_cli()
         out.append(p)
@@ -134,24 +142,35 @@ def run_batch(manifest: Manifest, models: list[FleetModel], settings: BatchSetti
     def finish(outcome: ModelOutcome) -> None:
         p = outcome.planned
         run_dir = os.path.join(settings.out_dir, RUNS_DIR, p.folder)
-        run_id = None
+        run_id, reports, row_cells = None, {}, []
         if outcome.report is not None:
             run_id = _keep(outcome, run_dir, store, settings)
-            cells[p.index] = cells_from_report(p.model.name, outcome.report, run_id, outcome.cached)
+            reports[run_id] = f"{RUNS_DIR}/{p.folder}/{REPORT_FILE}"
+            row_cells = cells_from_report(p.model.name, outcome.report, run_id, outcome.cached)
         else:
-            cells[p.index] = skipped_cells(p.model.name, settings.targets, outcome.error or "not run")
-        rows[p.index] = _row(p, outcome, run_id, settings.out_dir)
+            shutil.rmtree(run_dir, ignore_errors=True)      # what an earlier batch into this folder left
+            if p.targets or not p.reused:
+                row_cells = skipped_cells(p.model.name, p.targets or settings.targets, outcome.error or "not run")
+        reused_cells, reused_reports = _reused_cells(p, run_dir, store, first=run_id is None)
+        reports.update(reused_reports)
+        order = {t: i for i, t in enumerate(settings.targets)}
+        cells[p.index] = sorted(row_cells + reused_cells, key=lambda c: order.get(c["target"], len(order)))
+        rows[p.index] = _row(p, outcome, reports, cells[p.index])
         save()
         if on_model:
             on_model(rows[p.index], cells[p.index])
 
-    planned = plan(models, settings)
+    toolchains = toolchain_versions()
+    planned = plan(models, settings, toolchains)
+    reusable = _reusable_cells(store) if settings.reuse and store.available else {}
     pending = []
     for p in planned:
         if p.error:
             finish(ModelOutcome(p, error=p.error))
         elif settings.reuse and store.available and store.has(p.key) and (report := store.get(p.key)) is not None:
             finish(ModelOutcome(p, report=report, cached=True))
+        elif _take_reused(p, reusable, store, settings, toolchains):
+            finish(ModelOutcome(p, cached=True))           # every cell is in the store, from several runs
         else:
             pending.append(p)
     save()
@@ -176,7 +195,7 @@ def run_local(pending: list[Planned], settings: BatchSettings, finish: Callable[
     at_once = max(1, min(jobs, len(pending)))
     per_model = max(1, jobs // at_once)
     with ThreadPoolExecutor(at_once, thread_name_prefix="xc-batch") as pool:
-        futures = [pool.submit(analyze_model, p, settings.targets,
+        futures = [pool.submit(analyze_model, p, p.targets,
                                os.path.join(settings.out_dir, RUNS_DIR, p.folder), per_model, cancel)
                    for p in pending]
         try:
@@ -206,16 +225,67 @@ def analyze_model(p: Planned, targets: list[str], run_dir: str, jobs: int, cance
     return ModelOutcome(p, report=report, seconds=time.monotonic() - started)
 
 
+def _reusable_cells(store) -> dict[str, str]:
+    """cell key → the newest stored run that holds that cell (from the store's run list, no report opened)."""
+    out: dict[str, str] = {}
+    for r in store.runs():                   # newest first
+        for key in ((r.get("summary") or {}).get("cell_keys") or {}).values():
+            out.setdefault(key, r["key"])
+    return out
+
+
+def _take_reused(p: Planned, reusable: dict[str, str], store, settings: BatchSettings, toolchains: dict) -> bool:
+    """Take the cells of `p` that stored runs hold (p.reused); p.targets and p.key are left for the rest. True
+    when nothing is left to compile."""
+    for t in p.targets:
+        run = reusable.get(p.cell_keys.get(t))
+        if run is not None and store.has(run):
+            p.reused[t] = run
+    if not p.reused:
+        return False
+    p.targets = [t for t in p.targets if t not in p.reused]
+    p.key = model_key(p.model, p.sha256, p.targets, p.kwargs["target_options"], settings.limits, toolchains)
+    return not p.targets
+
+
+def _reused_cells(p: Planned, run_dir: str, store, first: bool) -> tuple[list[dict], dict[str, str]]:
+    """The cells `p` takes from stored runs, and those runs' reports written into its folder of the output (the
+    first at its top when the batch made no run for it, the others in a folder named by run id), so the output
+    diffs run by run without the store: (cells, run id → report path relative to matrix.json)."""
+    from ..report.sidecar import write as write_report
+    by_run: dict[str, set[str]] = {}
+    for t, run in p.reused.items():
+        by_run.setdefault(run, set()).add(t)
+    cells, paths = [], {}
+    for run, targets in by_run.items():
+        report = store.get(run)
+        if report is None:      # evicted since the batch looked: say so in the cells, the next batch compiles them
+            cells += skipped_cells(p.model.name, sorted(targets), f"its stored run {run[:12]} left the run store "
+                                                                  "while the batch ran; run the batch again")
+            continue
+        sub = "" if first else run[:12]
+        first = False
+        os.makedirs(os.path.join(run_dir, sub), exist_ok=True)
+        write_report(report, os.path.join(run_dir, sub))
+        paths[run] = "/".join(x for x in (RUNS_DIR, p.folder, sub, REPORT_FILE) if x)
+        cells += cells_from_report(p.model.name, report, run, cached=True, only=targets)
+    return cells, paths
+
+
 def _keep(outcome: ModelOutcome, run_dir: str, store, settings: BatchSettings) -> str | None:
     """The run's report in its folder of the output, and the whole run in the store; its run id, or None when
     the store did not keep it (then the folder keeps every file)."""
     from ..report.sidecar import write as write_report
     p, report = outcome.planned, outcome.report
-    os.makedirs(run_dir, exist_ok=True)
     if outcome.cached:
+        shutil.rmtree(run_dir, ignore_errors=True)      # what an earlier batch into this folder left
+        os.makedirs(run_dir, exist_ok=True)
         write_report(report, run_dir)
         return p.key
+    os.makedirs(run_dir, exist_ok=True)
     report.setdefault("run", {})["key"] = p.key
+    # Each target's cell key (fleet/cache.py): a later batch with other targets reuses this run's cells.
+    report["run"]["cell_keys"] = {t: p.cell_keys[t] for t in p.targets if t in p.cell_keys}
     write_report(report, run_dir)
     if not (settings.record and store.available):
         return None
@@ -234,10 +304,13 @@ def _keep(outcome: ModelOutcome, run_dir: str, store, settings: BatchSettings) -
     return p.key
 
 
-def _row(p: Planned, outcome: ModelOutcome, run_id: str | None, out_dir: str) -> dict:
+def _row(p: Planned, outcome: ModelOutcome, reports: dict[str | None, str], cells: list[dict]) -> dict:
+    """The model's row: its run (the one made for it, or the first it takes cells from) and every run its cells
+    come from, each with its report beside matrix.json."""
     source = p.model.source if p.model.source.startswith("sample:") else os.path.basename(p.model.source)
-    has_report = outcome.report is not None
-    return {"name": p.model.name, "source": source, "sha256": p.sha256, "run": run_id,
-            "report": f"{RUNS_DIR}/{p.folder}/report.json" if has_report else None,
-            "status": "ok" if has_report else "error", "error": None if has_report else outcome.error,
-            "cached": outcome.cached, "seconds": round(outcome.seconds, 2), "node": outcome.node}
+    ran = bool(reports)
+    run, report = next(iter(reports.items()), (None, None))
+    return {"name": p.model.name, "source": source, "sha256": p.sha256, "run": run, "report": report,
+            "runs": {k: v for k, v in reports.items() if k}, "status": "ok" if ran else "error",
+            "error": None if ran else outcome.error, "cached": bool(cells) and all(c["cached"] for c in cells),
+            "seconds": round(outcome.seconds, 2), "node": outcome.node}

@@ -1,6 +1,11 @@
-"""When a batch may take a model's run from the run store instead of compiling again: the run's key covers the
-source's content, the inputs and their flags, the targets with their options, the limits, xc's version and the
-toolchains' versions (a new onnxruntime compiles differently, so its runs are not reused)."""
+"""When a batch may take a model's cells from the run store instead of compiling again.
+
+A run's key covers the source's content, the inputs and their flags, the targets with their options, the limits,
+xc's version and the toolchains' versions (a new onnxruntime compiles differently, so its runs are not reused).
+Each target of a batch's run has a cell key too — the same parts with only that target and its options — kept in
+the run's report (run.cell_keys) and listed by the store, so a batch that adds a target to a manifest compiles only
+that target and takes the others' cells from the runs that made them. A target's cell does not depend on the
+other targets of its run: the reference it drifts against is chosen by the source alone."""
 from __future__ import annotations
 
 import os
@@ -37,15 +42,30 @@ def source_sha256(source: str) -> str:
     return sha256_file(source)
 
 
-def model_key(model: FleetModel, source_sha: str, targets: list[str], options: dict, limits,
-              toolchains: dict) -> str:
+def _parts(model: FleetModel, source_sha: str, limits, toolchains: dict) -> dict:
     from ..paths import sha256_file
-    from ..store import run_key
     inputs_sha = None
     if model.inputs:
         if not os.path.isfile(model.inputs):
-            raise XcInputError(f"inputs {os.path.basename(model.inputs)}: no such file (accepted: an .npz written by numpy.savez)")
+            raise XcInputError(f"inputs {os.path.basename(model.inputs)}: no such file (accepted: an .npz written by "
+                               "numpy.savez)")
         inputs_sha = sha256_file(model.inputs)
-    return run_key(kind="batch", source=source_sha, npz=inputs_sha, targets=list(targets), options=options,
-                   shapes=sorted(model.shape), dims=sorted(model.dim), values=sorted(model.value),
-                   ranges=sorted(model.range), limits=asdict(limits), toolchains=toolchains)
+    return {"source": source_sha, "npz": inputs_sha, "shapes": sorted(model.shape), "dims": sorted(model.dim),
+            "values": sorted(model.value), "ranges": sorted(model.range), "limits": asdict(limits),
+            "toolchains": toolchains}
+
+
+def model_key(model: FleetModel, source_sha: str, targets: list[str], options: dict, limits,
+              toolchains: dict) -> str:
+    """The key of the model's run for exactly these targets."""
+    from ..store import run_key
+    return run_key(kind="batch", targets=list(targets), options=options,
+                   **_parts(model, source_sha, limits, toolchains))
+
+
+def cell_keys(model: FleetModel, source_sha: str, targets: list[str], options: dict, limits,
+              toolchains: dict) -> dict[str, str]:
+    """target id → the key of that one target's cell for this model (its options included)."""
+    from ..store import run_key
+    parts = _parts(model, source_sha, limits, toolchains)
+    return {t: run_key(kind="batch-cell", target=t, options=options.get(t) or {}, **parts) for t in targets}

@@ -51,7 +51,9 @@ def time_bucket(ratio: float | None) -> str | None:
 
 def diff_matrices(base: tuple[dict, str], new: tuple[dict, str]) -> dict:
     """Per cell in both: status, fallbacks, accelerated share, worst drift and time, base → new; cells and models
-    in only one of them. `run_diffs` holds the run diff of every model whose two reports could be read."""
+    in only one of them. `run_diffs` holds, per model, the run diffs of its cells whose two runs' reports could be
+    read: [{"targets": [target id…], "diff": the two runs' diff}…] — one entry per pair of runs (a model's cells
+    may come from several runs, fleet/batch.py)."""
     (bm, bdir), (nm, ndir) = base, new
     b_models, _b_targets, b_cells = grid(bm)
     n_models, _n_targets, n_cells = grid(nm)
@@ -67,9 +69,9 @@ def diff_matrices(base: tuple[dict, str], new: tuple[dict, str]) -> dict:
             d["cells"].append(_cell_diff(bc, nc))
     b_rows, n_rows = {r["name"]: r for r in bm["models"]}, {r["name"]: r for r in nm["models"]}
     for name in [m for m in n_models if m in b_models]:
-        run_diff = _run_diff(b_rows[name], bdir, n_rows[name], ndir)
-        if run_diff is not None:
-            d["run_diffs"][name] = run_diff
+        pairs = _run_diffs(name, (b_rows[name], bdir, b_cells), (n_rows[name], ndir, n_cells))
+        if pairs:
+            d["run_diffs"][name] = pairs
     return d
 
 
@@ -109,27 +111,45 @@ def _ratio(b, n) -> float | None:
     return n / b
 
 
-def _run_diff(b_row: dict, bdir: str, n_row: dict, ndir: str) -> dict | None:
+def _run_diffs(model: str, base: tuple[dict, str, dict], new: tuple[dict, str, dict]) -> list[dict]:
+    """The model's cells in both matrices, grouped by their (base run, new run), each pair's reports diffed."""
     from ..review.diff import diff_reports
-    base, new = _report(b_row, bdir), _report(n_row, ndir)
-    if base is None or new is None:
-        return None
-    return diff_reports(base, new)
+    (b_row, bdir, b_cells), (n_row, ndir, n_cells) = base, new
+    pairs: dict[tuple, list[str]] = {}
+    for (m, target), nc in n_cells.items():
+        bc = b_cells.get((m, target))
+        if m == model and bc is not None:
+            pairs.setdefault((bc.get("run") or b_row.get("run"), nc.get("run") or n_row.get("run")), []).append(target)
+    reports: dict[tuple, dict | None] = {}
+    out = []
+    for (b_run, n_run), targets in pairs.items():
+        for side, run, row, folder in (("b", b_run, b_row, bdir), ("n", n_run, n_row, ndir)):
+            if (side, run) not in reports:
+                reports[(side, run)] = _report(run, row, folder)
+        b_report, n_report = reports[("b", b_run)], reports[("n", n_run)]
+        if b_report is not None and n_report is not None:
+            out.append({"targets": targets, "diff": diff_reports(b_report, n_report)})
+    return out
 
 
-def _report(row: dict, folder: str) -> dict | None:
-    """A model's report: its runs/ folder beside the matrix, else the run store by its run id; None if neither."""
+def _report(run: str | None, row: dict, folder: str) -> dict | None:
+    """One of a model's runs' report: from the runs/ folder beside the matrix (the row names each run's report
+    there), else from the run store by its id; None if neither has it."""
     from ..review.runs import load_run
-    if row.get("report"):
-        path = os.path.normpath(os.path.join(folder, row["report"]))
+    paths = dict(row.get("runs") or {})
+    if row.get("report") and (run is None or run == row.get("run")):
+        paths.setdefault(run, row["report"])
+    rel = paths.get(run)
+    if rel:
+        path = os.path.normpath(os.path.join(folder, rel))
         if path.startswith(os.path.abspath(folder) + os.sep) and os.path.isfile(path):
             try:
                 return load_run(path).report
             except XcInputError:
                 pass
-    if row.get("run"):
+    if run:
         try:
-            return load_run(row["run"]).report
+            return load_run(run).report
         except XcInputError:
             return None
     return None
@@ -140,11 +160,14 @@ def fleet_regressions(d: dict, rules: GateRules, per_target: dict[str, GateRules
     from ..review.gate import regressions
     out = []
     judged = set()
-    for model, run_diff in d["run_diffs"].items():
-        for r in regressions(run_diff, rules, per_target):
-            out.append({"model": model, **r})
-            judged.add((model, r["target"]))
-        judged |= {(model, t) for t in run_diff["targets"]}
+    for model, pairs in d["run_diffs"].items():
+        for pair in pairs:
+            # A pair's diff covers every target its two runs share; it judges only the cells taken from them.
+            ids = set(pair["targets"])
+            for r in regressions(pair["diff"], rules, per_target):
+                if _target_id(r["target"]) in ids:
+                    out.append({"model": model, **r, "target": _target_id(r["target"])})
+            judged |= {(model, t) for t in ids}
     for c in d["cells"]:
         r = (per_target or {}).get(c["target"], rules)
         if r.targets and c["target"] not in r.targets:
@@ -168,6 +191,10 @@ def fleet_regressions(d: dict, rules: GateRules, per_target: dict[str, GateRules
                                   f"{r.max_time_ratio:g}×, same CPU)")
     order = {(c["model"], c["target"]): i for i, c in enumerate(d["cells"])}
     return sorted(out, key=lambda x: order.get((x["model"], x["target"]), len(order)))
+
+
+def _target_id(identity: str) -> str:
+    return identity.split("[", 1)[0]
 
 
 def _cell_rules(c: dict, r: GateRules, add) -> None:

@@ -3,20 +3,23 @@
 matrix.json (schema "xc-matrix/1"):
 
     {"schema": "xc-matrix/1", "xc_version", "created_at", "complete": bool (false while a batch runs or after
-     it was stopped), "manifest": file name, "targets": [identity…], "shards": [{"index", "count"}…] (the
-     shards merged into it; [] for a whole manifest), "backend": "local" | "ray" | "merged", "toolchains":
-     {distribution: version}, "host": {"cpu", "cores"},
-     "models": [{"name", "source" (a path's file name, or sample:NAME), "sha256", "run" (its id in the run store,
-                 or null), "report" (its report.json relative to matrix.json, or null), "status": "ok" | "error"
-                 (the model itself was refused: no target ran), "error", "cached": bool, "seconds"}…],
-     "cells": [{"model", "target", "family", "status": "ok" | "error" | "unavailable" | "skipped" (no report:
-                the model failed), "cached", "error", "advice", "run",
+     it was stopped), "manifest": file name, "targets": [target id…] (the columns), "shards": [{"index",
+     "count"}…] (the shards merged into it; [] for a whole manifest), "backend": "local" | "ray" | "merged",
+     "toolchains": {distribution: version}, "host": {"cpu", "cores"},
+     "models": [{"name", "source" (a path's file name, or sample:NAME), "sha256", "run" (the run made for it, or
+                 the first its cells were taken from: its id in the run store, or null), "report" (that run's
+                 report.json relative to matrix.json, or null), "runs": {run id: report.json relative to
+                 matrix.json} (every run its cells come from), "status": "ok" | "error" (the model itself was
+                 refused: no target ran), "error", "cached": bool (every cell), "seconds", "node"}…],
+     "cells": [{"model", "target" (its column: a target id), "identity" (the target with the options it ran with),
+                "family", "status": "ok" | "error" | "unavailable" | "skipped" (no report: the model failed),
+                "cached", "error", "advice", "run" (the run that made this cell),
                 "accelerated_share", "fallbacks", "fusions", "worst_drift", "time_us":
                     each null (not applicable or not known) or {"value", "evidence"} — evidence kinds as in the
                     report; worst_drift also names its "output", time_us its "host_cpu"}…]}
 
-A cell is `cached` when its run came from the run store instead of being compiled again (same source, inputs,
-targets, options, limits and toolchain versions).
+A cell is `cached` when it came from a run in the run store instead of being compiled again (same source, inputs,
+target and its options, limits and toolchain versions: fleet/cache.py).
 """
 from __future__ import annotations
 
@@ -38,18 +41,25 @@ def family(target: str) -> str:
     return target.split("[", 1)[0].split("-", 1)[0]
 
 
-def cells_from_report(model: str, report: dict, run: str | None, cached: bool) -> list[dict]:
-    """The model's row: one cell per target of its report."""
+def cells_from_report(model: str, report: dict, run: str | None, cached: bool,
+                      only: set[str] | None = None) -> list[dict]:
+    """The model's cells from one report: one per target (of `only`, target ids, when given). A cell's column is
+    its target's id; the identity with the options it ran with ('openvino-cpu[inference_precision=f32]') is kept
+    beside it, as a model's own options may differ from another's."""
     from ..review.diff import accelerated_share
     cells = []
-    for tid, t in report.get("targets", {}).items():
+    for identity, t in report.get("targets", {}).items():
+        tid = t.get("id") or identity.split("[", 1)[0]
+        if only is not None and tid not in only:
+            continue
         ev = t.get("evidence") or {}
         ok = t.get("status") == "ok"
         share = accelerated_share(t) if ok else None
         part = (t.get("info") or {}).get("partitioning") or {}
         fusions = t.get("fusions") if ok else None
         cells.append({
-            "model": model, "target": tid, "family": family(tid), "status": t.get("status"), "cached": cached,
+            "model": model, "target": tid, "identity": identity, "family": family(tid), "status": t.get("status"),
+            "cached": cached,
             "error": t.get("error"), "advice": _advice(t.get("advice")), "run": run,
             "accelerated_share": _figure(share, part.get("evidence") or ev.get("assignment")),
             "fallbacks": _figure(_fallback_count(t), ev.get("assignment")) if ok and t.get("accelerated") else None,
@@ -101,7 +111,7 @@ def _advice(advice) -> str | None:
 
 def skipped_cells(model: str, targets: list[str], error: str) -> list[dict]:
     """A model refused before any target ran (a file that is not a model, bad inputs): a row saying so."""
-    return [{"model": model, "target": t, "family": family(t), "status": "skipped", "cached": False,
+    return [{"model": model, "target": t, "identity": t, "family": family(t), "status": "skipped", "cached": False,
              "error": error, "advice": None, "run": None, **{m: None for m in METRICS}} for t in targets]
 
 

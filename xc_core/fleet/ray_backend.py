@@ -30,10 +30,10 @@ def run_ray(pending, settings, finish, cancel) -> None:
     try:
         remote = ray.remote(analyze_remote).options(
             num_cpus=settings.ray_cpus, memory=int(settings.ray_memory_gib * 2**30), max_retries=MAX_RETRIES)
-        payload = {"targets": settings.targets, "jobs": max(1, int(settings.ray_cpus))}
+        payload = {"jobs": max(1, int(settings.ray_cpus))}
         tasks = {}
         for p in pending:
-            ref = remote.remote({**payload, "source": p.model.source, "kwargs": p.kwargs})
+            ref = remote.remote({**payload, "targets": p.targets, "source": p.model.source, "kwargs": p.kwargs})
             tasks[ref] = p
         waiting = list(tasks)
         while waiting:

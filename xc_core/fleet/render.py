@@ -110,6 +110,8 @@ def matrix_html(matrix: dict) -> str:
                 tds.append("<td>—</td>")
                 continue
             detail = c.get("error") or cell_evidence(c)
+            if c.get("identity") and c["identity"] != t:       # the options this model's target ran with
+                detail = f"{c['identity']}: {detail}"
             run = f"<small>run {e(c['run'][:12])}</small>" if c.get("run") else ""
             tds.append(f"<td class=\"{e(c['status'])}\" title=\"{e(detail)}\">{e(cell_label(c))}{run}</td>")
         body.append(f"<tr><th>{e(m)}</th>{''.join(tds)}</tr>")

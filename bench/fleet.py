@@ -2,7 +2,7 @@
 `xc analyze`, for the local backend and for Ray, and Ray's own per-task cost.
 
     python bench/fleet.py [--models 20] [--targets ort-cpu,openvino-cpu,ort-nnapi,ort-cpu-int8] [--repeat 1]
-                          [--skip-single] [--skip-ray] [--no-store] [--json FILE]
+                          [--skip-single] [--skip-ray] [--no-store] [--json FILE] [--added-target T]
 
 The models are built in code with seeded weights in a temp folder (nothing is downloaded): MLPs of several widths
 and depths, small convnets (BatchNorm, ReLU, pooling, depthwise, residual, 1-D), a tiny attention block and an
@@ -27,6 +27,10 @@ Ray's per-task cost is measured in one fresh process: `import ray`, ray.init(num
 include_dashboard=False, log_to_driver=False) on a new local instance, the first no-op task (its worker's start),
 then the median round trip of --ray-tasks no-op tasks and of as many tasks returning 1 MiB of bytes, each submitted
 alone and ray.get before the next, and ray.shutdown().
+
+With --added-target T, a fleet that gains a target: in a fresh $XC_HOME the batch over --targets, then the same
+batch over --targets plus T (timed: it compiles only T and takes the other cells from the store), against a batch
+over --targets plus T in another fresh $XC_HOME (everything compiled); per repeat, side by side, medians.
 
 The machine may be shared and noisy: the load average at the start and end is printed beside the figures.
 """
@@ -331,6 +335,32 @@ def run_batch(manifest: str, backend: str, targets: list[str], scratch: str, no_
         shutil.rmtree(home, ignore_errors=True)
 
 
+def run_added_target(manifest: str, targets: list[str], added: str, scratch: str) -> dict:
+    """A fleet that gains a target: the batch that adds it to stored runs against the same batch from nothing."""
+    walls = {}
+    for kind in ("added", "fresh"):
+        home = tempfile.mkdtemp(prefix="home-", dir=scratch)
+        try:
+            if kind == "added":
+                first = _run(_xc_command() + ["batch", manifest, "--targets", ",".join(targets), "--out",
+                                              os.path.join(home, "before"), "--quiet"], _env(home), BATCH_TIMEOUT_S)
+                if first["rc"] != 0:
+                    raise SystemExit(f"xc batch failed (rc {first['rc']}):\n{first['stderr'][-3000:]}")
+            out_dir = os.path.join(home, "out")
+            r = _run(_xc_command() + ["batch", manifest, "--targets", ",".join(targets + [added]), "--out", out_dir,
+                                      "--quiet"], _env(home), BATCH_TIMEOUT_S)
+            if r["rc"] != 0:
+                raise SystemExit(f"xc batch failed (rc {r['rc']}):\n{r['stderr'][-3000:]}")
+            with open(os.path.join(out_dir, "matrix.json")) as f:
+                cells = json.load(f)["cells"]
+            walls[kind] = r["wall"]
+            walls[f"{kind}_cached"] = sum(1 for c in cells if c["cached"])
+            walls[f"{kind}_cells"] = len(cells)
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+    return walls
+
+
 def _ray_log_findings(driver_pid: int) -> tuple[str | None, list[str]]:
     """xc starts its Ray with log_to_driver=False, so workers' warnings and errors stay in the session's log
     folder, named by the driver's pid: (that folder, its distinct warning / error / traceback lines with counts)."""
@@ -451,6 +481,8 @@ def main() -> int:
     ap.add_argument("--no-store", action="store_true", help="run the batches with --no-store too")
     ap.add_argument("--ray-tasks", type=int, default=50, help="round trips per kind of Ray task (default 50)")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    ap.add_argument("--added-target", metavar="T", help="also time a batch that adds target T to stored runs "
+                                                        "against the same batch from nothing")
     ap.add_argument("--_ray-overhead", dest="ray_overhead", type=int, metavar="CORES", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.ray_overhead:
@@ -508,11 +540,25 @@ def main() -> int:
                     print(f"[{rep + 1}/{args.repeat}] batch {kind}: {b['wall']:.1f} s (rc {b['rc']})", flush=True)
             if rep + 1 < args.repeat and not args.skip_ray:
                 ray_runs.append(spawn_ray_overhead(cores, args.ray_tasks, scratch))
+        added = []
+        for rep in range(args.repeat if args.added_target else 0):
+            added.append(run_added_target(manifest, targets, args.added_target, scratch))
+            print(f"[{rep + 1}/{args.repeat}] adding {args.added_target}: {added[-1]['added']:.1f} s; from nothing "
+                  f"{added[-1]['fresh']:.1f} s", flush=True)
         load_end = os.getloadavg()[0]
 
     figures = _figures(models, targets, cores, singles, batches, ray_runs, args)
+    if added:
+        figures["added_target"] = {"target": args.added_target, "added": _median([a["added"] for a in added]),
+                                   "fresh": _median([a["fresh"] for a in added]),
+                                   "ratio": _median([a["added"] / a["fresh"] for a in added]),
+                                   "cached_cells": added[-1]["added_cached"], "cells": added[-1]["added_cells"]}
     figures["load_average"] = {"start": load_start, "end": load_end}
     problems = _print_summary(figures, models, targets, singles, batches, ray_runs)
+    if added:
+        a = figures["added_target"]
+        print(f"  adding {a['target']} to stored runs: {a['added']:.1f} s against {a['fresh']:.1f} s from nothing "
+              f"({a['ratio']:.2f}×, median of per-repeat ratios); {a['cached_cells']} of {a['cells']} cells cached")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(figures, f, indent=1)

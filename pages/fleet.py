@@ -98,7 +98,8 @@ with st.expander("Cells: each figure with its evidence kind, and errors"):
             c = cells.get((m, t))
             if c is None:
                 continue
-            rows.append({"model": m, "target": c.get("identity") or t, "status": c["status"] + (" (cached)" if c.get("cached") else ""),
+            rows.append({"model": m, "target": c.get("identity") or t,
+                         "status": c["status"] + (" (cached)" if c.get("cached") else ""),
                          "evidence": cell_evidence(c) or "—", "error": c.get("error") or "",
                          "what to do": c.get("advice") or "", "run": (c.get("run") or "")[:12],
                          "link": f"?run={c['run'][:12]}" if c.get("run") else ""})

@@ -288,6 +288,23 @@ def test_shards_merge_into_the_whole_matrix_and_diff_clean(tmp_path, fleet):
     assert mixed.returncode == 2 and "is a fleet matrix and the other is a run" in mixed.stderr
 
 
+def test_a_variant_and_its_plain_target_are_two_filled_columns(tmp_path, fleet):
+    """`--targets ort-cpu,ort-cpu[level=basic]`: the columns are the targets as named, each cell under its own,
+    and a second batch takes both from the store."""
+    home = tmp_path / "home"
+    (tmp_path / "one.txt").write_text("models/mlp.onnx\n")
+    targets = "ort-cpu,ort-cpu[level=basic]"
+    for out in ("a", "b"):
+        r = _xc("batch", tmp_path / "one.txt", "--targets", targets, "--out", tmp_path / out, "--quiet", home=home)
+        assert r.returncode == 0, r.stderr
+    a, b = _matrix(tmp_path / "a"), _matrix(tmp_path / "b")
+    assert a["targets"] == targets.split(",")
+    assert [(c["target"], c["identity"], c["status"]) for c in a["cells"]] == [
+        ("ort-cpu", "ort-cpu", "ok"), ("ort-cpu[level=basic]", "ort-cpu[level=basic]", "ok")]
+    assert all(c["cached"] for c in b["cells"]) and len(b["cells"]) == 2
+    assert "| — |" not in (tmp_path / "a" / "matrix.md").read_text()
+
+
 def test_names_with_newlines_escapes_and_quotes_stay_one_line_each(tmp_path, fleet):
     """A YAML name may hold a newline, a terminal escape or code-like quotes: every log line, diff line and
     folder stays one printable line of text; the name itself is kept whole in matrix.json."""

@@ -24,7 +24,7 @@ from ..errors import XcInputError, first_line, hide_paths
 from ..limits import Limits
 from ..store import REPORT_FILE
 from ..worker import WorkerLimits
-from .cache import cell_keys, model_key, source_sha256, toolchain_versions
+from .cache import cell_keys, model_key, source_sha256, target_identities, toolchain_versions
 from .manifest import FleetModel, Manifest, folder_name
 from .matrix import (
     RUNS_DIR,
@@ -67,9 +67,10 @@ class Planned:
     sha256: str | None = None
     kwargs: dict = field(default_factory=dict)
     error: str | None = None
-    targets: list[str] = field(default_factory=list)         # what this batch compiles for it
-    cell_keys: dict[str, str] = field(default_factory=dict)  # target id → its cell's key
-    reused: dict[str, str] = field(default_factory=dict)     # target id → the stored run its cell is taken from
+    targets: list[str] = field(default_factory=list)         # the columns this batch compiles for it
+    columns: dict[str, str] = field(default_factory=dict)    # target identity (options included) → its column
+    cell_keys: dict[str, str] = field(default_factory=dict)  # column → its cell's key
+    reused: dict[str, str] = field(default_factory=dict)     # column → the stored run its cell is taken from
 
 
 @dataclass
@@ -100,7 +101,9 @@ def plan(models: list[FleetModel], settings: BatchSettings, toolchains: dict | N
             p.sha256 = source_sha256(m.source)
             p.targets = list(settings.targets)
             p.key = model_key(m, p.sha256, p.targets, options, settings.limits, toolchains)
-            p.cell_keys = cell_keys(m, p.sha256, p.targets, options, settings.limits, toolchains)
+            identities = target_identities(p.targets, options)
+            p.columns = {identity: column for column, identity in identities.items()}
+            p.cell_keys = cell_keys(m, p.sha256, identities, settings.limits, toolchains)
         except XcInputError as e:
             p.error = e.for_cli()
         out.append(p)
@@ -146,7 +149,7 @@ def run_batch(manifest: Manifest, models: list[FleetModel], settings: BatchSetti
         if outcome.report is not None:
             run_id = _keep(outcome, run_dir, store, settings)
             reports[run_id] = f"{RUNS_DIR}/{p.folder}/{REPORT_FILE}"
-            row_cells = cells_from_report(p.model.name, outcome.report, run_id, outcome.cached)
+            row_cells = cells_from_report(p.model.name, outcome.report, run_id, outcome.cached, p.columns)
         else:
             shutil.rmtree(run_dir, ignore_errors=True)      # what an earlier batch into this folder left
             if p.targets or not p.reused:
@@ -239,7 +242,7 @@ def _take_reused(p: Planned, reusable: dict[str, str], store, settings: BatchSet
     when nothing is left to compile."""
     for t in p.targets:
         run = reusable.get(p.cell_keys.get(t))
-        if run is not None and store.has(run):
+        if run is not None:         # listed by store.runs(), so whole; one evicted since is said in its cells
             p.reused[t] = run
     if not p.reused:
         return False
@@ -268,7 +271,7 @@ def _reused_cells(p: Planned, run_dir: str, store, first: bool) -> tuple[list[di
         os.makedirs(os.path.join(run_dir, sub), exist_ok=True)
         write_report(report, os.path.join(run_dir, sub))
         paths[run] = "/".join(x for x in (RUNS_DIR, p.folder, sub, REPORT_FILE) if x)
-        cells += cells_from_report(p.model.name, report, run, cached=True, only=targets)
+        cells += cells_from_report(p.model.name, report, run, True, p.columns, only=targets)
     return cells, paths
 
 

@@ -63,9 +63,16 @@ def model_key(model: FleetModel, source_sha: str, targets: list[str], options: d
                    **_parts(model, source_sha, limits, toolchains))
 
 
-def cell_keys(model: FleetModel, source_sha: str, targets: list[str], options: dict, limits,
+def target_identities(targets: list[str], options: dict) -> dict[str, str]:
+    """Each column of the batch (a target as --targets names it: 'ort-cpu', 'ort-cpu[level=basic]') → the identity
+    it runs as for this model, its options included ('openvino-cpu[inference_precision=f32]')."""
+    from ..targets import make_targets
+    return {t: make_targets([t], options)[0].identity for t in targets}
+
+
+def cell_keys(model: FleetModel, source_sha: str, identities: dict[str, str], limits,
               toolchains: dict) -> dict[str, str]:
-    """target id → the key of that one target's cell for this model (its options included)."""
+    """column → the key of that one target's cell for this model (by the identity it runs as)."""
     from ..store import run_key
     parts = _parts(model, source_sha, limits, toolchains)
-    return {t: run_key(kind="batch-cell", target=t, options=options.get(t) or {}, **parts) for t in targets}
+    return {column: run_key(kind="batch-cell", target=identity, **parts) for column, identity in identities.items()}

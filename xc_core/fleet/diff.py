@@ -52,8 +52,8 @@ def time_bucket(ratio: float | None) -> str | None:
 def diff_matrices(base: tuple[dict, str], new: tuple[dict, str]) -> dict:
     """Per cell in both: status, fallbacks, accelerated share, worst drift and time, base → new; cells and models
     in only one of them. `run_diffs` holds, per model, the run diffs of its cells whose two runs' reports could be
-    read: [{"targets": [target id…], "diff": the two runs' diff}…] — one entry per pair of runs (a model's cells
-    may come from several runs, fleet/batch.py)."""
+    read: [{"targets": [column…], "columns": {identity: column}, "diff": the two runs' diff}…], one entry per
+    pair of runs (a model's cells may come from several runs, fleet/batch.py)."""
     (bm, bdir), (nm, ndir) = base, new
     b_models, _b_targets, b_cells = grid(bm)
     n_models, _n_targets, n_cells = grid(nm)
@@ -128,7 +128,10 @@ def _run_diffs(model: str, base: tuple[dict, str, dict], new: tuple[dict, str, d
                 reports[(side, run)] = _report(run, row, folder)
         b_report, n_report = reports[("b", b_run)], reports[("n", n_run)]
         if b_report is not None and n_report is not None:
-            out.append({"targets": targets, "diff": diff_reports(b_report, n_report)})
+            # The run diff names targets by identity: each cell's, on either side, back to its column.
+            columns = {c.get("identity") or t: t for cells in (b_cells, n_cells) for (m, t), c in cells.items()
+                       if m == model and t in targets}
+            out.append({"targets": targets, "columns": columns, "diff": diff_reports(b_report, n_report)})
     return out
 
 
@@ -163,11 +166,11 @@ def fleet_regressions(d: dict, rules: GateRules, per_target: dict[str, GateRules
     for model, pairs in d["run_diffs"].items():
         for pair in pairs:
             # A pair's diff covers every target its two runs share; it judges only the cells taken from them.
-            ids = set(pair["targets"])
             for r in regressions(pair["diff"], rules, per_target):
-                if _target_id(r["target"]) in ids:
-                    out.append({"model": model, **r, "target": _target_id(r["target"])})
-            judged |= {(model, t) for t in ids}
+                column = pair["columns"].get(r["target"])
+                if column is not None:
+                    out.append({"model": model, **r, "target": column})
+            judged |= {(model, t) for t in pair["targets"]}
     for c in d["cells"]:
         r = (per_target or {}).get(c["target"], rules)
         if r.targets and c["target"] not in r.targets:
@@ -191,10 +194,6 @@ def fleet_regressions(d: dict, rules: GateRules, per_target: dict[str, GateRules
                                   f"{r.max_time_ratio:g}×, same CPU)")
     order = {(c["model"], c["target"]): i for i, c in enumerate(d["cells"])}
     return sorted(out, key=lambda x: order.get((x["model"], x["target"]), len(order)))
-
-
-def _target_id(identity: str) -> str:
-    return identity.split("[", 1)[0]
 
 
 def _cell_rules(c: dict, r: GateRules, add) -> None:

@@ -41,15 +41,15 @@ def family(target: str) -> str:
     return target.split("[", 1)[0].split("-", 1)[0]
 
 
-def cells_from_report(model: str, report: dict, run: str | None, cached: bool,
+def cells_from_report(model: str, report: dict, run: str | None, cached: bool, columns: dict[str, str] | None = None,
                       only: set[str] | None = None) -> list[dict]:
-    """The model's cells from one report: one per target (of `only`, target ids, when given). A cell's column is
-    its target's id; the identity with the options it ran with ('openvino-cpu[inference_precision=f32]') is kept
-    beside it, as a model's own options may differ from another's."""
+    """The model's cells from one report: one per target (of the columns `only`, when given). `columns` maps a
+    target's identity in the report to its column, the target as --targets named it: a model's own options
+    ('openvino-cpu[inference_precision=f32]') change the identity, not the column; the identity is kept beside it."""
     from ..review.diff import accelerated_share
     cells = []
     for identity, t in report.get("targets", {}).items():
-        tid = t.get("id") or identity.split("[", 1)[0]
+        tid = (columns or {}).get(identity, identity)
         if only is not None and tid not in only:
             continue
         ev = t.get("evidence") or {}

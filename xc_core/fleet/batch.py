@@ -172,7 +172,7 @@ def run_batch(manifest: Manifest, models: list[FleetModel], settings: BatchSetti
             finish(ModelOutcome(p, error=p.error))
         elif settings.reuse and store.available and store.has(p.key) and (report := store.get(p.key)) is not None:
             finish(ModelOutcome(p, report=report, cached=True))
-        elif _take_reused(p, reusable, store, settings, toolchains):
+        elif _take_reused(p, reusable, settings, toolchains):
             finish(ModelOutcome(p, cached=True))           # every cell is in the store, from several runs
         else:
             pending.append(p)
@@ -237,7 +237,7 @@ def _reusable_cells(store) -> dict[str, str]:
     return out
 
 
-def _take_reused(p: Planned, reusable: dict[str, str], store, settings: BatchSettings, toolchains: dict) -> bool:
+def _take_reused(p: Planned, reusable: dict[str, str], settings: BatchSettings, toolchains: dict) -> bool:
     """Take the cells of `p` that stored runs hold (p.reused); p.targets and p.key are left for the rest. True
     when nothing is left to compile."""
     for t in p.targets:

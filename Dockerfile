@@ -10,7 +10,9 @@ RUN pip install --no-cache-dir --extra-index-url https://download.pytorch.org/wh
  && pip install --no-cache-dir --no-deps -r requirements-nodeps.txt
 COPY app.py ./
 COPY assets ./assets
-COPY .streamlit ./.streamlit
+# config.toml only: a secrets.toml in the build folder (sign-in's client and cookie secrets) never enters the image;
+# mount it at run time (README: "Deploying the dashboard for a team").
+COPY .streamlit/config.toml ./.streamlit/config.toml
 COPY pages ./pages
 COPY xc_core ./xc_core
 # the `xc` command in the container (its dependencies are installed above)
@@ -22,5 +24,9 @@ VOLUME /data
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
   CMD python -c "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4).status == 200 else 1)"
+# Published on every interface on purpose: a container's loopback cannot be reached through `docker run -p`, so this
+# overrides config.toml's 127.0.0.1. Whoever reaches port 8501 can then upload models and read every stored run —
+# unless sign-in is configured: mount a secrets.toml with an [auth] section at /app/.streamlit/secrets.toml
+# (README: "Deploying the dashboard for a team").
 CMD ["python", "-m", "streamlit", "run", "app.py", "--server.address=0.0.0.0", "--server.port=8501", \
      "--server.headless=true", "--browser.gatherUsageStats=false"]

@@ -39,7 +39,7 @@ if __name__ != "__main__":      # imported by `streamlit run` to serve the app: 
 
     app = st.App(os.path.join(HERE, "app.py"), lifespan=_server_start)
 else:
-    from pages import _ui
+    from pages import _auth, _ui
 
     # The favicon first, from a local file: a Material icon as favicon (this page's or a navigation entry's) is
     # fetched from Google's font CDN, and the dashboard makes no request to outside hosts.
@@ -48,6 +48,11 @@ else:
     _ui.leave_legacy_pages_mode()  # before any widget: the first run of a fresh server must not build the sidebar
     st.logo(os.path.join(HERE, "assets", "logo.svg"), size="large")  # the app's name above the pages
 
-    page = _ui.navigation()  # the page list first: it is in the first paint, above the sidebar's widgets
-    _ui.sidebar_and_analyze()
+    # The page list first: it is in the first paint, above the sidebar's widgets. Where the deployment requires
+    # sign-in (an [auth] section in its secrets.toml), a visitor who has not signed in gets the sign-in screen as
+    # the only page, and no sidebar: nothing of the runs, no upload.
+    page = _ui.navigation()
+    if not _auth.must_sign_in():
+        _auth.account_panel(st.sidebar)
+        _ui.sidebar_and_analyze()
     page.run()

@@ -10,14 +10,21 @@ model's folder; zips with traversal entries, absolute paths, symlinks and high c
 in .pt (data.pkl) and every .pt2 container; pickled modules; wrong state_dicts; .npz inputs with object arrays,
 wrong dtypes, wrong shapes, NaN/Inf; edited .pt2 program JSON; models that crash, hang or exhaust a runtime;
 hostile names (tests/hostile_names.py) in random roles of ONNX and .pt2 models, through the ONNX → PyTorch route
-too; crafted report.json imports, through `report` and `diff` as History and a CI job read them. The workers'
-Landlock sandbox is turned off while fuzzing: it would stop a payload that ran from creating the canary, and so
-hide it.
+too; crafted report.json imports, through `report` and `diff` as History and a CI job read them; and, through the
+CLI (bench/fuzz_cli.py), batch shard folders with symlinks to /proc/self/environ and outside folders (`batch
+merge`), manifests that bomb memory or name special files (`batch`), crafted matrices (`diff`, `--gate`, `merge`),
+event files and hostile GitHub API answers (`comment`), and names carrying terminal escapes (`analyze --md
+--html`). The workers' Landlock sandbox is turned off while fuzzing: it would stop a payload that ran from creating
+the canary, and so hide it. Run as a script, it starts itself again with a GITHUB_TOKEN in its environment, as a CI
+job would have.
 
 Columns: refused (one line), analysed, contained (the analysis finished but a target was killed: a crash, a
 hang or memory past the worker's limit, named in the report), crash (anything else raised: an xc bug), hang
 (the analysis itself did not return in time), code executed (the canary exists), long message (a refusal
-of more than one line). The last four must be 0. `--per-family 2` is the fast subset the tests run.
+of more than one line); for the CLI families also traceback, internal error, secret leaked (the token, a line of
+the process's environment or an outside canary in any output, or a symlink written) and raw escape (ESC, BEL or a
+right-to-left override raw on the terminal or in Markdown/HTML). Every column from crash on must be 0.
+`--per-family 2` is the fast subset the tests run.
 """
 from __future__ import annotations
 
@@ -36,7 +43,9 @@ import time
 import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests"), os.path.join(ROOT, "bench")]
+
+import fuzz_cli  # noqa: E402 — needs the paths above
 
 EXTENSIONS = [".pt2", ".pt", ".pth", ".onnx", ".mlmodel", ".zip", ".safetensors", ".jit", ".ptl", ".bin"]
 DEFAULT_PER_FAMILY = 40
@@ -427,8 +436,12 @@ FAMILIES = {
     "hostile onnx names": family_hostile_onnx_names, "hostile pt2 names": family_hostile_pt2_names,
     "report imports": family_report_imports,
 }
+# The commands that read what CI hands them (shard folders, manifests, matrices, event files, API answers) and
+# names that carry terminal escapes: bench/fuzz_cli.py.
+FAMILIES.update(fuzz_cli.FAMILIES)
 # Families whose every input is slow (a whole analysis, or a limit to wait out) get fewer inputs.
-SCALE = {"runtime killers": 0.15, "npz inputs": 0.5, "dims": 0.75, "wrong state_dict": 0.5, "hostile pt2 names": 0.5}
+SCALE = {"runtime killers": 0.15, "npz inputs": 0.5, "dims": 0.75, "wrong state_dict": 0.5, "hostile pt2 names": 0.5,
+         **fuzz_cli.SCALE}
 
 
 class _Ctx:
@@ -465,6 +478,9 @@ def run(per_family: int = DEFAULT_PER_FAMILY, seed: int = 0, targets=("ort-cpu",
                 outcome = {}
 
                 def go():
+                    if "cli" in extra:
+                        outcome.update(extra["cli"](folder))
+                        return
                     if "report_sidecar" in extra:
                         outcome.update(_import_report(path, extra["report_sidecar"], ctx))
                         return
@@ -499,6 +515,10 @@ def run(per_family: int = DEFAULT_PER_FAMILY, seed: int = 0, targets=("ort-cpu",
                     blocks = list(report["targets"].values()) + [report.get("reference") or {}]
                     killed = [b for b in blocks if (b.get("error") or "").startswith(("killed", "exceeded"))]
                     c["contained" if killed else "analysed"] += 1
+                for kind in CLI_COLUMNS:          # judged on everything a CLI case printed and wrote
+                    if kind in outcome:
+                        c[kind] += 1
+                        examples[kind].append(f"{family}/{name}: {outcome[kind]}")
                 if os.path.exists(ctx.canary):
                     c["code executed"] += 1
                     examples["code executed"].append(f"{family}/{name}")
@@ -542,8 +562,10 @@ def _import_report(path: str, sidecar: bytes | None, ctx) -> dict:
     return {"report": {"targets": {}}}
 
 
-COLUMNS = ["inputs", "refused", "analysed", "contained", "crash", "hang", "code executed", "long message"]
-BAD = ("crash", "hang", "code executed", "long message")
+CLI_COLUMNS = ("traceback", "internal error", "secret leaked", "raw escape")
+COLUMNS = ["inputs", "refused", "analysed", "contained", "crash", "hang", "code executed", "long message",
+           *CLI_COLUMNS]
+BAD = ("crash", "hang", "code executed", "long message", *CLI_COLUMNS)
 
 
 def print_table(result: dict) -> None:
@@ -561,6 +583,10 @@ def print_table(result: dict) -> None:
 
 
 def main() -> int:
+    if os.environ.get("GITHUB_TOKEN") != fuzz_cli.FUZZ_TOKEN:
+        # Started again with a token in its environment, as a CI job is: /proc/self/environ then holds it, and any
+        # case that copies or prints the environment shows as "secret leaked".
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "GITHUB_TOKEN": fuzz_cli.FUZZ_TOKEN})
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--per-family", type=int, default=DEFAULT_PER_FAMILY)
     ap.add_argument("--seed", type=int, default=0)

@@ -7,7 +7,7 @@ import re
 
 import streamlit as st
 
-from pages import _inputs_panel
+from pages import _auth, _inputs_panel
 from xc_core.service import DONE, FAILED
 from xc_core.store import run_key
 from xc_core.sources.samples import DEFAULT_SAMPLE, SAMPLES
@@ -82,7 +82,7 @@ def warm_start() -> str | None:
 
 
 def sidebar_and_analyze() -> None:
-    st.session_state["_xc_routed"] = True
+    st.session_state.update(_xc_routed=True, busy=False)   # busy: refused by this session's bound, in this run
     sb = st.sidebar
     sb.caption("Compile one model for every target; see what each compiler decided.")
     # ?run=ID in the URL opens a stored run on any page (links from a PR comment or the CLI).
@@ -166,9 +166,16 @@ def sidebar_and_analyze() -> None:
     if st.session_state.get("report_key") == key and st.session_state.get("report") is not None:
         report = st.session_state["report"]          # this session already holds it: no store read per click
     else:
+        from xc_core.service import SessionBusy
         svc = _service()
-        a = svc.get(key) or svc.submit(key, spec, files, targets=targets, target_options=options,
-                                       worker_limits=limits, **submit, **edits)
+        try:
+            a = svc.get(key) or svc.submit(key, spec, files, session=_session_id(), user=_auth.user(),
+                                           targets=targets, target_options=options, worker_limits=limits,
+                                           **submit, **edits)
+        except SessionBusy as e:      # this session's own analyses fill its bound: one line, nothing started
+            st.session_state.update(report=None, pending=None, failed=None, busy=True,
+                                    report_error=e.for_dashboard())
+            return
         _adopt(a)
         report, needs = a.report, a.needs_shapes
     if report is not None:
@@ -181,6 +188,12 @@ def sidebar_and_analyze() -> None:
         if run_id:      # the link a reviewer pastes: this run on any page, without analysing again
             sb.caption(f"Run `{run_id[:12]}` · link: `?run={run_id[:12]}`")
     _inputs_panel.render(sb, source_key, report, needs)
+
+
+def _session_id() -> str:
+    """This browser session's id, for the service's bound on the analyses one session has in flight."""
+    import uuid
+    return st.session_state.setdefault("_xc_session", uuid.uuid4().hex)
 
 
 def _saved_run(sb) -> None:
@@ -214,12 +227,13 @@ def _saved_run(sb) -> None:
 
 
 def run_label(r: dict) -> str:
-    """A stored run in one line: model, when, where from, targets."""
+    """A stored run in one line: model, when, where from (and who started it, where the dashboard knows), targets."""
     import datetime
     when = datetime.datetime.fromtimestamp(r["created"]).strftime("%Y-%m-%d %H:%M")
     s = r.get("summary") or {}
     n = len((r.get("targets") or "").split(",")) if r.get("targets") else 0
-    return f"{r['source_name'] or '?'} · {when} · {s.get('origin', '?')} · {n} target(s) · {r['key'][:8]}"
+    origin = s.get("origin", "?") + (f" by {r['user']}" if r.get("user") else "")
+    return f"{r['source_name'] or '?'} · {when} · {origin} · {n} target(s) · {r['key'][:8]}"
 
 
 def run_files(report: dict) -> dict[str, str]:
@@ -353,7 +367,9 @@ def _progress(key: str) -> None:
         st.rerun()      # the page draws something while it waits (the captured graph): a step it needs may be done
     if a.state == QUEUED:
         ahead = svc.queue_position(a)
-        label = "Waiting for a free analysis slot" + (f" ({ahead} ahead)" if ahead else "") + "…"
+        label = ("Waiting for a free analysis slot — queued: " +
+                 (f"{ahead} {'analysis' if ahead == 1 else 'analyses'} ahead" if ahead else "next in line") +
+                 f" (this server runs {svc.max_concurrent} at once)…")
     else:
         label = "Compiling…"
     # Not `with st.status(...)`: leaving the block would mark it complete while the analysis still runs.
@@ -411,7 +427,13 @@ def pages() -> dict:
 
 def navigation():
     """st.navigation over pages(), every entry listed: past twelve pages Streamlit by default shows ten and
-    folds the rest under "View more", hiding Review's pages from a first look."""
+    folds the rest under "View more", hiding Review's pages from a first look. A visitor who must sign in first
+    gets only the sign-in screen, unlisted: whatever page an address names, it is the one that runs."""
+    if _auth.must_sign_in():
+        hidden = [st.Page(_auth.sign_in_screen, title="Sign in", url_path="sign-in", default=True)]
+        hidden += [st.Page(_auth.sign_in_screen, title="Sign in", url_path=p.url_path)
+                   for section in pages().values() for p in section if p.url_path]   # "": the default page
+        return st.navigation(hidden, position="hidden")
     return st.navigation(pages(), expanded=True)
 
 
@@ -434,16 +456,23 @@ def leave_legacy_pages_mode() -> None:
         st.rerun()
 
 
+def guard_page() -> None:
+    """The first line of every page: a page runs only through app.py (its sign-in gate, then its sidebar)."""
+    if not st.session_state.get("_xc_routed"):
+        # A page file run on its own (the legacy mode above, first request of a fresh server): through app.py.
+        leave_legacy_pages_mode()
+        st.rerun()
+    if _auth.must_sign_in():
+        st.stop()
+
+
 def require_report(while_running=None) -> dict | None:
     """The page's Report, or an explanation of why there is none (then the page stops).
 
     `while_running(analysis) -> bool` draws what a page can show before the report is ready (the Topology page:
     the captured graph); it returns whether it drew anything, and until it has, the progress poll reruns the
     page when a new step finishes."""
-    if not st.session_state.get("_xc_routed"):
-        # A page file run on its own (the legacy mode above, first request of a fresh server): through app.py.
-        leave_legacy_pages_mode()
-        st.rerun()
+    guard_page()
     report = st.session_state.get("report")
     if report is None and st.session_state.get("pending") and not _take_finished(st.session_state["pending"]):
         key = st.session_state["pending"]
@@ -463,6 +492,8 @@ def require_report(while_running=None) -> dict | None:
             _service().forget(st.session_state["failed"])
             st.session_state["failed"] = None
             st.rerun()
+        if st.session_state.get("busy") and st.button("Try again", key="retry_busy"):
+            st.rerun()      # the sidebar asks for the analysis again
         st.stop()
     return report
 

@@ -7,9 +7,10 @@ import streamlit as st
 
 from pages import _ui
 from xc_core.errors import XcInputError
-from xc_core.fleet.matrix import grid, parse_matrix
+from xc_core.fleet.matrix import grid, matrix_problem, parse_matrix
 from xc_core.fleet.render import COLOUR_BY, cell_colours, cell_evidence, families, grid_table, summary_line
 
+_ui.guard_page()
 st.title("Fleet")
 store = _ui._service().store
 GRID_KEY = "fleet_grid"
@@ -22,7 +23,9 @@ def _label(entry: dict) -> str:
             f"target(s) · {entry.get('out_dir', '').rsplit('/', 1)[-1]}")
 
 
-entries = {e["id"]: e for e in store.fleets()}
+# A kept matrix that is not as xc batch writes it (edited by hand, or by an older xc) is left out of the list
+# rather than breaking the page.
+entries = {e["id"]: e for e in store.fleets() if matrix_problem(e["matrix"]) is None}
 with st.expander("Open a matrix.json (e.g. a CI artifact of xc batch)"):
     upload = st.file_uploader("matrix.json", type=["json"], key="fleet_upload")
 uploaded = None

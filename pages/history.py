@@ -7,13 +7,14 @@ import json
 import pandas as pd
 import streamlit as st
 
-from pages import _ui
+from pages import _auth, _ui
 from xc_core.errors import XcInputError
 from xc_core.review.diff import change_lines, diff_markdown, diff_reports, different_models
 from xc_core.review.gate import GateRules, regressions
 from xc_core.review.runs import parse_report
 from xc_core.store import run_key
 
+_ui.guard_page()
 st.title("History")
 store = _ui._service().store
 
@@ -38,7 +39,7 @@ with st.expander("Open a report.json (e.g. a CI artifact)"):
             try:
                 if not store.has(key):
                     imported.setdefault("run", {})["key"] = key
-                    store.put(key, imported, None, origin="imported")
+                    store.put(key, imported, None, origin="imported", user=_auth.user())
             except OSError as e:        # the server's disk, not the file: one line, no path
                 st.error(f"The report could not be kept in the run store ({_ui.plain(e.strerror or type(e).__name__)}"
                          "); free space where the dashboard server keeps its runs (XC_HOME).")
@@ -61,7 +62,7 @@ for r in runs:
     s = r["summary"]
     v = s.get("verdicts") or {}
     rows.append({"run": r["key"][:12], "when": datetime.datetime.fromtimestamp(r["created"]).strftime("%Y-%m-%d %H:%M"),
-                 "model": r["source_name"] or "?", "from": s.get("origin", "—"),
+                 "model": r["source_name"] or "?", "from": s.get("origin", "—"), "by": r.get("user") or "—",
                  "ok / failed": f"{s['ok']} / {s['error']}" if s else "—",
                  "checklist": f"{v.get('fail', 0)} fail · {v.get('warn', 0)} warn · {v.get('pass', 0)} pass"
                  if s else "—",

@@ -3,11 +3,14 @@ test — never the real service.
 
 It keeps comments in memory per pull request, pages its lists two comments at a time whatever the client asks for
 (so three comments span two pages, with a Link: rel="next" header), checks the token, and records every request it
-gets, so tests assert on what reached the server rather than on what the client says it did.
+gets, so tests assert on what reached the server rather than on what the client says it did. Switches make it
+misbehave as a hostile or broken server would: a next-page link of its choosing, a redirect, an error message of
+its choosing, a compressed answer that decodes to far more than it sends, an answer sent a byte at a time.
 """
 import json
 import re
 import threading
+import time
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
@@ -33,8 +36,14 @@ class FakeGitHub:
         self.deny_writes = False        # 403 "Resource not accessible by integration" on POST / PATCH
         self.deny_reads = False         # 404 on the list, as for a repository the token cannot see
         self.vanish_on_patch = False    # the comment is deleted just before the PATCH arrives: 404
-        self.list_status = None         # answer the list with this status (and a message) instead
+        self.list_status = None         # answer the list with this status (and list_message) instead
+        self.list_message = "Server Error: something broke\nsecond line"
         self.next_base = None           # where rel="next" links point (default: this server)
+        self.next_url = None            # the rel="next" link exactly as given (any text, sent as UTF-8)
+        self.redirect_to = None         # answer every request with 302 and this Location
+        self.list_gzip = None           # answer the list with these bytes, sent as Content-Encoding: gzip
+        self.drip = None                # ("head" | "body", seconds): send the list's answer a byte at a time
+        self.token = TOKEN              # the token it accepts
         self.url = ""
 
     def add(self, pr: int, body: str, login: str = "someone") -> dict:
@@ -75,6 +84,21 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def _drip(self, where: str, seconds: float) -> None:
+        """An empty list, sent a byte at a time: the status line and headers too (where "head"), or only the body
+        (a hundred bytes of it)."""
+        data = b"[" + b" " * 98 + b"]"
+        head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode()
+        if where == "body":
+            self.wfile.write(head)
+            head = b""
+        try:
+            for i in range(len(head + data)):
+                time.sleep(seconds)
+                self.wfile.write((head + data)[i:i + 1])
+        except OSError:         # the client hung up
+            self.close_connection = True
+
     def _handle(self) -> None:
         parts = urlsplit(self.path)
         length = int(self.headers.get("Content-Length") or 0)
@@ -82,15 +106,30 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(raw) if raw else None
         self.fake.requests.append({"method": self.command, "path": parts.path, "query": parse_qs(parts.query),
                                    "headers": dict(self.headers), "json": body})
-        if self.headers.get("Authorization") != f"Bearer {TOKEN}":
-            return self._answer(401, {"message": "Bad credentials"})
         fake = self.fake
+        if self.headers.get("Authorization") != f"Bearer {fake.token}":
+            return self._answer(401, {"message": "Bad credentials"})
+        if fake.redirect_to:
+            return self._answer(302, {"message": "Moved"}, {"Location": fake.redirect_to})
         m_list, m_one = _LIST.match(parts.path), _ONE.match(parts.path)
         if m_list and m_list.group(1) != REPO or m_one and m_one.group(1) != REPO:
             return self._answer(404, {"message": "Not Found"})
         if self.command == "GET" and m_list:
             if fake.list_status:
-                return self._answer(fake.list_status, {"message": "Server Error: something broke\nsecond line"})
+                return self._answer(fake.list_status, {"message": fake.list_message})
+            if fake.drip:
+                return self._drip(*fake.drip)
+            if fake.list_gzip is not None:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json; charset=utf-8")
+                self.send_header("Content-Encoding", "gzip")
+                self.send_header("Content-Length", str(len(fake.list_gzip)))
+                self.end_headers()
+                try:
+                    self.wfile.write(fake.list_gzip)
+                except OSError:     # the client stopped reading and hung up
+                    self.close_connection = True
+                return None
             if fake.deny_reads:
                 return self._answer(404, {"message": "Not Found"})
             pr = int(m_list.group(2))
@@ -100,7 +139,9 @@ class _Handler(BaseHTTPRequestHandler):
             headers = {}
             if start + fake.page_size < len(everything):
                 base = fake.next_base or fake.url
-                headers["Link"] = (f'<{base}{parts.path}?per_page=100&page={page + 1}>; rel="next", '
+                following = fake.next_url or f"{base}{parts.path}?per_page=100&page={page + 1}"
+                # http.server writes headers as latin-1: this sends the link's UTF-8 bytes, as a server would
+                headers["Link"] = (f'<{following.encode().decode("latin-1")}>; rel="next", '
                                    f'<{base}{parts.path}?per_page=100&page=9>; rel="last"')
             return self._answer(200, everything[start:start + fake.page_size], headers)
         if self.command in ("POST", "PATCH") and fake.deny_writes:

@@ -315,7 +315,7 @@ def test_names_with_newlines_escapes_and_quotes_stay_one_line_each(tmp_path, fle
             cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     progress = [ln for ln in r.stderr.splitlines() if ln.startswith("[")]
-    assert len(progress) == 1 and "two lines ?[31mred?[0m" in progress[0] and "\x1b" not in r.stderr
+    assert len(progress) == 1 and "two lines \\x1b[31mred\\x1b[0m" in progress[0] and "\x1b" not in r.stderr
     m = _matrix(tmp_path / "new")
     assert m["models"][0]["name"] == hostile
     assert re.fullmatch(r"runs/[A-Za-z0-9._-]+/report\.json", m["models"][0]["report"])
@@ -323,7 +323,7 @@ def test_names_with_newlines_escapes_and_quotes_stay_one_line_each(tmp_path, fle
                home=home).returncode == 0
     d = _xc("diff", tmp_path / "base", tmp_path / "new", home=home)
     assert d.returncode == 0, d.stderr
-    assert "  model added: two lines ?[31mred?[0m\");__import__" in d.stdout and "\x1b" not in d.stdout
+    assert "  model added: two lines \\x1b[31mred\\x1b[0m\");__import__" in d.stdout and "\x1b" not in d.stdout
     assert not list(tmp_path.rglob("PWNED"))
     # A mistyped folder against a matrix names the missing folder, not the kinds of the two.
     typo = _xc("diff", tmp_path / "base", tmp_path / "nwe", home=home)

@@ -1,6 +1,8 @@
-"""`xc batch --backend ray` against a real Ray cluster this test starts: a head node on this machine's loopback and
-one worker node joined to it (`ray start`), with token authentication. A 3-model × 2-target batch fills the matrix
-from Ray tasks, its runs land in the one run store of the driver, and a second run marks every cell cached."""
+"""`xc batch --backend ray` against a real Ray cluster this test starts: a head node and one worker node joined to
+it (`ray start`), with token authentication (Ray puts a cluster that nodes may join on this machine's network
+address, whatever --node-ip-address says). A 3-model × 2-target batch fills the matrix from Ray tasks, its runs land
+in the one run store of the driver, and a second run marks every cell cached; without the token the batch is one
+line at once. The Ray a batch starts for itself is in test_fleet_ray_private.py."""
 import json
 import os
 import secrets
@@ -25,16 +27,18 @@ def _free_port() -> int:
 
 
 def _stop(temp_dir: str) -> None:
-    """Only this cluster's processes (every Ray process names its session folder, under temp_dir): another Ray on
-    the machine is left alone, as `ray stop` would not."""
+    """Only this cluster's processes: those that name its session folder (under temp_dir) on their command line, and
+    what they started (the raylet's agents and workers retitle themselves `ray::…`). Another Ray on the machine is
+    left alone, as `ray stop` would not."""
     import psutil
-    procs = []
+    procs = {}
     for p in psutil.process_iter(["cmdline"]):
         try:
             if any(temp_dir in part for part in (p.info["cmdline"] or [])):
-                procs.append(p)
+                procs.update({q.pid: q for q in (p, *p.children(recursive=True))})
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
+    procs = list(procs.values())
     for p in procs:
         try:
             p.kill()
@@ -94,10 +98,23 @@ def test_a_batch_on_a_ray_cluster_fills_the_matrix_then_caches(tmp_path, ray_clu
         assert any(rel.startswith("artifacts/ort-cpu/") for rel in store.files(row["run"]))
         assert os.path.isfile(tmp_path / "out1" / row["report"])
     assert "wide-mlp" in r.stderr and "on " in r.stderr            # the per-model progress lines name the node
+    assert "warning" not in r.stderr                                # the cluster wants a token: nothing to say
 
     second, r = batch(tmp_path / "out2")
     assert all(c["cached"] for c in second["cells"]) and "6 cached" in r.stdout
     assert [row["run"] for row in second["models"]] == [row["run"] for row in first["models"]]
+
+
+def test_a_cluster_that_wants_a_token_this_batch_lacks_is_one_line(tmp_path, ray_cluster):
+    address, env = ray_cluster
+    (tmp_path / "fleet.txt").write_text("sample:vision-mini\n")
+    no_token = {k: v for k, v in env.items() if not k.startswith("RAY_AUTH")}
+    r = subprocess.run([sys.executable, "-m", "xc_core", "batch", str(tmp_path / "fleet.txt"), "--out",
+                        str(tmp_path / "o"), "--backend", "ray", "--ray-address", address, "--targets", "ort-cpu"],
+                       env={**no_token, "XC_HOME": str(tmp_path / "home")}, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 2, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "RAY_AUTH_MODE=token" in r.stderr, r.stderr
 
 
 def test_an_address_where_no_cluster_answers_is_one_line(tmp_path):

@@ -3,14 +3,18 @@
 The stand-in (fake_github.py) records every request it gets, so the tests assert on what reached the server rather
 than on what the client says it did.
 """
+import os
 import re
 import socket
+import tracemalloc
+import zlib
+from urllib.parse import quote
 
 import pytest
 
 from fake_github import PR, REPO, TOKEN, FakeGitHub, serving
-from xc_core.review.github import (DEFAULT_MARKER, GITHUB_COMMENT_LIMIT, CommentError, comment_body,
-                                   post_sticky_comment)
+from xc_core.review.github import (DEFAULT_MARKER, GITHUB_COMMENT_LIMIT, MAX_ANSWER_BYTES, MAX_EVENT_BYTES,
+                                   CommentError, comment_body, post_sticky_comment)
 
 VISION = "<!-- xc-report:vision -->"
 
@@ -209,6 +213,164 @@ def test_next_link_to_another_origin_is_not_followed(github, elsewhere):
     assert elsewhere.requests == []                       # the token never went there
     assert github.methods() == ["GET"]                    # and nothing was written
     assert len(github.comments[PR]) == 3
+
+
+# --- a hostile or broken server: the token stays home, answers are bounded, its text is shown as text -----------
+
+def _links_elsewhere(api: str, other: str) -> list[tuple[str, str]]:
+    """(next-page link, the problem xc must name): each one sends the request, or could, to `other`."""
+    a, o = api.split("//")[1], other.split("//")[1]        # host:port
+    path = f"/repos/{REPO}/issues/{PR}/comments?per_page=100&page=2"
+    return [
+        (f"http://{o}\\@{a}{path}", "a backslash"),              # urllib.parse: api; urllib3: other
+        (f"http://{a}\\\\@{o}{path}", "a backslash"),
+        (f"http://{o}@{a}{path}", "user information"),           # goes to api, but who reads it which way?
+        (f"http://{a}@{o}{path}", "user information"),
+        (f"//{o}{path}", "the next page is on another server"),
+        (f"http://{o}\t@{a}{path}", "whitespace or a control character"),
+        (f"http://{o}\r\n\t@{a}{path}", "whitespace or a control character"),   # a folded header line
+        (f"http://１２７.０.０.１:{o.split(':')[1]}{path}", "a non-ASCII character"),  # IDNA maps it to 127.0.0.1
+    ]
+
+
+@pytest.mark.parametrize("case", range(8))
+def test_next_link_that_parsers_could_read_differently_is_refused(github, elsewhere, case):
+    link, problem = _links_elsewhere(github.url, elsewhere.url)[case]
+    for i in range(3):
+        github.add(PR, f"comment {i}")
+    github.next_url = link
+    with pytest.raises(CommentError) as e:
+        _post(github, "report")
+    message = str(e.value)
+    _one_line_without_token(message)
+    assert problem in message and "the token is sent to GITHUB_API_URL only" in message
+    assert elsewhere.requests == []                      # no request at all, with or without the token
+    assert github.methods() == ["GET"] and len(github.comments[PR]) == 3
+
+
+def test_redirect_is_not_followed(github, elsewhere):
+    github.redirect_to = elsewhere.url + f"/repos/{REPO}/issues/{PR}/comments"
+    with pytest.raises(CommentError, match="HTTP 302"):
+        _post(github, "report")
+    assert elsewhere.requests == [] and github.methods() == ["GET"]
+
+
+def _gzip_of_spaces(size: int) -> bytes:
+    """An empty JSON list padded with `size` spaces, gzipped: about a thousandth of its size."""
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    mib = b" " * (1024 * 1024)
+    parts = [packer.compress(b"[")] + [packer.compress(mib) for _ in range(size // len(mib))]
+    return b"".join(parts + [packer.compress(b"]"), packer.flush()])
+
+
+def test_compressed_answer_that_decodes_past_the_bound_is_refused(github):
+    github.list_gzip = _gzip_of_spaces(4 * MAX_ANSWER_BYTES)     # valid JSON: read whole, it would be accepted
+    assert len(github.list_gzip) < MAX_ANSWER_BYTES // 100
+    tracemalloc.start()
+    try:
+        with pytest.raises(CommentError) as e:
+            _post(github, "report")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    message = str(e.value)
+    _one_line_without_token(message)
+    assert message == (f"GET /repos/{REPO}/issues/{PR}/comments: the answer from {github.url} is larger than "
+                       f"{MAX_ANSWER_BYTES // 2**20} MiB once decoded; stopped reading it")
+    assert peak < 2 * MAX_ANSWER_BYTES          # never the whole of it in memory
+    assert github.methods() == ["GET"]
+
+
+@pytest.mark.parametrize("where", ["head", "body"])
+def test_answer_dripped_a_byte_at_a_time_ends_at_the_deadline(github, where):
+    # Each byte comes well within the read timeout; the whole answer would take 17 s (head and body) or 10 s (body).
+    github.drip = (where, 0.1)
+    with pytest.raises(CommentError) as e:
+        _post(github, "report", deadline=1.5)
+    message = str(e.value)
+    _one_line_without_token(message)
+    assert message == (f"GET /repos/{REPO}/issues/{PR}/comments: no complete answer from {github.url} within "
+                       "1.5 s; stopped waiting")
+    assert github.methods() == ["GET"]
+
+
+@pytest.mark.parametrize("at", [190, 194])
+@pytest.mark.parametrize("echo", ["whole", "url-encoded", "first 12 characters"])
+def test_token_in_an_error_message_is_masked_before_it_is_cut(github, echo, at):
+    token = "ghp_Zq9/Kv+Wm=Rt&Yx%Lb-7Hd2Nf8Jc"          # characters that URL-encoding changes
+    github.token = token
+    shown = {"whole": token, "url-encoded": quote(token, safe=""), "first 12 characters": token[:12]}[echo]
+    github.list_status = 500
+    # The message is cut at 200 characters: cut first, the token would leave its first 5 to 9 characters behind.
+    github.list_message = "." * at + shown + " and more"
+    with pytest.raises(CommentError) as e:
+        _post(github, "report", env=_env(github, GITHUB_TOKEN=token))
+    message = str(e.value)
+    assert "\n" not in message and "." * at + "***" in message
+    for form in (token, quote(token, safe="")):
+        assert not any(form[i:i + 4] in message for i in range(len(form) - 3)), message
+
+
+def test_escape_sequences_from_the_server_are_shown_escaped(github, monkeypatch, capsys, tmp_path):
+    from xc_core.cli import main
+    github.list_status = 500
+    github.list_message = "\x1b]0;pwned\x07\x1b[2J\x1b[31mred\u202eevil\x9b"
+    with pytest.raises(CommentError) as e:
+        _post(github, "report")
+    assert str(e.value).endswith("HTTP 500 from " + github.url + r": \x1b]0;pwned\x07\x1b[2J\x1b[31mred\u202eevil\x9b")
+
+    for k, v in _env(github).items():
+        monkeypatch.setenv(k, v)
+    md = tmp_path / "report.md"
+    md.write_text("report")
+    assert main(["comment", str(md), "--pr", str(PR)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("xc: GET ") and err.count("\n") == 1
+    assert not any(ord(c) < 32 and c != "\n" or 127 <= ord(c) < 160 or c == "\u202e" for c in err), repr(err)
+
+
+def _fifo(tmp_path) -> str:
+    path = str(tmp_path / "event-pipe")
+    os.mkfifo(path)
+    return path
+
+
+@pytest.mark.parametrize("make_event, problem", [
+    (lambda tmp_path: "/dev/zero", "not a regular file (a character device)"),
+    (_fifo, "not a regular file (a named pipe)"),
+    (lambda tmp_path: str(tmp_path), "not a regular file (a folder)"),
+    (lambda tmp_path: str(tmp_path / "missing.json"), "cannot read it (No such file or directory)"),
+    (lambda tmp_path: _sparse(tmp_path, MAX_EVENT_BYTES + 1), f"larger than {MAX_EVENT_BYTES // 2**20} MiB"),
+    (lambda tmp_path: _written(tmp_path, "{not json"), "not a JSON event"),
+], ids=["dev-zero", "fifo", "folder", "missing", "too-large", "not-json"])
+def test_event_file_that_is_not_a_small_regular_file_is_refused_in_one_line(github, monkeypatch, capsys, tmp_path,
+                                                                               make_event, problem):
+    from xc_core.cli import main
+    for k, v in _env(github).items():
+        monkeypatch.setenv(k, v)
+    event = make_event(tmp_path)
+    monkeypatch.setenv("GITHUB_EVENT_PATH", event)
+    md = tmp_path / "report.md"
+    md.write_text("report")
+    assert main(["comment", str(md)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"xc: comment: GITHUB_EVENT_PATH {event!r}: {problem}")
+    assert err.endswith(" — give --pr N, or run in a GitHub Actions job triggered by a pull request\n")
+    assert err.count("\n") == 1
+    assert github.requests == []
+
+
+def _sparse(tmp_path, size: int) -> str:
+    path = tmp_path / "event.json"
+    with open(path, "wb") as f:
+        f.truncate(size)            # a hole: no disk used
+    return str(path)
+
+
+def _written(tmp_path, text: str) -> str:
+    path = tmp_path / "event.json"
+    path.write_text(text)
+    return str(path)
 
 
 # --- the body and its cut -----------------------------------------------------------------------------------------

@@ -129,6 +129,7 @@ class _Upload(io.BytesIO):
         super().__init__(open(path, "rb").read())
         self.name = os.path.basename(path)
 st.file_uploader = lambda *a, **k: [_Upload(p) for p in {[str(tmp_path / n) for n in files]!r}]
+st.session_state["_xc_routed"] = True     # as app.py marks a session before a page runs (pages/_ui.guard_page)
 import runpy
 runpy.run_path(os.path.join({ROOT!r}, "pages", "history.py"), run_name="__main__")
 """

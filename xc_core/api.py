@@ -11,7 +11,7 @@ from . import gc_policy
 from .errors import XcInputError
 from .inputs.values import npz_shapes, read_npz
 from .limits import Limits
-from .paths import scratch_dir
+from .paths import WORK_DIR, claim_work_dir, scratch_dir
 from .pipeline import CAPTURE_DIR, CAPTURED_FILE
 from .progress import LOAD, REPORT, RUNNING, Progress, ProgressEvent, ignore
 from .report.sidecar import write as write_report
@@ -58,6 +58,9 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
     owned = None
     run_dir = os.path.abspath(out_dir) if out_dir else scratch_dir("run")
     os.makedirs(run_dir, exist_ok=True)
+    # The workers' job folders: removed when this returns, however; a killed run's are removed here, at the next
+    # run into the same folder.
+    claim_work_dir(run_dir)
     try:
         run_info = {"isolated": isolated, "jobs": jobs if isolated else 1, "limits": worker_limits.to_dict()}
         if isolated:
@@ -90,7 +93,7 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
     finally:
         if owned is not None:
             owned.close()
-        shutil.rmtree(os.path.join(run_dir, "work"), ignore_errors=True)
+        shutil.rmtree(os.path.join(run_dir, WORK_DIR), ignore_errors=True)
         if not out_dir:
             shutil.rmtree(run_dir, ignore_errors=True)
 

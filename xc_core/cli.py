@@ -2,7 +2,12 @@
 
 Exit codes: 0 success; 2 bad input or usage (one line on stderr, no traceback); 1 an internal error (one line;
 XC_DEBUG=1 shows the traceback). `diff --gate`: 0 nothing regressed, 1 something did, 2 bad input, 3 an internal
-error (so a CI job never reads a crash as a regression, or as a pass).
+error (so a CI job never reads a crash as a regression, or as a pass). Interrupted: 130 by Ctrl-C, 143 by SIGTERM
+(one line saying what was kept; workers stopped, scratch removed).
+
+Everything printed that can hold text xc did not write (model, node, file and manifest names, libraries' messages)
+goes through `errors.visible` / `errors.printable_line`: an escape sequence or a right-to-left override in a model
+shows as `\\x1b` / `\\u202e` and never drives the terminal.
 
 `analyze` without `--out` writes to a new folder ./xc-out/<model>-<date>-<time>/ (a suffix -2, -3… if that
 exists: an earlier run is never overwritten) and says where in its last line. `diff` of two different models (not
@@ -18,20 +23,24 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 
-from .errors import XcInputError, printable_line
+from . import _cli_interrupt  # noqa: F401 — first: a Ctrl-C while the rest imports is one line, not a traceback
+from .errors import XcInputError, printable_line, visible
+from .memory_guard import install as install_memory_guard
 from .views.progress import cli_line
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 EXIT_REGRESSED, EXIT_DIFF_INTERNAL = 1, 3
+EXIT_INTERRUPTED = 130          # 128 + SIGINT, as a shell reports a command Ctrl-C ended
 DEFAULT_OUT_ROOT = "xc-out"
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # argparse prints usage + message and exits 2; keep it to one line
         # A subcommand's parser is named "xc analyze"; unknown flags are reported by the top parser, named "xc".
-        print(f"xc: {message} (see {self.prog} --help)", file=sys.stderr)
+        print(f"xc: {printable_line(message)} (see {self.prog} --help)", file=sys.stderr)    # it quotes the flags
         raise SystemExit(EXIT_USAGE)
 
 
@@ -211,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         argv = ["batch-merge", *argv[2:]]
     args = build_parser().parse_args(argv)
     try:
+        install_memory_guard()
         if args.command == "targets":
             return _targets()
         if args.command == "samples":
@@ -229,47 +239,97 @@ def main(argv: list[str] | None = None) -> int:
             return _batch_merge(args)
         return _analyze(args)
     except XcInputError as e:
-        print(f"xc: {e.for_cli()}", file=sys.stderr)
+        print(f"xc: {printable_line(e.for_cli())}", file=sys.stderr)     # it may quote a file's or model's names
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        # Ctrl-C anywhere else (while torch imports, reading a run, writing a report): what ran has unwound —
+        # workers killed, scratch removed — on the way here.
+        print("xc: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except Exception as e:  # noqa: BLE001 — a bug in xc: one line, the traceback on request
-        environment = _environment_error(e)
+        environment = _environment_error(e, getattr(args, "out", None))
         if environment:      # a full disk, a read-only folder: the machine's to fix, not a bug in xc
-            print(f"xc: {environment}", file=sys.stderr)
+            print(f"xc: {printable_line(environment)}", file=sys.stderr)
             return EXIT_USAGE
         if os.environ.get("XC_DEBUG"):
             raise
         from .errors import hide_paths
         text = hide_paths(str(e)).strip().splitlines()
-        print(f"xc: internal error: {type(e).__name__}: {text[0][:300] if text else ''} (set XC_DEBUG=1 for the "
-              "traceback)", file=sys.stderr)
+        print(f"xc: internal error: {type(e).__name__}: {printable_line(text[0][:300]) if text else ''} (set "
+              "XC_DEBUG=1 for the traceback)", file=sys.stderr)
         return EXIT_DIFF_INTERNAL if args.command == "diff" else EXIT_INTERNAL
 
 
 # The machine's errors, not xc's: no space, a quota, a read-only or failing disk, no permission.
 _ENVIRONMENT_ERRNOS = {"ENOSPC", "EDQUOT", "EROFS", "EFBIG", "EIO", "EACCES", "EPERM"}
-_ENVIRONMENT_TEXT = ("No space left on device", "Disk quota exceeded", "Read-only file system")
+_FULL_ERRNOS = {"ENOSPC", "EDQUOT", "EFBIG"}
+# A full disk as the text of an error (a worker's arrives as text). torch's zip writer (torch.save, the capture's
+# torch.export.save) checks its position after each record, so a write the full disk cut short reads only
+# "[enforce fail at inline_container.cc:…] unexpected pos 8448 vs 8336".
+_FULL_TEXT = re.compile(r"No space left on device|Disk quota exceeded|File too large|unexpected pos \d+ vs \d+|"
+                        r"PytorchStreamWriter failed writing")
+_READ_ONLY_TEXT = "Read-only file system"
 
 
-def _environment_error(e: Exception) -> str | None:
+def _environment_error(e: Exception, out: str | None = None) -> str | None:
     """One line for an error of the machine xc runs on (also when a worker met it: its error arrives as text), or
-    None for anything else."""
+    None for anything else. A full disk names the folder that is full: the error's file when it has one, else the
+    fuller of --out (`out`) and xc's data folder."""
     import errno
 
     from .errors import hide_paths
     from .paths import home
     elsewhere = "or write elsewhere (--out; XC_HOME for the run store and scratch), then run again"
-    if isinstance(e, OSError) and errno.errorcode.get(e.errno) in _ENVIRONMENT_ERRNOS:
+    code = errno.errorcode.get(e.errno) if isinstance(e, OSError) else None
+    if code in _ENVIRONMENT_ERRNOS:
         where = e.filename if isinstance(e.filename, str) and e.filename else ""
         # The user's own paths (--out, --md) are theirs to see; the scratch folders in xc's home are not.
         if where and os.path.abspath(where).startswith(home() + os.sep):
             where = f"{os.path.basename(where)} in xc's scratch folder"
-        full = errno.errorcode.get(e.errno) in ("ENOSPC", "EDQUOT", "EFBIG")
-        return (f"{e.strerror or errno.errorcode.get(e.errno)}{f' ({where})' if where else ''} — "
+        full = code in _FULL_ERRNOS
+        if full and not where:
+            where = _fullest_folder(out)
+        return (f"{e.strerror or code}{f' ({where})' if where else ''} — "
                 + ("free space " if full else "check the folder's permissions ") + elsewhere)
     text = hide_paths(str(e)).strip()
-    if any(t in text for t in _ENVIRONMENT_TEXT):
-        return f"{text.splitlines()[0][:240]} — free space {elsewhere}"
+    if _FULL_TEXT.search(text):
+        where = _fullest_folder(out)
+        return f"No space left on device{f' ({where})' if where else ''} — free space {elsewhere}"
+    if _READ_ONLY_TEXT in text:
+        return f"{text.splitlines()[0][:240]} — check the folder's permissions {elsewhere}"
     return None
+
+
+def _fullest_folder(out: str | None) -> str:
+    """"FOLDER has N free" for whichever of --out (a folder, or a file's folder) and xc's data folder has the least
+    space left — the one a write that found no space was most likely in; "" when neither can be measured."""
+    import shutil
+
+    from .paths import home
+    measured = []
+    for folder, named in ((out, None), (home(), "xc's data folder")):
+        if not folder:
+            continue
+        probe = os.path.abspath(folder)
+        while not os.path.isdir(probe) and os.path.dirname(probe) != probe:     # not created yet: its disk
+            probe = os.path.dirname(probe)
+        try:
+            free = shutil.disk_usage(probe).free
+        except OSError:
+            continue
+        measured.append((free, f"{named} {folder}" if named else folder))
+    if not measured:
+        return ""
+    free, folder = min(measured, key=lambda m: m[0])      # --out first among equals: the user's own folder
+    return f"{folder} has {_size(free)} free"
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
 
 
 def render(report: dict, fmt: str) -> str:
@@ -316,7 +376,7 @@ def _model_explorer(report: dict, out: str | None) -> None:
             written = f"{len(paths)} files in {out}"
     except OSError as e:
         raise XcInputError(f"{out}: cannot write ({e.strerror})") from None
-    print(f"Model Explorer export: {written} (README.txt says how to open it)", file=sys.stderr)
+    print(f"Model Explorer export: {printable_line(written)} (README.txt says how to open it)", file=sys.stderr)
 
 
 def _report(args) -> int:
@@ -354,39 +414,45 @@ def _comment(args) -> int:
         outcome = post_sticky_comment(markdown, pr, marker=args.marker, strict=args.strict)
     except CommentError as e:
         raise XcInputError(str(e)) from None
-    print(f"xc: {outcome.message}", file=sys.stderr)
+    print(f"xc: {printable_line(outcome.message)}", file=sys.stderr)
     return EXIT_OK
+
+
+# What `xc comment` reads of a Markdown file: far more than a comment holds (it is cut to GitHub's 65,536
+# characters), far less than a mistaken path to a disk image.
+MAX_COMMENT_SOURCE_BYTES = 16 << 20
 
 
 def _comment_markdown(ref: str) -> str:
     """The comment's text: a Markdown file as it is, or a run rendered as the report's Markdown."""
     if ref == "-":
-        return sys.stdin.read()
-    if os.path.isfile(ref) and not ref.endswith(".json"):
+        return sys.stdin.read(MAX_COMMENT_SOURCE_BYTES + 1)[:MAX_COMMENT_SOURCE_BYTES]
+    if os.path.lexists(ref) and not os.path.isdir(ref) and not ref.endswith(".json"):
+        # Read as any file xc is handed: a regular file inside its folder, bounded — a report.md that is a symlink
+        # to /proc/self/environ must not post the job's environment (its token) as a comment.
+        from .safe_files import read_regular
+        data = read_regular(ref, root=os.path.dirname(os.path.abspath(ref)), max_bytes=MAX_COMMENT_SOURCE_BYTES)
         try:
-            with open(ref, encoding="utf-8") as f:
-                return f.read()
-        except (OSError, UnicodeDecodeError) as e:
-            raise XcInputError(f"{os.path.basename(ref)}: cannot read it as UTF-8 Markdown "
-                               f"({getattr(e, 'strerror', None) or e.__class__.__name__})") from None
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise XcInputError(f"{printable_line(os.path.basename(ref))}: not UTF-8 text (accepted: a Markdown file, "
+                               "or a run id, run folder or report.json)") from None
     from .review.runs import load_run
     return render(load_run(ref).report, "md")
 
 
 def _event_pr_number() -> int:
     """The pull request a GitHub Actions job runs for (GITHUB_EVENT_PATH's pull_request.number)."""
+    from .review.github import CommentError, pull_request_number
     accepted = "give --pr N, or run in a GitHub Actions job triggered by a pull request"
     path = os.environ.get("GITHUB_EVENT_PATH")
     if not path:
         raise XcInputError(f"comment: no pull request number — {accepted}")
     try:
-        with open(path, encoding="utf-8") as f:
-            event = json.load(f)
-        number = (event.get("pull_request") or {}).get("number") or (
-            (event.get("issue") or {}).get("pull_request") and event["issue"].get("number"))
-    except (OSError, ValueError, AttributeError):
-        number = None
-    if not isinstance(number, int) or number < 1:
+        number = pull_request_number(path)
+    except CommentError as e:
+        raise XcInputError(f"comment: {e} — {accepted}") from None
+    if number is None:
         raise XcInputError(f"comment: the Actions event is not a pull request's — {accepted}")
     return number
 
@@ -471,7 +537,7 @@ def _batch(args) -> int:
             else ""
         name = printable_line(row["name"])
         bar.write(f"[{counted['cells']}/{total} cells{eta}] {name}: {ok}/{len(cells)} ok ({what})"
-                  + (f" — {row['error']}" if row["error"] else ""), file=sys.stderr)
+                  + (f" — {printable_line(row['error'])}" if row["error"] else ""), file=sys.stderr)
 
     class _Stopped(BaseException):
         pass
@@ -524,29 +590,13 @@ def _write_matrix_files(matrix: dict, out: str, quiet: bool, step_summary: bool)
         _append_step_summary(markdown)
     if not quiet:
         print(summary_line(matrix))
-        print(f"wrote {os.path.join(out, 'matrix.json')}, matrix.md and matrix.html")
+        print(f"wrote {printable_line(os.path.join(out, 'matrix.json'))}, matrix.md and matrix.html")
     return EXIT_OK
 
 
 def _batch_merge(args) -> int:
-    import shutil
-
-    from .fleet.matrix import RUNS_DIR, merge, read_matrix
-    read = [read_matrix(d) for d in args.dirs]
-    matrix = merge(read)
-    try:
-        os.makedirs(os.path.join(args.out, RUNS_DIR), exist_ok=True)
-    except OSError as e:
-        raise XcInputError(f"--out {args.out}: cannot create the directory ({e.strerror})") from None
-    out_runs = os.path.abspath(os.path.join(args.out, RUNS_DIR))
-    for m, folder in read:          # each model's report folder comes along, so the merged matrix diffs run by run
-        for row in m["models"]:
-            src = os.path.dirname(os.path.normpath(os.path.join(folder, row["report"]))) if row.get("report") else None
-            if src and os.path.isdir(src) and src.startswith(os.path.join(folder, RUNS_DIR) + os.sep):
-                dest = os.path.join(out_runs, os.path.basename(src))
-                if os.path.abspath(src) != dest:
-                    shutil.rmtree(dest, ignore_errors=True)
-                    shutil.copytree(src, dest)
+    from .fleet.merge import merge_batches
+    matrix = merge_batches(args.dirs, args.out)
     return _write_matrix_files(matrix, args.out, False, False)
 
 
@@ -568,8 +618,7 @@ def _fleet_diff(args, rules) -> int:
     from .fleet.matrix import read_matrix
     d = diff_matrices(read_matrix(args.base), read_matrix(args.new))
     regs = fleet_regressions(d, *rules) if args.gate else None
-    _emit_diff(args, d, regs, diff_markdown, diff_text,
-               lambda r: f"{printable_line(r['model'])} × {r['target']}")
+    _emit_diff(args, d, regs, diff_markdown, diff_text, lambda r: f"{r['model']} × {r['target']}")
     return EXIT_REGRESSED if regs else EXIT_OK
 
 
@@ -583,8 +632,8 @@ def _emit_diff(args, d: dict, regs: list | None, to_markdown, to_text, where) ->
     if args.step_summary:
         _append_step_summary(to_markdown(d, regs))
     if regs:
-        print(f"xc: {len(regs)} regression(s): " + "; ".join(f"{where(r)}: {r['what']}" for r in regs)[:2000],
-              file=sys.stderr)
+        print(f"xc: {len(regs)} regression(s): "
+              + printable_line("; ".join(f"{where(r)}: {r['what']}" for r in regs))[:2000], file=sys.stderr)
 
 
 def _runs(args) -> int:
@@ -594,15 +643,16 @@ def _runs(args) -> int:
     store = RunStore()
     rows = store.runs()[:max(0, args.limit)]
     if not rows:
-        print(f"no runs in {store.root}")
+        print(f"no runs in {printable_line(store.root)}")
     for r in rows:
         when = datetime.datetime.fromtimestamp(r["created"]).strftime("%Y-%m-%d %H:%M")
         s = r["summary"]
         # Runs stored before run summaries existed have none: their columns read "—".
         verdicts = " ".join(f"{s['verdicts'].get(v, 0)} {v}" for v in ("fail", "warn", "pass")) if s else "—"
         status = f"{s['ok']} ok / {s['error']} failed" if s else "—"
-        print(f"{r['key'][:12]}  {when}  {(r['source_name'] or '?')[:32]:32}  {s.get('origin', '—'):9}  "
-              f"{status:18}  {verdicts:22}  {r['targets']}")
+        name = printable_line(r["source_name"] or "?")[:32]      # a model's file name: it may hold an escape
+        print(f"{printable_line(r['key'][:12])}  {when}  {name:32}  {printable_line(s.get('origin', '—')):9}  "
+              f"{status:18}  {verdicts:22}  {printable_line(r['targets'])}")
     return EXIT_OK
 
 
@@ -611,7 +661,7 @@ def _targets() -> int:
     for tid in target_ids():
         cls = REGISTRY[tid]
         ok, why = cls.available()
-        print(f"{tid:16} {'available' if ok else 'unavailable: ' + why:40} {cls.description}")
+        print(f"{tid:16} {'available' if ok else 'unavailable: ' + printable_line(why):40} {cls.description}")
         for name in cls.option_names:
             alias = [a for a, n in cls.option_aliases.items() if n == name]
             print(f"{'':18}[{name}=…]{' (also ' + ', '.join(alias) + ')' if alias else ''}  "
@@ -656,14 +706,17 @@ def _analyze(args) -> int:
         os.makedirs(args.out, exist_ok=True)
     except OSError as e:
         raise XcInputError(f"--out {args.out}: cannot create the directory ({e.strerror})") from None
+    from .paths import sweep_stale_work
+    sweep_stale_work(args.out)      # workers' job folders a killed run left (kill -9: its cleanup never ran)
 
     def progress(ev):
         line = None if args.quiet else cli_line(ev)
         if line:
-            print(line, file=sys.stderr)
+            print(visible(line), file=sys.stderr)     # a target's error quotes the model's names
 
-    # SIGTERM (a cancelled CI job, `kill`) unwinds like Ctrl-C: the workers' process groups are killed and the
-    # scratch folders removed on the way out; then one line, and exit 143 (128 + SIGTERM, as a shell reports it).
+    # SIGTERM (a cancelled CI job, `kill`) and Ctrl-C unwind alike: the workers' process groups are killed and the
+    # scratch folders removed on the way out; then one line, and exit 143 or 130 (128 + the signal, as a shell
+    # reports it).
     import signal
     import threading
 
@@ -675,21 +728,20 @@ def _analyze(args) -> int:
         raise _Stopped
     on_main = threading.current_thread() is threading.main_thread()    # handlers only go there
     previous = signal.signal(signal.SIGTERM, _stop) if on_main else None
-    report = _stored_run(args, targets, options, shapes, limits) if args.reuse else None
-    if report is not None:
-        return _finish(args, report, made_out)
-    # This process runs one analysis: its workers' forkserver imports only what the requested targets need.
-    from .targets import worker_modules
-    from .worker import preload_only
-    preload_only(worker_modules(targets))
+    report = reused = stopped = None
     try:
-        report = analyze(args.source, targets, inputs_npz=args.inputs, shapes=shapes, dims=parse_dim_flags(args.dim),
-                         values=parse_value_flags(args.value), ranges=parse_range_flags(args.range),
-                         out_dir=args.out, target_options=options, progress=progress, limits=limits,
-                         worker_limits=worker_limits, jobs=args.jobs)
-    except _Stopped:
-        print("xc: stopped by SIGTERM; workers stopped, scratch removed", file=sys.stderr)
-        return 128 + signal.SIGTERM
+        reused = report = _stored_run(args, targets, options, shapes, limits) if args.reuse else None
+        if report is None:
+            # This process runs one analysis: its workers' forkserver imports only what the requested targets need.
+            from .targets import worker_modules
+            from .worker import preload_only
+            preload_only(worker_modules(targets))
+            report = analyze(args.source, targets, inputs_npz=args.inputs, shapes=shapes,
+                             dims=parse_dim_flags(args.dim), values=parse_value_flags(args.value),
+                             ranges=parse_range_flags(args.range), out_dir=args.out, target_options=options,
+                             progress=progress, limits=limits, worker_limits=worker_limits, jobs=args.jobs)
+    except (_Stopped, KeyboardInterrupt) as e:
+        stopped = e
     finally:
         if on_main:
             signal.signal(signal.SIGTERM, previous)
@@ -699,7 +751,15 @@ def _analyze(args) -> int:
                     os.rmdir(empty)
                 except OSError:             # not empty (written to, or other runs' folders): keep it
                     break
-    if not args.no_store:
+    if isinstance(stopped, _Stopped):
+        print("xc: stopped by SIGTERM; workers stopped, scratch removed", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    if stopped is not None:
+        kept = (f"; {printable_line(args.out)} keeps the files written so far (no new report.json)"
+                if os.path.isdir(args.out) and os.listdir(args.out) else ", nothing written")
+        print(f"xc: interrupted; workers stopped, scratch removed{kept}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if reused is None and not args.no_store:
         _record(args, report, targets, options, shapes, limits)
     return _finish(args, report, made_out)
 
@@ -715,7 +775,7 @@ def _finish(args, report: dict, made_out: bool) -> int:
         print(time_lines(report))
         print(checklist_table(report))
         # Said at the end, once: a source refused on the way has one line of its own, and no folder is left.
-        print(f"wrote {os.path.join(args.out, 'report.json')}"
+        print(f"wrote {printable_line(os.path.join(args.out, 'report.json'))}"
               + (f" (no --out given: a new folder in ./{DEFAULT_OUT_ROOT})" if made_out else ""))
     return EXIT_OK
 
@@ -770,7 +830,8 @@ def _stored_run(args, targets, options, shapes, limits) -> dict | None:
             return None
         store.materialize(key, args.out)
     except OSError as e:
-        print(f"xc: warning: --reuse: the run store could not be read ({e}); analysing", file=sys.stderr)
+        print(f"xc: warning: --reuse: the run store could not be read ({printable_line(e)}); analysing",
+              file=sys.stderr)
         return None
     if not args.quiet:
         print(f"reused run {key[:12]} from the store (--reuse: same source, inputs, targets, options, limits and xc "
@@ -792,7 +853,7 @@ def _record(args, report: dict, targets, options, shapes, limits) -> None:
             print(f"recorded as run {key[:12]} (xc report {key[:12]}; dashboard ?run={key[:12]})",
                   file=sys.stderr)
     except (OSError, ValueError) as e:
-        print(f"xc: warning: the run was not recorded in the store ({e})", file=sys.stderr)
+        print(f"xc: warning: the run was not recorded in the store ({printable_line(e)})", file=sys.stderr)
 
 
 def _file_sha(path: str | None) -> str | None:
@@ -815,7 +876,7 @@ def inputs_table(report: dict) -> str:
     if ref.get("status") == "error":
         lines.append(f"  the reference failed with these inputs: {ref.get('error')} — set them with --shape, --dim, "
                      "--value or --inputs")
-    return "\n".join(lines) + "\n"
+    return "\n".join(visible(line) for line in lines) + "\n"      # input names, notes, errors: the model's text
 
 
 def summary_table(report: dict) -> str:
@@ -826,16 +887,16 @@ def summary_table(report: dict) -> str:
              "Core ML units", "casts", "MIL ops"]
     cols += [c for c in extra if any(c in r for r in rows)] + ["evidence"]
     # A terminal table, aligned; Markdown for a PR comment is `--md FILE` / `report RUN --format md`.
-    cells = [cols] + [[str(r.get(c, "—")) for c in cols] for r in rows]
+    cells = [cols] + [[printable_line(r.get(c, "—")) for c in cols] for r in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(cols))]
     lines = ["  ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip() for line in cells]
     from .analysis.advice import advice_line
     for r in rows:
         if r.get("error"):
-            lines.append(f"{r['target']}: {r['error']}")
+            lines.append(f"{printable_line(r['target'])}: {printable_line(r['error'])}")
             advice = advice_line((report["targets"].get(r["target"]) or {}).get("advice"))
             if advice:
-                lines.append(f"  ↳ {advice}")
+                lines.append(f"  ↳ {printable_line(advice)}")
     return "\n".join(lines)
 
 
@@ -851,7 +912,7 @@ def time_lines(report: dict) -> str:
     for r in rows:
         lines.append(f"  {r['target']:{width}} {r['timed µs']} µs over {r['nodes timed']} · costliest: "
                      f"{r['costliest nodes']}")
-    return "\n".join(lines)
+    return "\n".join(visible(line) for line in lines)        # node names and the CPU's name: not xc's text
 
 
 def checklist_table(report: dict) -> str:
@@ -864,7 +925,7 @@ def checklist_table(report: dict) -> str:
         for i in items:
             if i["verdict"] in ("fail", "warn"):
                 lines.append(f"{'':{width}} ({i['id']}) {i['detail']}")
-    return "\n".join(lines)
+    return "\n".join(visible(line) for line in lines)        # details quote node and output names
 
 
 if __name__ == "__main__":

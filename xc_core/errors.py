@@ -137,7 +137,29 @@ def first_line(e: BaseException, limit: int = 200) -> str:
     return type(e).__name__
 
 
-def printable_line(text: str) -> str:
-    """`text` (a model's or file's name) as one printable line: whitespace runs become one space and anything
-    else unprintable (a terminal escape) becomes "?", so a name cannot break a log line or drive a terminal."""
-    return "".join(ch if ch.isprintable() else "?" for ch in " ".join(str(text).split()))
+# --- showing text xc did not write --------------------------------------------------------------------------------
+import unicodedata as _unicodedata
+
+# Characters that act instead of showing: C0 and C1 controls and DEL (Cc: an ESC starts a terminal sequence that
+# clears the screen or sets the window title, BEL rings, CR overwrites the line, NUL ends Graphviz's input), format
+# characters (Cf: a right-to-left override reorders what follows, zero-width spaces and joiners hide), lone
+# surrogates (Cs) and the line and paragraph separators (Zl, Zp) that editors and some terminals break lines at.
+_UNSEEN = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+def visible(text) -> str:
+    """Text from a model, a file, a manifest or a library (names, messages) as it reads: every character that would
+    act rather than show is written as its Python escape (\\x1b, \\x07, \\n, \\u202e), so what reaches a terminal, a
+    Markdown or HTML report or a drawing is only text. The one rule for all of them: the CLI, report.md/.html,
+    matrix.md/.html, the diffs and the topology drawings call this."""
+    text = str(text)
+    if text.isascii() and text.isprintable():      # the usual case, at no cost
+        return text
+    return "".join(repr(c)[1:-1] if _unicodedata.category(c) in _UNSEEN else c for c in text)
+
+
+def printable_line(text) -> str:
+    """`text` (a model's or file's name, an error) as one printable line: whitespace runs (newlines, tabs) become one
+    space and every other character that would act is shown as an escape (`visible`), so a name can neither break
+    a log line nor drive the terminal."""
+    return visible(" ".join(str(text).split()))

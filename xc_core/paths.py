@@ -41,6 +41,53 @@ def sweep_scratch() -> int:
     return removed
 
 
+WORK_DIR = "work"           # a run folder's worker job folders, removed when the run ends
+_WORK_OWNER = ".owner"      # in it: "PID START-TIME" of the process whose run it is
+
+
+def claim_work_dir(run_dir: str) -> str:
+    """run_dir/work for this process's run, with its owner written in it. One left by a run that was killed before
+    it could remove it (kill -9, a lost machine) is removed first (`sweep_stale_work`); one a live run is using is
+    refused in one line, since two runs in one folder would write over each other's job folders."""
+    from .errors import XcInputError, printable_line
+    work = os.path.join(run_dir, WORK_DIR)
+    owner = sweep_stale_work(run_dir)
+    if owner is not None:
+        raise XcInputError(f"{printable_line(run_dir)}: another xc run (process {owner}) is writing into this folder "
+                           "— wait for it to finish, or write elsewhere")
+    os.makedirs(work, exist_ok=True)
+    write_text_atomic(os.path.join(work, _WORK_OWNER), _process_identity(os.getpid()) or str(os.getpid()))
+    return work
+
+
+def sweep_stale_work(run_dir: str) -> int | None:
+    """Remove run_dir/work when the run that made it is gone (or unknown: an older xc wrote no owner). Returns the
+    pid of the live process whose it is, else None."""
+    work = os.path.join(run_dir, WORK_DIR)
+    if not os.path.isdir(work):
+        return None
+    try:
+        with open(os.path.join(work, _WORK_OWNER)) as f:
+            owner = f.read().strip()
+    except OSError:
+        owner = ""
+    pid = owner.split()[0] if owner else ""
+    if pid.isdigit() and _process_identity(int(pid)) == owner:
+        return int(pid)
+    shutil.rmtree(work, ignore_errors=True)
+    return None
+
+
+def _process_identity(pid: int) -> str | None:
+    """"PID START-TIME" of a live process (the start time tells it from a later process given the same pid), or
+    None when there is no such process."""
+    import psutil
+    try:
+        return f"{pid} {psutil.Process(pid).create_time():.3f}"
+    except psutil.Error:
+        return None
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -7,6 +7,12 @@ there to poll. A finished report goes into the RunStore, so re-opening a model a
 refusal (bad input) is remembered in memory so clicking through pages does not analyse a bad file again. When the
 store cannot keep runs (its index cannot be opened: xc_core.store says why, once), finished reports are kept in
 memory instead, the most recent MAX_KEPT_IN_MEMORY of them, so the dashboard still works, only without history.
+
+Two bounds keep one server usable by many people: analyses run at most `concurrent_analyses()` at once (the machine's
+cores, or XC_CONCURRENT_ANALYSES), the rest wait their turn in the order they were asked for (`queue_position` is
+exact); and one browser session has at most `session_analyses()` analyses of its own queued or running (2, or
+XC_SESSION_ANALYSES), so clicking through targets cannot fill the queue — one more is refused in one line
+(SessionBusy). Joining an analysis that is already under way costs nothing and is never refused.
 """
 from __future__ import annotations
 
@@ -26,6 +32,7 @@ from .store import RunStore, StoreUnavailable, say_once
 QUEUED, RUNNING, DONE, REFUSED, FAILED = "queued", "running", "done", "refused", "failed"
 MAX_REMEMBERED_REFUSALS = 256
 MAX_KEPT_IN_MEMORY = 16     # finished reports held when the store cannot keep them (each can be tens of MB)
+DEFAULT_SESSION_ANALYSES = 2    # a session's own analyses queued or running at once (XC_SESSION_ANALYSES)
 # What a model upload's main file may be called when it comes with other files; the others are its data.
 MODEL_EXTENSIONS = (".onnx", ".pt2", ".pt", ".pth", ".jit", ".ptl", ".safetensors", ".mlmodel", ".zip", ".tflite")
 DATA_EXTENSIONS = (".data", ".onnx_data")     # what exporters name external data (.bin is a model's name too)
@@ -117,6 +124,40 @@ def take_upload(named: list[tuple[str, bytes]], limits=None) -> Upload:
     return Upload(files, model, digest)
 
 
+def _bound_from_env(name: str, default: int) -> int:
+    """A whole number of at least 1 from the environment; anything else is said once in the server's log, and the
+    default is used (a server started with a typo still serves)."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        if int(text) >= 1:
+            return int(text)
+    except ValueError:
+        pass
+    say_once(f"{name}={text!r} is not a whole number of at least 1; using {default}")
+    return default
+
+
+def concurrent_analyses() -> int:
+    """How many analyses a server runs at once: XC_CONCURRENT_ANALYSES, else the cores this process may use (an
+    analysis's targets compile in worker processes, so more at once would only share the same cores)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:      # no affinity call on this platform
+        cores = os.cpu_count() or 1
+    return _bound_from_env("XC_CONCURRENT_ANALYSES", max(1, cores))
+
+
+def session_analyses() -> int:
+    """How many analyses of its own one browser session may have queued or running (XC_SESSION_ANALYSES)."""
+    return _bound_from_env("XC_SESSION_ANALYSES", DEFAULT_SESSION_ANALYSES)
+
+
+class SessionBusy(XcInputError):
+    """A session asked for another analysis while its bound's worth of its own are still queued or running."""
+
+
 @dataclass
 class Analysis:
     key: str
@@ -127,6 +168,8 @@ class Analysis:
     needs_shapes: list = field(default_factory=list)
     submitted: float = field(default_factory=time.time)
     finished: threading.Event = field(default_factory=threading.Event)
+    session: str | None = None                   # the browser session that started it (its per-session bound)
+    user: str | None = None                      # who started it, recorded with the run (a dashboard's sign-in)
 
     @property
     def active(self) -> bool:
@@ -183,12 +226,17 @@ def shared_service() -> "AnalysisService":
 class AnalysisService:
     _instances: "weakref.WeakSet[AnalysisService]" = weakref.WeakSet()
 
-    def __init__(self, store: RunStore | None = None, max_concurrent: int | None = None):
+    def __init__(self, store: RunStore | None = None, max_concurrent: int | None = None,
+                 per_session: int | None = None):
         AnalysisService._instances.add(self)
         self.store = store or RunStore()
-        n = max_concurrent or int(os.environ.get("XC_CONCURRENT_ANALYSES", "2"))
-        self._slots = threading.BoundedSemaphore(max(1, n))
+        self.max_concurrent = max(1, max_concurrent or concurrent_analyses())
+        self.per_session = max(1, per_session or session_analyses())
         self._lock = threading.Lock()
+        # Analyses waiting for a slot, first asked first served; a finished analysis wakes the next in line.
+        self._waiting: collections.deque[Analysis] = collections.deque()
+        self._running = 0
+        self._turn = threading.Condition(self._lock)
         self._active: dict[str, Analysis] = {}
         self._refused: collections.OrderedDict[str, Analysis] = collections.OrderedDict()
         self._kept: collections.OrderedDict[str, Analysis] = collections.OrderedDict()
@@ -226,15 +274,26 @@ class AnalysisService:
         a.finished.set()
         return a
 
-    def submit(self, key: str, spec: str | None, files: dict[str, bytes] | None = None, **kwargs) -> Analysis:
+    def submit(self, key: str, spec: str | None, files: dict[str, bytes] | None = None, *,
+               session: str | None = None, user: str | None = None, **kwargs) -> Analysis:
         """Start (or join) the analysis of `key`. `spec` is `sample:NAME`, or None with `files`: an upload's
-        bytes by file name, written to a scratch folder for the run (kwarg "inputs_npz" names one of them)."""
+        bytes by file name, written to a scratch folder for the run (kwarg "inputs_npz" names one of them).
+        `session` names the browser session asking (None: the server itself, unbounded); a session that already has
+        `per_session` analyses of its own queued or running gets SessionBusy. `user` is recorded with the run."""
         with self._lock:
             a = self._active.get(key)
             if a is not None:
                 return a
+            if session is not None:
+                own = sum(1 for b in self._active.values() if b.session == session and b.active)
+                if own >= self.per_session:
+                    raise SessionBusy(
+                        f"this browser session already has {own} analyses queued or running, the most one session "
+                        f"may have (XC_SESSION_ANALYSES={self.per_session} where the dashboard server is started): "
+                        "ask again once one of them has finished")
             self._refused.pop(key, None)
-            a = self._active[key] = Analysis(key)
+            a = self._active[key] = Analysis(key, session=session, user=user)
+            self._waiting.append(a)
         threading.Thread(target=self._run, args=(a, spec, files or {}, kwargs), name=f"xc-analysis-{key[:8]}",
                          daemon=True).start()
         return a
@@ -248,57 +307,69 @@ class AnalysisService:
                 self._active.pop(key)
 
     def queue_position(self, a: Analysis) -> int:
+        """How many analyses will start before this queued one (0 once it runs)."""
         with self._lock:
-            return sum(1 for b in self._active.values() if b.state == QUEUED and b.submitted < a.submitted)
+            return next((i for i, b in enumerate(self._waiting) if b is a), 0)
+
+    def _take_slot(self, a: Analysis) -> None:
+        """Wait until `a` is first in line and a slot is free, then take the slot."""
+        with self._turn:
+            while self._waiting[0] is not a or self._running >= self.max_concurrent:
+                self._turn.wait()
+            self._waiting.popleft()
+            self._running += 1
+            a.state = RUNNING
+            self._turn.notify_all()     # the next in line may start too, when another slot is free
 
     def _run(self, a: Analysis, spec, files: dict, kwargs: dict) -> None:
         from .api import analyze
         upload_dir = run_dir = None
-        with self._slots:
-            a.state = RUNNING
+        self._take_slot(a)
+        try:
+            if files:
+                upload_dir = scratch_dir("upload")
+                paths = {}
+                for name, data in files.items():
+                    # the page sanitises upload names; a base name here all the same (never a path out)
+                    safe = os.path.basename(str(name).replace("\\", "/")).lstrip(".") or "upload"
+                    paths[name] = os.path.join(upload_dir, safe)
+                    with open(paths[name], "wb") as f:
+                        f.write(data)
+                spec = paths[kwargs.pop("model_file")]
+                if kwargs.get("inputs_npz"):
+                    kwargs["inputs_npz"] = paths[kwargs["inputs_npz"]]
+            run_dir = scratch_dir("dashboard-run")
+            report = analyze(spec, out_dir=run_dir, progress=a.events.append, **kwargs)
+            # The run folder goes; its files (artifacts/…, as report.json names them) are in the store.
+            report.setdefault("run", {})["key"] = a.key
             try:
-                if files:
-                    upload_dir = scratch_dir("upload")
-                    paths = {}
-                    for name, data in files.items():
-                        # the page sanitises upload names; a base name here all the same (never a path out)
-                        safe = os.path.basename(str(name).replace("\\", "/")).lstrip(".") or "upload"
-                        paths[name] = os.path.join(upload_dir, safe)
-                        with open(paths[name], "wb") as f:
-                            f.write(data)
-                    spec = paths[kwargs.pop("model_file")]
-                    if kwargs.get("inputs_npz"):
-                        kwargs["inputs_npz"] = paths[kwargs["inputs_npz"]]
-                run_dir = scratch_dir("dashboard-run")
-                report = analyze(spec, out_dir=run_dir, progress=a.events.append, **kwargs)
-                # The run folder goes; its files (artifacts/…, as report.json names them) are in the store.
-                report.setdefault("run", {})["key"] = a.key
-                try:
-                    self.store.put(a.key, report, run_dir, origin="dashboard")
-                except OSError as e:       # the store cannot keep it (unavailable, a full disk): not lost
-                    say_once(str(e) if isinstance(e, StoreUnavailable) else
-                             f"the run store at {self.store.root} could not keep a run ({e.strerror or e}); "
-                             "finished reports are held in memory until the server stops")
-                    with self._lock:
-                        self._kept[a.key] = a
-                        while len(self._kept) > MAX_KEPT_IN_MEMORY:
-                            self._kept.popitem(last=False)
-                a.report, a.state = report, DONE
-            except XcInputError as e:
-                a.error, a.state = e.for_dashboard(), REFUSED
-                a.needs_shapes = list(e.inputs) if e.fix == "shapes" else []
-            except Exception as e:  # noqa: BLE001 — a bug in xc: shown as one line, never a traceback
-                text = str(e).strip().splitlines()
-                a.error, a.state = f"internal error: {type(e).__name__}: {text[0][:300] if text else ''}", FAILED
-            finally:
-                for d in (upload_dir, run_dir):
-                    if d:
-                        shutil.rmtree(d, ignore_errors=True)
+                self.store.put(a.key, report, run_dir, origin="dashboard", user=a.user)
+            except OSError as e:       # the store cannot keep it (unavailable, a full disk): not lost
+                say_once(str(e) if isinstance(e, StoreUnavailable) else
+                         f"the run store at {self.store.root} could not keep a run ({e.strerror or e}); "
+                         "finished reports are held in memory until the server stops")
                 with self._lock:
-                    if a.state == REFUSED:
-                        self._refused[a.key] = a
-                        while len(self._refused) > MAX_REMEMBERED_REFUSALS:
-                            self._refused.popitem(last=False)
-                    if a.state != FAILED:   # a failure stays visible until forgotten (a retry)
-                        self._active.pop(a.key, None)
-                a.finished.set()
+                    self._kept[a.key] = a
+                    while len(self._kept) > MAX_KEPT_IN_MEMORY:
+                        self._kept.popitem(last=False)
+            a.report, a.state = report, DONE
+        except XcInputError as e:
+            a.error, a.state = e.for_dashboard(), REFUSED
+            a.needs_shapes = list(e.inputs) if e.fix == "shapes" else []
+        except Exception as e:  # noqa: BLE001 — a bug in xc: shown as one line, never a traceback
+            text = str(e).strip().splitlines()
+            a.error, a.state = f"internal error: {type(e).__name__}: {text[0][:300] if text else ''}", FAILED
+        finally:
+            for d in (upload_dir, run_dir):
+                if d:
+                    shutil.rmtree(d, ignore_errors=True)
+            with self._lock:
+                if a.state == REFUSED:
+                    self._refused[a.key] = a
+                    while len(self._refused) > MAX_REMEMBERED_REFUSALS:
+                        self._refused.popitem(last=False)
+                if a.state != FAILED:   # a failure stays visible until forgotten (a retry)
+                    self._active.pop(a.key, None)
+                self._running -= 1
+                self._turn.notify_all()
+            a.finished.set()

@@ -1,7 +1,8 @@
 """Runs that persist: an embedded store of every analysis (report, inputs, artifacts) under xc's data folder.
 
     $XC_HOME (default: the user data dir, e.g. ~/.local/share/xc)
-      runs.sqlite       the index: one row per run: key, when, size, source, targets, and a manifest path -> hash
+      runs.sqlite       the index: one row per run: key, when, size, source, targets, who started it (a dashboard
+                        with sign-in), and a manifest path -> hash
       records/<key>.json  the same row as JSON, one file per run: what the index is rebuilt from
       objects/ab/abcd…  every file of every run, stored once by its sha256 (a re-run shares unchanged files)
       fleets/<id>.json  the matrices `xc batch` wrote (their cells are runs of this store), for the Fleet page
@@ -44,13 +45,14 @@ CREATE TABLE IF NOT EXISTS runs (
     bytes INTEGER NOT NULL,
     source_name TEXT, source_sha256 TEXT, targets TEXT, status TEXT,
     manifest TEXT NOT NULL,
-    summary TEXT
+    summary TEXT,
+    user TEXT
 );
 """
 REPORT_FILE = "report.json"
 INDEX_FILE, RECORDS_DIR, OBJECTS_DIR, FLEETS_DIR = "runs.sqlite", "records", "objects", "fleets"
 _COLUMNS = ("key", "created", "last_used", "bytes", "source_name", "source_sha256", "targets", "status", "manifest",
-            "summary")
+            "summary", "user")
 # A report object bigger than this is not parsed when recovering a store without records (memory, not taste).
 MAX_RECOVER_BYTES = 512 << 20
 
@@ -206,11 +208,12 @@ class RunStore:
         return dest
 
     def runs(self) -> list[dict]:
-        """Every run, newest first: key, created, last_used, bytes, source_name, source_sha256, targets, status
-        and summary (origin, targets ok / failed, checklist verdict counts). A run whose report is gone from
-        objects/ leaves the store here."""
+        """Every run, newest first: key, created, last_used, bytes, source_name, source_sha256, targets, status,
+        summary (origin, targets ok / failed, checklist verdict counts) and user (who started it on a dashboard
+        that requires sign-in; None for the CLI, an open dashboard, or a run stored before users were recorded). A
+        run whose report is gone from objects/ leaves the store here."""
         cols = ("key", "created", "last_used", "bytes", "source_name", "source_sha256", "targets", "status",
-                "summary")
+                "summary", "user")
         from .report.sidecar import SIDECAR_FILE
         rows = self._sql(lambda db: _select_with_report(db, cols), default=[])
         out = []
@@ -258,9 +261,11 @@ class RunStore:
         return sorted(out, key=lambda e: -float(e.get("saved") or 0))
 
     # -- writing ----------------------------------------------------------------------------------------------
-    def put(self, key: str, report: dict, run_dir: str | None = None, origin: str = "cli") -> None:
+    def put(self, key: str, report: dict, run_dir: str | None = None, origin: str = "cli",
+            user: str | None = None) -> None:
         """Store the report and every file of run_dir (its inputs, capture, artifacts), then commit the run.
-        `origin`: where it came from (the CLI, the dashboard, or a report.json imported without its files).
+        `origin`: where it came from (the CLI, the dashboard, or a report.json imported without its files);
+        `user`: who started it, where the dashboard knows (its signed-in user's email, else their subject id).
         Raises StoreUnavailable (an OSError) when the store cannot keep runs here."""
         with self._lock:
             self._follow_replacement()
@@ -287,7 +292,7 @@ class RunStore:
         if side is not None:
             manifest[SIDECAR_FILE], n = self._add_bytes(encode(side))
             size += n
-        row = _row(key, report, manifest, size, origin, time.time())
+        row = _row(key, report, manifest, size, origin, time.time(), user)
         # The record before the index row: a crash between the two leaves a complete run that a rebuild restores.
         self._write_record(row)
         self._sql(lambda db: _insert(db, row), write=True)
@@ -408,9 +413,10 @@ class RunStore:
                 raise _Damaged(f"a database of something else, with tables {', '.join(tables)[:120]}")
             db.executescript(_SCHEMA)
             columns = {row[1] for row in db.execute("PRAGMA table_info(runs)")}
-            if "summary" not in columns:     # a store written before run summaries existed
-                db.execute("ALTER TABLE runs ADD COLUMN summary TEXT")
-                columns.add("summary")
+            for column in ("summary", "user"):     # a store written before run summaries / users existed
+                if column not in columns:
+                    db.execute(f"ALTER TABLE runs ADD COLUMN {column} TEXT")
+                    columns.add(column)
             missing = [c for c in _COLUMNS if c not in columns]
             if missing:
                 raise _Damaged(f"its runs table has no {', '.join(missing)} column")
@@ -630,7 +636,7 @@ class RunStore:
         row = {c: data.get(c) for c in _COLUMNS}
         row["last_used"] = row["last_used"] if isinstance(row["last_used"], (int, float)) else created
         row["summary"] = row["summary"] if isinstance(row["summary"], dict) else {}
-        for c in ("source_name", "source_sha256", "targets", "status"):
+        for c in ("source_name", "source_sha256", "targets", "status", "user"):
             row[c] = row[c] if isinstance(row[c], str) else None
         return row
 
@@ -677,12 +683,13 @@ class RunStore:
         return manifest if isinstance(manifest, dict) else None
 
 
-def _row(key: str, report: dict, manifest: dict, size: int, origin: str, created: float) -> dict:
+def _row(key: str, report: dict, manifest: dict, size: int, origin: str, created: float,
+         user: str | None = None) -> dict:
     src = report.get("source") or {}
     status = ",".join(sorted({t["status"] for t in (report.get("targets") or {}).values()}))
     return {"key": key, "created": created, "last_used": created, "bytes": size, "source_name": src.get("name"),
             "source_sha256": src.get("sha256"), "targets": ",".join(report.get("targets") or {}), "status": status,
-            "manifest": manifest, "summary": run_summary(report, origin)}
+            "manifest": manifest, "summary": run_summary(report, origin), "user": user}
 
 
 def _select_with_report(db: sqlite3.Connection, cols: tuple) -> list:

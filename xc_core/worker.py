@@ -341,22 +341,38 @@ def _start(ctx, job: Job) -> _Running:
     recv, send = ctx.Pipe(duplex=False)
     # The parent gives the child its environment and decides on Landlock: the forkserver's own environment is
     # as old as the forkserver (XC_HOME, XC_LANDLOCK or thread settings may have changed since).
-    proc = ctx.Process(target=_child_main, name=f"xc-{job.name}", daemon=True,
-                       args=(job, send, stderr_path, _job_environment(job.workdir), landlock_status()["abi"]))
+    env, abi = _job_environment(job.workdir), landlock_status()["abi"]
     with _clean_spawns():
+        server = _forkserver_pid()
+        proc = ctx.Process(target=_child_main, name=f"xc-{job.name}", daemon=True,
+                           args=(job, send, stderr_path, env, abi, server))
         proc.start()
     send.close()
     return _Running(proc, recv, job, stderr_path)
 
 
+def _forkserver_pid() -> int | None:
+    """The forkserver's pid, starting it first if it is not running: the child it forks checks that its parent is
+    still that process once it has asked to die with it (`_die_with_parent`)."""
+    from multiprocessing import forkserver
+    forkserver.ensure_running()
+    return getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+
+
 # ------------------------------------------------------------------------------------------------- child ----
-def _child_main(job: Job, conn, stderr_path: str, env: dict, landlock_abi: int) -> None:
+def _child_main(job: Job, conn, stderr_path: str, env: dict, landlock_abi: int, forkserver_pid: int | None) -> None:
     os.setsid()   # its own process group: a kill takes whatever it started too
+    _die_with_parent(forkserver_pid)
     try:
         os.nice(WORKER_NICENESS)
     except OSError:
         pass
-    fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    except OSError:
+        # The job folder is gone: the run that asked for this job was interrupted (Ctrl-C) between starting it and
+        # learning its pid, and removed its scratch. Nobody waits for a result; say nothing on the CLI's stderr.
+        os._exit(1)
     os.dup2(fd, 2)
     os.close(fd)
     import faulthandler
@@ -397,6 +413,57 @@ def _child_main(job: Job, conn, stderr_path: str, env: dict, landlock_abi: int) 
                                     "traceback": traceback.format_exc(limit=8)}).encode())
     finally:
         conn.close()
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(forkserver_pid: int | None) -> None:
+    """End this worker, and whatever it started, when its parent ends.
+
+    A worker's parent is the forkserver, which exits when the process that started it is gone — the CLI however
+    it ended (Ctrl-C, SIGTERM, kill -9, a crash) or the dashboard's server — once no worker holds a copy of its
+    "alive" pipe: every forked child inherits one, which would keep the forkserver (and so its workers) running to
+    the end of their jobs. The worker lets go of its copy and asks the kernel for SIGHUP when the forkserver exits
+    (PR_SET_PDEATHSIG); SIGHUP then kills the worker's process group. A thread woken by the signal does it (the main
+    thread may be deep in a runtime's native code, where a Python handler would wait), and the handler too. If the
+    forkserver died before the request was in place, no signal would ever come: the worker ends at once."""
+    from multiprocessing import forkserver
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.signal(signal.SIGHUP, lambda signum, frame: _kill_own_group())
+    signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)     # the C-level handler writes each signal's number
+    threading.Thread(target=_on_hangup, args=(wake_r,), name="xc-parent-watch", daemon=True).start()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(ctypes.c_int(_PR_SET_PDEATHSIG), ctypes.c_ulong(signal.SIGHUP), ctypes.c_ulong(0),
+                   ctypes.c_ulong(0), ctypes.c_ulong(0))
+    except (OSError, AttributeError):       # no prctl (not Linux): the worker ends with its job, or its limit
+        return
+    if forkserver_pid is not None and os.getppid() != forkserver_pid:
+        _kill_own_group()
+    server = getattr(forkserver, "_forkserver", None)
+    alive = getattr(server, "_forkserver_alive_fd", None)
+    if alive is not None:
+        with contextlib.suppress(OSError):
+            os.close(alive)
+        server._forkserver_alive_fd = None      # a worker that uses multiprocessing starts a forkserver of its own
+
+
+def _on_hangup(wake_r: int) -> None:
+    while True:
+        got = os.read(wake_r, 64)
+        if not got or signal.SIGHUP in got:
+            _kill_own_group()
+
+
+def _kill_own_group() -> None:
+    """SIGKILL to the worker's process group (it leads one since setsid, so never the group of the process that
+    started it), the worker included."""
+    if os.getpgrp() == os.getpid():
+        with contextlib.suppress(OSError):
+            os.killpg(os.getpid(), signal.SIGKILL)
+    os._exit(1)
 
 
 def _json_default(o):
@@ -445,8 +512,10 @@ def _clean_spawns():
 
     def spawn(path, args, passfds):
         import subprocess
+        # In a session of its own: a Ctrl-C at the terminal goes to the CLI's process group, and the forkserver,
+        # importing torch for seconds before it ignores SIGINT, would print a traceback of its own.
         p = subprocess.Popen(list(args), executable=path, pass_fds=tuple(sorted(map(int, passfds))), close_fds=True,
-                             env=_job_environment(None), restore_signals=False)
+                             env=_job_environment(None), restore_signals=False, start_new_session=True)
         _SPAWNED.append(p)   # multiprocessing waits for this pid itself: a dropped Popen would let subprocess reap it
         return p.pid
     with _SPAWN_LOCK:

@@ -23,15 +23,17 @@ TIME_BUCKETS = (1.1, 1.2, 1.5, 2.0, 5.0)
 
 
 def looks_like_matrix(ref: str) -> bool:
-    """A batch folder, or a file that opens with the matrix schema (matrix.json, or a copy under another name)."""
+    """A batch folder, or a file that opens with the matrix schema (matrix.json, or a copy under another name).
+    Only a regular file is opened (a FIFO would block, /dev/zero never end): anything else is not a matrix, and
+    reading it as a run refuses it in one line."""
+    from ..safe_files import read_regular
     if os.path.isdir(ref):
-        return os.path.isfile(os.path.join(ref, MATRIX_FILE))
+        return os.path.lexists(os.path.join(ref, MATRIX_FILE))
     if not os.path.isfile(ref):
         return False
     try:
-        with open(ref, "rb") as f:
-            head = f.read(256)
-    except OSError:
+        head = read_regular(ref, root=os.path.dirname(os.path.abspath(ref)), head=256)
+    except XcInputError:
         return False
     return f'"schema": "{SCHEMA}"'.encode() in head or f'"schema":"{SCHEMA}"'.encode() in head
 
@@ -137,22 +139,25 @@ def _run_diffs(model: str, base: tuple[dict, str, dict], new: tuple[dict, str, d
 
 def _report(run: str | None, row: dict, folder: str) -> dict | None:
     """One of a model's runs' report: from the runs/ folder beside the matrix (the row names each run's report
-    there), else from the run store by its id; None if neither has it."""
-    from ..review.runs import load_run
+    there), else from the run store by its id; None if neither has it. A report that is there is read as any
+    report.json is (review/runs.py: bad input refused in one line), and only from inside the matrix's folder."""
+    from ..review.runs import from_store, load_run
+    from ..safe_files import is_inside
+    from ..store import RunStore
     paths = dict(row.get("runs") or {})
     if row.get("report") and (run is None or run == row.get("run")):
         paths.setdefault(run, row["report"])
     rel = paths.get(run)
     if rel:
-        path = os.path.normpath(os.path.join(folder, rel))
-        if path.startswith(os.path.abspath(folder) + os.sep) and os.path.isfile(path):
-            try:
-                return load_run(path).report
-            except XcInputError:
-                pass
+        path = os.path.join(folder, *rel.split("/"))      # parse_matrix checked it: runs/…/report.json
+        if os.path.lexists(path):
+            if not is_inside(folder, path):
+                raise XcInputError(f"{printable_line(rel)}: a symlink out of the batch folder {printable_line(folder)}"
+                                   " — not read (xc batch never writes one)")
+            return load_run(path).report
     if run:
         try:
-            return load_run(run).report
+            return from_store(run, RunStore()).report
         except XcInputError:
             return None
     return None
@@ -242,28 +247,33 @@ def change_lines(d: dict) -> list[str]:
 
 
 def diff_text(d: dict, regs: list[dict] | None) -> str:
-    out = [f"fleet diff: {d['base']['manifest']} ({d['base']['created_at']}) → {d['new']['manifest']} "
-           f"({d['new']['created_at']}); {len(d['cells'])} cells in both, {len(d['run_diffs'])} model(s) compared "
-           "run by run"]
+    """The fleet diff for a terminal or a CI log: the two matrices' manifests, models, targets and errors each one
+    printable line (`printable_line`)."""
+    show = printable_line
+    out = [f"fleet diff: {show(d['base']['manifest'])} ({show(d['base']['created_at'])}) → "
+           f"{show(d['new']['manifest'])} ({show(d['new']['created_at'])}); {len(d['cells'])} cells in both, "
+           f"{len(d['run_diffs'])} model(s) compared run by run"]
     changes = change_lines(d)
-    out += [f"  {line}" for line in changes] or ["  no change in any cell"]
+    out += [f"  {show(line)}" for line in changes] or ["  no change in any cell"]
     if regs is not None:
         out.append(f"gate: {len(regs)} regression(s)" if regs else "gate: nothing regressed")
-        out += [f"  {printable_line(r['model'])} × {r['target']}: [{r['rule']}] {r['what']}" for r in regs]
+        out += [f"  {show(r['model'])} × {show(r['target'])}: [{show(r['rule'])}] {show(r['what'])}" for r in regs]
     return "\n".join(out) + "\n"
 
 
 def diff_markdown(d: dict, regs: list[dict] | None) -> str:
-    from .render import _md
-    out = [f"## xc fleet diff — {_md(d['new']['manifest'] or '')}", "",
+    """The fleet diff as Markdown (a PR comment, the job summary): names and messages inert (review/md_text.py)."""
+    from ..review.md_text import code, text
+    out = [f"## xc fleet diff — {text(d['new']['manifest'] or '')}", "",
            f"{len(d['cells'])} cells in both matrices; {len(d['run_diffs'])} model(s) compared run by run."]
     if regs is not None:
         out += ["", f"**Gate: {len(regs)} regression(s)**" if regs else "**Gate: nothing regressed**"]
         if regs:
             out += ["", "| model | target | rule | what |", "|---|---|---|---|"]
-            out += [f"| {_md(r['model'])} | `{_md(r['target'])}` | {r['rule']} | {_md(r['what'])} |" for r in regs]
+            out += [f"| {text(r['model'])} | {code(r['target'])} | {text(r['rule'])} | {text(r['what'])} |"
+                    for r in regs]
     changes = change_lines(d)
-    out += ["", "<details><summary>Changes</summary>", ""] + [f"- {_md(x)}" for x in changes] + ["", "</details>"] \
+    out += ["", "<details><summary>Changes</summary>", ""] + [f"- {text(x)}" for x in changes] + ["", "</details>"] \
         if changes else ["", "No change in any cell."]
     return "\n".join(out) + "\n"
 

@@ -16,11 +16,12 @@ matrix and its run folder.
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 from dataclasses import dataclass, field
 
-from ..errors import XcInputError
+from ..errors import XcInputError, printable_line
 
 MODEL_KEYS = ("source", "name", "inputs", "shape", "dim", "value", "range", "options")
 MAX_MODELS = 10_000
@@ -56,11 +57,14 @@ class Manifest:
 
 
 def read_manifest(path: str) -> Manifest:
-    """The manifest at `path`; anything wrong with it raises XcInputError naming the line or entry."""
+    """The manifest at `path`; anything wrong with it raises XcInputError naming the line or entry. The manifest is
+    read only as a regular file inside its folder, and a model or inputs path it names that is a special file
+    (a /proc entry, a device, a FIFO, a socket) is refused (safe_files); a folder manifest lists regular files
+    only."""
     if os.path.isdir(path):
         models = _folder(path)
         targets = None
-    elif os.path.isfile(path):
+    elif os.path.lexists(path):
         text = _read_text(path)
         if path.lower().endswith((".yaml", ".yml")):
             models, targets = _yaml(path, text)
@@ -72,7 +76,28 @@ def read_manifest(path: str) -> Manifest:
         raise XcInputError(f"{path}: lists no models (accepted: {ACCEPTED})")
     if len(models) > MAX_MODELS:
         raise XcInputError(f"{path}: lists {len(models):,} models; at most {MAX_MODELS:,} in one batch")
+    for number, m in enumerate(models, 1):
+        _check_not_special(m.source, path, number, "model")
+        if m.inputs:
+            _check_not_special(m.inputs, path, number, "inputs")
     return Manifest(path, _unique_names(models), targets)
+
+
+def _check_not_special(source: str, manifest: str, number: int, what: str) -> None:
+    """A path a manifest names that is there must be a regular file (or a folder: the analysis says what it
+    accepts); one that is not there is that model's error when the batch plans it."""
+    from ..safe_files import special_kind
+    if source.startswith("sample:") or not os.path.lexists(source):
+        return
+    real = os.path.realpath(source)
+    try:
+        st = os.stat(real)
+    except OSError:
+        return              # a symlink to nothing: as a missing file
+    kind = special_kind(st, real)
+    if kind and kind != "a folder":
+        raise XcInputError(f"{os.path.basename(manifest)} model {number}: {what} {printable_line(source)[:200]} is "
+                           f"{kind}, not a regular file (accepted: a model file, or sample:NAME)")
 
 
 def shard(models: list[FleetModel], index: int, count: int) -> list[FleetModel]:
@@ -90,18 +115,17 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 
 def _read_text(path: str) -> str:
-    size = os.path.getsize(path)
-    if size > MAX_MANIFEST_BYTES:
-        raise XcInputError(f"{os.path.basename(path)}: {size / 2**20:.1f} MiB is too big for a manifest "
-                           f"(at most {MAX_MANIFEST_BYTES >> 20} MiB; accepted: {ACCEPTED})")
+    from ..safe_files import read_regular
+    name = os.path.basename(path)
+    data = read_regular(path, root=os.path.dirname(os.path.abspath(path)), max_bytes=MAX_MANIFEST_BYTES, shown=path,
+                        too_big=lambda size: XcInputError(f"{name}: {size / 2**20:.1f} MiB is too big for a manifest "
+                                                          f"(at most {MAX_MANIFEST_BYTES >> 20} MiB; accepted: "
+                                                          f"{ACCEPTED})"))
     try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
+        return data.decode("utf-8-sig")        # an editor's byte-order mark is not part of the first line
     except UnicodeDecodeError:
-        raise XcInputError(f"{os.path.basename(path)}: not UTF-8 text — is it a model? Give a manifest "
-                           f"({ACCEPTED}), or analyse one model with xc analyze") from None
-    except OSError as e:
-        raise XcInputError(f"{path}: cannot read ({e.strerror})") from None
+        raise XcInputError(f"{name}: not UTF-8 text — is it a model? Give a manifest ({ACCEPTED}), or analyse one "
+                           "model with xc analyze") from None
 
 
 def _resolve(source: str, folder: str) -> str:
@@ -125,17 +149,29 @@ def _lines(path: str, text: str) -> list[FleetModel]:
 
 
 def _folder(path: str) -> list[FleetModel]:
-    names = sorted(n for n in os.listdir(path)
-                   if not n.startswith(".") and not n.lower().endswith(_NOT_MODELS)
-                   and os.path.isfile(os.path.join(path, n)))
-    return [FleetModel(name="", source=os.path.join(os.path.abspath(path), n)) for n in names]
+    """The folder's model files: its regular files (not its subfolders'); a symlink or special file there is
+    skipped with a warning (safe_files) — list such a model by its path in a text manifest instead."""
+    from ..safe_files import regular_files, warn_skipped
+    try:
+        names = os.listdir(path)
+    except OSError as e:
+        raise XcInputError(f"{path}: cannot list the folder ({e.strerror or type(e).__name__})") from None
+    not_models = tuple(n for n in names if n.startswith(".") or n.lower().endswith(_NOT_MODELS))
+    tree = regular_files(path, exclude_top=not_models, recursive=False)
+    if not tree.files and tree.skipped:     # nothing left to run: one refusal that says why, not a warning and then one
+        first = ", ".join(f"{printable_line(n)[:80]} ({why})" for n, why in list(tree.skipped.items())[:3])
+        raise XcInputError(f"{printable_line(path)}: lists no models — its {len(tree.skipped)} entr"
+                           f"{'y is' if len(tree.skipped) == 1 else 'ies are'} not regular files ({first}; symlinks "
+                           "are not followed: list such a model by its path in a text manifest)")
+    warn_skipped(path, tree.skipped)
+    return [FleetModel(name="", source=os.path.join(os.path.abspath(path), n)) for n in sorted(tree.files)]
 
 
 def _yaml(path: str, text: str) -> tuple[list[FleetModel], list[str] | None]:
     import yaml
     where = os.path.basename(path)
     try:
-        data = yaml.safe_load(text)       # plain data only: no tags that build objects
+        data = _load_yaml_bounded(text, where)   # plain data only: no tags that build objects
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         at = f" line {mark.line + 1}" if mark is not None else ""
@@ -229,3 +265,75 @@ def folder_name(name: str) -> str:
         import hashlib
         slug += "-" + hashlib.sha256(name.encode()).hexdigest()[:6]
     return slug
+
+
+# ---- YAML, bounded -----------------------------------------------------------------------------------------------
+# An alias is a reference: a few lines of nested anchors (&a [*b, *b, …]) stand for billions of values, and the
+# first str() or walk over them ("billion laughs") fills memory. The loader charges each alias the size of what it
+# stands for, and each node its own; past these budgets the manifest is refused in one line. A real manifest of
+# MAX_MODELS models with their flags stays far below them; a 4 MiB file without aliases cannot reach them.
+MAX_YAML_NODES = 1_000_000          # nodes, aliases expanded
+MAX_YAML_CHARS = 4 * MAX_MANIFEST_BYTES  # characters of scalars, aliases expanded
+MAX_YAML_ALIASES = 100_000
+MAX_YAML_DEPTH = 32
+
+
+def _load_yaml_bounded(text: str, where: str):
+    """The YAML document in `text` as plain data (SafeLoader: no tags that build objects), within the budgets."""
+    loader = _bounded_loader()(text, where)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+@functools.cache
+def _bounded_loader():
+    import yaml
+
+    class BoundedYamlLoader(yaml.SafeLoader):
+        """yaml.SafeLoader that counts what it composes, aliases expanded, and stops past the budgets above."""
+
+        def __init__(self, stream, where: str):
+            super().__init__(stream)
+            self.where = where
+            self.nodes = self.chars = self.aliases = self.depth = 0
+            self.anchored: dict[int, tuple[object, int, int]] = {}   # id(node) → (node, its nodes, its chars)
+
+        def compose_node(self, parent, index):
+            event = self.peek_event()
+            if isinstance(event, yaml.AliasEvent):
+                node = super().compose_node(parent, index)         # the anchored node (or undefined: an error)
+                self.aliases += 1
+                if self.aliases > MAX_YAML_ALIASES:
+                    self._refuse(event, f"too many aliases (more than {MAX_YAML_ALIASES:,})")
+                known = self.anchored.get(id(node))
+                if known is None:       # an alias inside its own anchor: a structure without end
+                    self._refuse(event, "too many aliases: an alias inside its own anchor (a recursive structure)")
+                self._charge(event, known[1], known[2], alias=True)
+                return node
+            self.depth += 1
+            if self.depth > MAX_YAML_DEPTH:
+                self._refuse(event, f"nested deeper than {MAX_YAML_DEPTH} levels")
+            nodes, chars = self.nodes, self.chars
+            node = super().compose_node(parent, index)
+            self.depth -= 1
+            self._charge(event, 1, len(node.value) if isinstance(node, yaml.ScalarNode) else 0)
+            if event.anchor is not None:
+                self.anchored[id(node)] = (node, self.nodes - nodes, self.chars - chars)
+            return node
+
+        def _charge(self, event, nodes: int, chars: int, alias: bool = False) -> None:
+            self.nodes += nodes
+            self.chars += chars
+            if self.nodes > MAX_YAML_NODES or self.chars > MAX_YAML_CHARS:
+                what = (f"more than {MAX_YAML_NODES:,} values" if self.nodes > MAX_YAML_NODES else
+                        f"more than {MAX_YAML_CHARS >> 20} Mi characters")
+                self._refuse(event, f"too many aliases: expanded they make {what} (a manifest lists its models; "
+                                    "an alias may repeat a few flags)" if alias else
+                             f"{what}; at most {MAX_YAML_NODES:,} values in a manifest")
+
+        def _refuse(self, event, what: str):
+            raise XcInputError(f"{self.where} line {event.start_mark.line + 1}: {what} (accepted: {ACCEPTED})")
+
+    return BoundedYamlLoader

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 
 from ..errors import XcInputError
@@ -152,40 +153,208 @@ def write_matrix(matrix: dict, out_dir: str) -> str:
 
 
 def read_matrix(ref: str) -> tuple[dict, str]:
-    """(matrix, its folder) from a batch's folder or its matrix.json; bad input raises XcInputError."""
+    """(matrix, its folder) from a batch's folder or its matrix.json; bad input raises XcInputError. The file is
+    read only if it is a regular file inside the folder it is in (safe_files)."""
+    from ..safe_files import read_regular
     path = os.path.join(ref, MATRIX_FILE) if os.path.isdir(ref) else ref
-    if not os.path.isfile(path):
+    if not os.path.lexists(path):
         raise XcInputError(f"{ref}: no {MATRIX_FILE} there (accepted: a folder written by xc batch --out, or its "
                            f"{MATRIX_FILE})")
-    if os.path.getsize(path) > MAX_MATRIX_BYTES:
-        raise XcInputError(f"{os.path.basename(path)}: bigger than {MAX_MATRIX_BYTES >> 20} MiB; not a matrix "
-                           "xc batch writes")
-    try:
-        with open(path, "rb") as f:
-            return parse_matrix(f.read(), os.path.basename(path)), os.path.dirname(os.path.abspath(path))
-    except OSError as e:
-        raise XcInputError(f"{path}: cannot read ({e.strerror})") from None
+    folder = os.path.dirname(os.path.abspath(path))
+    data = read_regular(path, root=folder, max_bytes=MAX_MATRIX_BYTES, shown=path,
+                        too_big=lambda size: XcInputError(f"{os.path.basename(path)}: bigger than "
+                                                          f"{MAX_MATRIX_BYTES >> 20} MiB; not a matrix xc batch "
+                                                          "writes"))
+    return parse_matrix(data, os.path.basename(path)), folder
+
+
+# What a matrix holds, checked field by field when it is read: every reader (the fleet diff and gate, the merge,
+# matrix.md/html, the Fleet page) can then take each field as the type it is written as.
+STATUSES = ("ok", "error", "unavailable", "skipped")
+ROW_STATUSES = ("ok", "error")
+MAX_DEPTH = 16                  # xc writes 5 levels; more is a crafted file (and Python's recursion needs a bound)
+MAX_FIGURE = 1e300              # a figure past this overflows the views' arithmetic (log scales, ratios)
+_RUN_ID = re.compile(r"[0-9a-f]{6,64}")
+# A report beside the matrix: runs/MODEL/report.json, or runs/MODEL/RUN/report.json for a run its cells were taken
+# from (fleet/batch.py); each part as folder_name() makes it, so no part is "." or "..".
+_REPORT_PATH = re.compile(r"runs/[A-Za-z0-9][A-Za-z0-9._-]{0,80}(/[A-Za-z0-9][A-Za-z0-9._-]{0,80})?/report\.json")
+_FIGURE_EXTRAS = {"worst_drift": "output", "time_us": "host_cpu"}
 
 
 def parse_matrix(data: bytes, name: str) -> dict:
-    """A matrix from bytes (a file, an upload); checked enough that every view can read it."""
+    """A matrix from bytes (a file, an upload), checked field by field (see `_check_matrix`); anything else raises
+    XcInputError naming the first problem in one line."""
+    from ..review.runs import deeper_than, lone_surrogate_in
     try:
-        m = json.loads(data)
+        # Decoded strictly here: json.loads would guess UTF-16/32 from bytes and take invalid UTF-8 as it comes.
+        m = json.loads(data.decode("utf-8-sig"))
+    except RecursionError:
+        raise XcInputError(f"{name}: nested deeper than an xc matrix (at most {MAX_DEPTH} levels); accepted: a "
+                           f"{MATRIX_FILE} written by xc batch") from None
     except (ValueError, UnicodeDecodeError):
         raise XcInputError(f"{name}: not JSON (accepted: a {MATRIX_FILE} written by xc batch)") from None
     if not isinstance(m, dict) or m.get("schema") != SCHEMA:
         raise XcInputError(f"{name}: not an xc matrix (schema {SCHEMA}); a report.json opens on History")
-    if not isinstance(m.get("models"), list) or not isinstance(m.get("cells"), list):
-        raise XcInputError(f"{name}: an xc matrix without its models or cells lists")
-    for c in m["cells"]:
-        if not isinstance(c, dict) or not isinstance(c.get("model"), str) or not isinstance(c.get("target"), str):
-            raise XcInputError(f"{name}: a cell without its model and target names")
-        for k in METRICS:
-            f = c.get(k)
-            if f is not None and (not isinstance(f, dict) or not isinstance(f.get("value"), (int, float))
-                                  or isinstance(f.get("value"), bool)):
-                raise XcInputError(f"{name}: cell {c['model']} × {c['target']}: {k} is not a figure")
+    if deeper_than(m, MAX_DEPTH):
+        raise XcInputError(f"{name}: nested deeper than an xc matrix (at most {MAX_DEPTH} levels); accepted: a "
+                           f"{MATRIX_FILE} written by xc batch")
+    if lone_surrogate_in(m, data):
+        raise XcInputError(f"{name}: holds a string that is not Unicode text (a lone surrogate, \\ud800-\\udfff); "
+                           f"accepted: a {MATRIX_FILE} written by xc batch")
+    problem = _check_matrix(m)
+    if problem:
+        raise XcInputError(f"{name}: not a matrix xc batch writes: {problem} (accepted: a {MATRIX_FILE} written "
+                           "by xc batch, unedited)")
     return m
+
+
+def matrix_problem(m) -> str | None:
+    """What makes `m` (already parsed: a matrix the run store kept) not a matrix xc batch writes, or None."""
+    if not isinstance(m, dict) or m.get("schema") != SCHEMA:
+        return f"not an xc matrix (schema {SCHEMA})"
+    return _check_matrix(m)
+
+
+def _shown(value) -> str:
+    from ..errors import printable_line
+    text = value if isinstance(value, str) else json.dumps(value)[:60]
+    return printable_line(text)[:60]
+
+
+def _check_matrix(m: dict) -> str | None:
+    """The first thing in `m` that is not as xc batch writes it, in words; None when every field is."""
+    if not isinstance(m.get("models"), list) or not isinstance(m.get("cells"), list):
+        return "no models or cells list"
+    for key in ("xc_version", "created_at", "manifest", "backend"):
+        if not _str_or_none(m.get(key)):
+            return f"{key} is not a string"
+    if "complete" in m and not isinstance(m["complete"], bool):
+        return "complete is not true or false"
+    targets = m.get("targets")
+    if targets is not None:
+        if not isinstance(targets, list) or not all(isinstance(t, str) and t for t in targets):
+            return "targets is not a list of target ids"
+        if len(set(targets)) != len(targets):
+            return "a target listed twice"
+    shards = m.get("shards")
+    if shards is not None and not (isinstance(shards, list) and all(
+            isinstance(s, dict) and _int(s.get("index")) and _int(s.get("count")) for s in shards)):
+        return "shards is not a list of {index, count}"
+    host = m.get("host")
+    if host is not None and not (isinstance(host, dict) and _str_or_none(host.get("cpu"))
+                                 and (host.get("cores") is None or _int(host.get("cores")))):
+        return "host is not {cpu, cores}"
+    if m.get("toolchains") is not None and not (isinstance(m["toolchains"], dict) and all(
+            _str_or_none(v) for v in m["toolchains"].values())):
+        return "toolchains is not {distribution: version}"
+    names = set()
+    for i, row in enumerate(m["models"]):
+        problem = _check_row(row)
+        if problem:
+            return f"models[{i}]: {problem}"
+        if row["name"] in names:
+            return f"model {_shown(row['name'])} listed twice"
+        names.add(row["name"])
+    keys = set()
+    for i, cell in enumerate(m["cells"]):
+        problem = _check_cell(cell)
+        if problem:
+            return f"cells[{i}]: {problem}"
+        if cell["model"] not in names:
+            return f"cells[{i}]: model {_shown(cell['model'])} has no row in models"
+        if (cell["model"], cell["target"]) in keys:
+            return f"two cells for {_shown(cell['model'])} × {_shown(cell['target'])}"
+        keys.add((cell["model"], cell["target"]))
+    return None
+
+
+def _check_row(row) -> str | None:
+    if not isinstance(row, dict):
+        return "not an object"
+    if not isinstance(row.get("name"), str) or not row["name"]:
+        return "no name"
+    for key in ("source", "sha256", "error", "node"):
+        if not _str_or_none(row.get(key)):
+            return f"{key} is not a string"
+    if not _run_or_none(row.get("run")):
+        return "run is not a run id"
+    if row.get("report") is not None and not _report_path(row["report"]):
+        return f"report {_shown(row['report'])} is not a runs/MODEL/report.json path"
+    runs = row.get("runs")
+    if runs is not None:
+        if not isinstance(runs, dict):
+            return "runs is not {run id: report path}"
+        for run, path in runs.items():
+            if not _RUN_ID.fullmatch(run) or not _report_path(path):
+                return f"runs has {_shown(run)}: {_shown(path)}, not a run id and its runs/…/report.json path"
+    if "status" in row and row["status"] not in ROW_STATUSES:
+        return f"status {_shown(row['status'])} (accepted: {', '.join(ROW_STATUSES)})"
+    if "cached" in row and not isinstance(row["cached"], bool):
+        return "cached is not true or false"
+    if row.get("seconds") is not None and _figure_problem(row["seconds"]):
+        return f"seconds {_figure_problem(row['seconds'])}"
+    return None
+
+
+def _check_cell(cell) -> str | None:
+    if not isinstance(cell, dict):
+        return "not an object"
+    for key in ("model", "target"):
+        if not isinstance(cell.get(key), str) or not cell[key]:
+            return f"no {key} name"
+    if cell.get("status") not in STATUSES:
+        return f"status {_shown(cell.get('status'))} (accepted: {', '.join(STATUSES)})"
+    for key in ("identity", "family", "error", "advice"):
+        if not _str_or_none(cell.get(key)):
+            return f"{key} is not a string"
+    if not _run_or_none(cell.get("run")):
+        return "run is not a run id"
+    if "cached" in cell and not isinstance(cell["cached"], bool):
+        return "cached is not true or false"
+    for metric in METRICS:
+        f = cell.get(metric)
+        if f is None:
+            continue
+        if not isinstance(f, dict) or not isinstance(f.get("evidence"), str):
+            return f"{metric} is not a figure {{value, evidence}}"
+        problem = _figure_problem(f.get("value"), whole=metric in ("fallbacks", "fusions"),
+                                  at_most=1.0 if metric == "accelerated_share" else MAX_FIGURE)
+        if problem:
+            return f"{metric} {problem}"
+        extra = _FIGURE_EXTRAS.get(metric)
+        if extra and not _str_or_none(f.get(extra)):
+            return f"{metric}'s {extra} is not a string"
+    return None
+
+
+def _str_or_none(value) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 1 << 31
+
+
+def _run_or_none(value) -> bool:
+    return value is None or (isinstance(value, str) and _RUN_ID.fullmatch(value) is not None)
+
+
+def _report_path(value) -> bool:
+    return isinstance(value, str) and _REPORT_PATH.fullmatch(value) is not None
+
+
+def _figure_problem(value, whole: bool = False, at_most: float = MAX_FIGURE) -> str | None:
+    """Why `value` is not a figure a view can draw (a finite number from 0 to `at_most`; a count when `whole`)."""
+    import math
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (whole and not isinstance(value, int)):
+        return f"value {_shown(value)} is not a {'count' if whole else 'number'}"
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number) or not 0 <= number <= at_most:
+        return f"value {_shown(value)} is out of range (0 to {at_most:g})"
+    return None
 
 
 def merge(matrices: list[tuple[dict, str]]) -> dict:

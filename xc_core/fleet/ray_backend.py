@@ -7,13 +7,19 @@ files as data; the driver — the `xc batch` process — writes them and records
 are read by path on the node that runs the task: on a cluster of several machines, keep models in a folder every
 node mounts at the same path (a `sample:` needs nothing).
 
-With `--ray-address` the batch joins that cluster; without, it starts a Ray on this machine for the run and stops
-it after.
+With `--ray-address` the batch joins that cluster (and says so when the cluster serves clients without a token);
+without, it starts a Ray on this machine for the run and stops it after. That Ray is private to the run: every port
+it opens is on 127.0.0.1, and it wants Ray's token authentication with a fresh random token (or $RAY_AUTH_TOKEN).
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
+import secrets
 import shutil
+import subprocess
+import sys
 import time
 
 from ..errors import XcInputError
@@ -23,9 +29,25 @@ from .matrix import RUNS_DIR
 # A Ray task that dies (its node lost, its worker process killed) is tried once more, then is that model's error.
 MAX_RETRIES = 1
 
+# The only node address for which Ray binds its servers to one interface: for any other (even 127.0.0.2) the GCS,
+# the raylet and every worker listen on all interfaces. So a Ray xc starts is on loopback, and a batch across
+# machines joins a cluster its owner started and firewalled (--ray-address).
+LOOPBACK = "127.0.0.1"
+TOKEN_ENV = "RAY_AUTH_TOKEN"
+
 
 def run_ray(pending, settings, finish, cancel) -> None:
-    ray = _import_ray()
+    start_here = not settings.ray_address and not _ray_connected()
+    if start_here and "ray" in sys.modules and any(os.environ.get(k) != v for k, v in _READ_ON_IMPORT.items()):
+        raise XcInputError("--backend ray: Ray was imported in this process before xc could make the Ray it starts "
+                           "private (token authentication, loopback only): run the batch in a process of its own "
+                           "(xc batch), or join a cluster with --ray-address")
+    with _private_cluster_environment() if start_here else contextlib.nullcontext():
+        ray = _import_ray()
+        _run_tasks(ray, pending, settings, finish, cancel)
+
+
+def _run_tasks(ray, pending, settings, finish, cancel) -> None:
     started_here = _connect(ray, settings)
     try:
         remote = ray.remote(analyze_remote).options(
@@ -126,9 +148,11 @@ def _node_address() -> str:
 
 
 def check_reachable(address: str) -> None:
-    """Ray retries an address where nothing listens for minutes: a plain TCP connect says so in seconds."""
+    """Ray retries an address where nothing listens for minutes: a plain TCP connect says so in seconds. Then the
+    cluster's authentication: one that wants a token this process has not got is one line now (Ray would retry for
+    20 s), one that serves anybody is one warning."""
     import socket
-    if address == "auto":           # Ray finds the cluster this machine runs
+    if address == "auto":           # Ray finds the cluster this machine runs; _connect checks it once joined
         return
     hostport = address.split("://", 1)[-1]
     host, _, port = hostport.rpartition(":")
@@ -140,6 +164,51 @@ def check_reachable(address: str) -> None:
     except OSError as e:
         raise XcInputError(f"--ray-address {address}: no Ray cluster answers there ({e.strerror or e}) — start one "
                            "with `ray start --head`, or leave --ray-address out to start one for this batch") from None
+    _check_authentication(address)
+
+
+def _check_authentication(address: str) -> None:
+    from ..store import say_once
+    wants = _cluster_wants_token(address)
+    if wants is False:
+        say_once(f"warning: the Ray cluster at {address} serves clients without a token (its token authentication "
+                 "is off): anyone who can reach its ports can run code on its nodes — start it with "
+                 "RAY_AUTH_MODE=token and a RAY_AUTH_TOKEN, and give xc the same two")
+    elif wants and os.environ.get("RAY_AUTH_MODE", "").strip().lower() != "token":
+        raise XcInputError(f"--ray-address {address}: that cluster wants Ray's token authentication: set "
+                           "RAY_AUTH_MODE=token and its token in RAY_AUTH_TOKEN (or a file named by "
+                           "RAY_AUTH_TOKEN_PATH)")
+
+
+# A client with no token asks the cluster's GCS for one key: Ray's GcsClient raises AuthenticationError at once
+# when the cluster checks tokens, and answers when it does not (a driver that has a token joins either kind alike,
+# and the cluster reports its mode nowhere). In a child process, so this process's own token stays out of it.
+_AUTH_PROBE = """
+import sys
+from ray._raylet import GcsClient
+from ray.exceptions import AuthenticationError
+try:
+    GcsClient(address=sys.argv[1]).internal_kv_get(b"xc-auth-probe", None, timeout=20)
+except AuthenticationError:
+    print("token")
+else:
+    print("open")
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def _cluster_wants_token(address: str) -> bool | None:
+    """True when the Ray cluster at `address` turns away a client without a token, False when it serves one, None
+    when the probe cannot tell (TLS, another Ray, a timeout): then nothing is said."""
+    env = {k: v for k, v in os.environ.items() if k not in (TOKEN_ENV, "RAY_AUTH_TOKEN_PATH")}
+    env["RAY_AUTH_MODE"] = "disabled"
+    try:
+        r = subprocess.run([sys.executable, "-c", _AUTH_PROBE, address], env=env, capture_output=True, text=True,
+                           timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    answer = r.stdout.split()[-1:]
+    return {"token": True, "open": False}.get(answer[0]) if answer else None
 
 
 def _import_ray():
@@ -149,6 +218,38 @@ def _import_ray():
         raise XcInputError("--backend ray: Ray is not installed here (pip install -r requirements.txt installs "
                            "it); or use --backend local") from None
     return ray
+
+
+def _ray_connected() -> bool:
+    ray = sys.modules.get("ray")
+    return ray is not None and ray.is_initialized()
+
+
+# Set in this process while the Ray it starts runs (the Ray processes inherit them), then put back as they were.
+# RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 keeps the node address 127.0.0.1: otherwise Ray swaps a loopback node address
+# for this machine's network address, and then its servers listen on every interface. Ray reads both of these when
+# it is imported, so they are set before that.
+_READ_ON_IMPORT = {"RAY_AUTH_MODE": "token", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+_PRIVATE_ENV = {**_READ_ON_IMPORT, "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+@contextlib.contextmanager
+def _private_cluster_environment():
+    """Token authentication for the Ray started here, with a fresh random token unless RAY_AUTH_TOKEN names the
+    user's own: in the environment only, which Ray's processes need (the analysis workers a task starts get an
+    allow-listed environment without it), never in a report, a log line or a file."""
+    saved = {k: os.environ.get(k) for k in (*_PRIVATE_ENV, TOKEN_ENV)}
+    os.environ.update(_PRIVATE_ENV)
+    if not os.environ.get(TOKEN_ENV):
+        os.environ[TOKEN_ENV] = secrets.token_hex(32)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _connect(ray, settings) -> bool:
@@ -167,11 +268,22 @@ def _connect(ray, settings) -> bool:
         if settings.ray_address:
             check_reachable(settings.ray_address)
             ray.init(address=settings.ray_address, **common)
+            if settings.ray_address == "auto":
+                _check_authentication(ray.get_runtime_context().gcs_address)
             return True
         from ..api import default_jobs
-        ray.init(num_cpus=settings.jobs or default_jobs(), include_dashboard=False, **common)
+        # address="local": a new Ray even when RAY_ADDRESS or a `ray start` cluster on this machine names another.
+        # No dashboard; the dashboard agent of Ray's core package opens no port, and no Ray Client server starts.
+        ray.init(address="local", num_cpus=settings.jobs or default_jobs(), include_dashboard=False,
+                 _node_ip_address=LOOPBACK, **common)
+        node = ray.util.get_node_ip_address()
+        if node != LOOPBACK:        # what Ray did, not what it was asked: a node elsewhere listens on every interface
+            ray.shutdown()
+            raise XcInputError(f"the Ray started for this batch took the node address {node}, not {LOOPBACK}, where "
+                               "it would listen on every interface; stopped")
         return True
     except XcInputError:
         raise
     except Exception as e:  # noqa: BLE001 — Ray's own failure to start or join, worded as one line
-        raise XcInputError(f"Ray could not start or join a cluster ({type(e).__name__}: {str(e)[:200]})") from None
+        text = str(e).replace(os.environ[TOKEN_ENV], "<token>") if os.environ.get(TOKEN_ENV) else str(e)
+        raise XcInputError(f"Ray could not start or join a cluster ({type(e).__name__}: {text[:200]})") from None

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import html
 
+from ..errors import visible
+from ..review.md_text import code, text
 from .matrix import counts, grid
 
 STATUS_MARK = {"ok": "✅", "error": "❌", "unavailable": "➖", "skipped": "⏭"}
@@ -65,12 +67,14 @@ def summary_line(matrix: dict) -> str:
 
 
 def matrix_markdown(matrix: dict) -> str:
+    """matrix.md (and the job summary, the PR comment): every model name, target, error and advice from the
+    manifest, the models or matrix.json as inert text (review/md_text.py) — no markup, mention, link or escape."""
     models, targets, cells = grid(matrix)
-    out = [f"## xc fleet matrix — {_md(matrix.get('manifest') or '')}", "", summary_line(matrix), "",
-           "| model | " + " | ".join(f"`{_md(t)}`" for t in targets) + " |",
+    out = [f"## xc fleet matrix — {text(matrix.get('manifest') or '')}", "", summary_line(matrix), "",
+           "| model | " + " | ".join(code(t) for t in targets) + " |",
            "|---|" + "---|" * len(targets)]
     for m in models:
-        out.append(f"| {_md(m)} | " + " | ".join(_md(cell_label(cells.get((m, t)), marks=True)) for t in targets)
+        out.append(f"| {text(m)} | " + " | ".join(text(cell_label(cells.get((m, t)), marks=True)) for t in targets)
                    + " |")
     out += ["", "acc: the share of compute nodes on the accelerator · fb: CPU fallbacks · drift: the worst output's "
                 "relative L2 against the reference · time: one run measured on this host's CPU. Evidence kinds per "
@@ -79,16 +83,10 @@ def matrix_markdown(matrix: dict) -> str:
     if problems:
         out += ["", "<details><summary>Errors</summary>", ""]
         for c in problems:
-            out.append(f"- **{_md(c['model'])} × `{_md(c['target'])}`**: {_md(c['error'])}"
-                       + (f" — {_md(c['advice'])}" if c.get("advice") else ""))
+            out.append(f"- **{text(c['model'])} × {code(c['target'])}**: {text(c['error'])}"
+                       + (f" — {text(c['advice'])}" if c.get("advice") else ""))
         out += ["", "</details>"]
     return "\n".join(out) + "\n"
-
-
-def _md(text: str) -> str:
-    """Model-controlled text (a file name, an error) in a table cell: no pipes, no HTML, no newlines."""
-    return (str(text).replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
-            .replace("\n", " ").replace("`", "'"))
 
 
 _CSS = """body{font:14px system-ui,sans-serif;margin:24px;color:#1b1f24}table{border-collapse:collapse}
@@ -99,7 +97,9 @@ td small{color:#57606a;display:block}.summary{margin:8px 0 16px}code{font-size:1
 
 def matrix_html(matrix: dict) -> str:
     models, targets, cells = grid(matrix)
-    e = html.escape
+
+    def e(value) -> str:      # model names, targets, errors: escaped, and shown as text (errors.visible)
+        return html.escape(visible(value))
     head = "".join(f"<th><code>{e(t)}</code></th>" for t in targets)
     body = []
     for m in models:

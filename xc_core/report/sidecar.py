@@ -189,20 +189,24 @@ def _locate(report: dict, pointer: str):
 
 
 def read_file(path: str) -> dict:
-    """A report.json from disk, with its sidecar (beside it) attached."""
-    with open(path) as f:
-        report = json.load(f)
+    """A report.json from disk, with its sidecar (beside it) attached. Each is read only as a regular file inside
+    the report's folder (safe_files): a symlink out of it, a /proc entry, a device or a FIFO raises XcInputError."""
+    from ..safe_files import read_regular
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        report = json.loads(read_regular(path, root=folder))
+    except RecursionError:
+        raise SidecarError(f"{os.path.basename(path)} is nested too deep to be an xc report") from None
     return attach(report, lambda: _read_beside(path))
 
 
 def _read_beside(path: str) -> bytes | None:
+    """The sidecar's bytes from the report's folder (compressed, else plain), or None when it has none."""
+    from ..safe_files import read_regular
     folder = os.path.dirname(os.path.abspath(path))
     for name in SIDECAR_FILES:
-        try:
-            with open(os.path.join(folder, name), "rb") as f:
-                return f.read()
-        except OSError:
-            continue
+        if os.path.lexists(os.path.join(folder, name)):
+            return read_regular(os.path.join(folder, name), root=folder)
     return None
 
 

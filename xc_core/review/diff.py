@@ -18,7 +18,7 @@ from collections import Counter
 
 from ..errors import printable_line
 from ..views.rows import ACCELERATORS, fmt_sci
-from .markdown import code, table, text
+from .md_text import code, table, text
 
 WORSE = {"pass": 0, "not applicable": 0, "warn": 1, "fail": 2}
 SAME_MODEL_SHARE = 0.5      # of the larger model's source ops, lined up by module path and op type
@@ -374,14 +374,17 @@ def different_models(d: dict) -> str | None:
 
 
 def diff_text(d: dict, regressions: list[dict] | None = None) -> str:
-    out = [f"NOTE: {different_models(d)}"] if different_models(d) else []
-    out += [f"base: {d['base']['name']} ({d['base']['sha256'][:12]})",
-            f"new:  {d['new']['name']} ({d['new']['sha256'][:12]})"]
+    """The diff for a terminal or a CI log: every name and message from the two reports one printable line
+    (`printable_line`), so none can break a line or drive the terminal."""
+    show = printable_line
+    out = [f"NOTE: {show(different_models(d))}"] if different_models(d) else []
+    out += [f"base: {show(d['base']['name'])} ({show(d['base']['sha256'][:12])})",
+            f"new:  {show(d['new']['name'])} ({show(d['new']['sha256'][:12])})"]
     lines = change_lines(d)
-    out += [f"  {tid:24} {line}" for tid, line in lines] or ["  no change in any compiler decision"]
+    out += [f"  {show(tid):24} {show(line)}" for tid, line in lines] or ["  no change in any compiler decision"]
     if regressions is not None:
         out.append(f"gate: {len(regressions)} regression(s)" if regressions else "gate: no regression")
-        out += [f"  REGRESSION {r['target']}: {r['what']}" for r in regressions]
+        out += [f"  REGRESSION {show(r['target'])}: {show(r['what'])}" for r in regressions]
     return "\n".join(out) + "\n"
 
 
@@ -401,7 +404,7 @@ def diff_markdown(d: dict, regressions: list[dict] | None = None, max_rows: int 
         drift = max((x["ratio"] for x in t["drift"] if x["ratio"] is not None), default=None)
         summary.append([code(tid), text(f"{t['status']['base']} → {t['status']['new']}"
                                         if t["status"]["base"] != t["status"]["new"] else t["status"]["new"]),
-                        _arrow(t["op_count"]), _arrow(t["fallbacks"]["count"]),
+                        text(_arrow(t["op_count"])), text(_arrow(t["fallbacks"]["count"])),
                         f"+{len(t['fusions']['gained'])} / −{len(t['fusions']['lost'])}",
                         str(len(t["backend_changes"])), _ratio(drift),
                         str(sum(c["base"] != c["new"] for c in t["checklist"]))])

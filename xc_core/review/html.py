@@ -28,6 +28,7 @@ from .. import evidence as ev
 from ..analysis.drift import passes_at
 from ..analysis.drift_attribution import attribution_rows
 from ..analysis.fusion_diff import not_fired_by_pattern
+from ..errors import visible
 from ..views import figures, topology
 from ..views import graph_layout as topo
 from ..views.fallbacks import accelerated_targets, fallback_rows, split_summary
@@ -109,8 +110,9 @@ dl.legend dt { float: left; clear: left; width: 150px; } dl.legend dd { margin: 
 
 
 def _e(x) -> str:
-    """Escaped text of a report value (None shows as a dash)."""
-    return "—" if x is None else html.escape(str(x), quote=True)
+    """Escaped text of a report value (None shows as a dash); characters that would act rather than show (a
+    right-to-left override, a terminal escape) are written as escapes (errors.visible)."""
+    return "—" if x is None else html.escape(visible(x), quote=True)
 
 
 def _badge(kind: str | None) -> str:
@@ -169,7 +171,7 @@ class _Figures:
         # The id lands in attributes and a selector: keep only safe characters of a name that may carry a target id.
         fid = f"fig-{self.count}-{re.sub(r'[^A-Za-z0-9_-]', '_', name)}"
         # plotly's encoder (numpy arrays, dates); a NaN or infinity it lets through becomes null, as JSON.parse wants.
-        spec = json.loads(pio.to_json(fig, validate=False), parse_constant=lambda _: None)
+        spec = _visible_strings(json.loads(pio.to_json(fig, validate=False), parse_constant=lambda _: None))
         layout = spec.get("layout") or {}
         template = layout.pop("template", None)
         out = {"data": spec.get("data") or [], "layout": layout, "config": PLOT_CONFIG}
@@ -186,6 +188,18 @@ class _Figures:
         return "".join(self.data) + "".join(
             f'<script type="application/json" id="{tid}">{_inert_json(json.loads(key))}</script>'
             for key, tid in self.templates.items())
+
+
+def _visible_strings(value):
+    """A figure's data with every string as the page shows text (errors.visible): hover labels, axis categories and
+    annotations carry model names, and a right-to-left override there would reorder them as on the page."""
+    if isinstance(value, str):
+        return visible(value)
+    if isinstance(value, list):
+        return [_visible_strings(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _visible_strings(v) for k, v in value.items()}
+    return value
 
 
 def _inert_json(value) -> str:

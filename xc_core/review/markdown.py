@@ -8,8 +8,6 @@ or sorted — so the comment for the same run is the same text, and it stays und
 """
 from __future__ import annotations
 
-import html
-
 from ..analysis.checklist import SHORT_QUESTION, VERDICT
 from ..analysis.fusion_diff import not_fired_by_pattern
 from ..views.fallbacks import accelerated_targets, fallback_rows
@@ -27,29 +25,9 @@ from ..views.rows import (
     target_summary_rows,
     time_rows,
 )
-from ..views.text import inert
+from .md_text import code, html_text, table, text
 
 MAX_CHARS = 60_000
-
-
-def text(value) -> str:
-    """Untrusted text (model, node and tensor names come from uploads) as inert Markdown inside a table cell: no
-    HTML, no emphasis, link or image syntax, no pipe that splits the cell, nothing GitHub links (`inert`)."""
-    s = html.escape(" ".join(str(value).split()), quote=False)
-    for ch in "\\`*_[]|#~$":
-        s = s.replace(ch, "\\" + ch)
-    return inert(s)
-
-
-def code(value) -> str:
-    """An identifier as a code span (backticks cannot be escaped inside one; a pipe still splits a GFM cell)."""
-    return "`" + " ".join(str(value).split()).replace("`", "'").replace("|", "\\|") + "`"
-
-
-def table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cell or "—" for cell in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def report_markdown(report: dict, *, max_chars: int = MAX_CHARS) -> str:
@@ -149,9 +127,8 @@ def details(report: dict, qid: int, cap: int) -> str:
     question = items[0][1]["question"]
     worst = [v for v in ("fail", "warn") if any(i["verdict"] == v for _, i in items)]
     tally = ", ".join(f"{sum(i['verdict'] == v for _, i in items)} {v}" for v in worst) or "all pass"
-    # An HTML block: Markdown escapes do not apply there, HTML escapes do (inert first: escaping writes "&#x27;").
-    lines = [f"<details><summary><b>({html.escape(inert(str(qid)))}) {html.escape(inert(str(question)))}</b> — "
-             f"{tally}</summary>", ""]
+    # An HTML block: Markdown escapes do not apply there, HTML escapes do.
+    lines = [f"<details><summary><b>({html_text(qid)}) {html_text(question)}</b> — {tally}</summary>", ""]
     for tid, i in items:
         lines.append(f"- {code(tid)} {VERDICT.get(i['verdict'], text(i['verdict']))} ({text(i['evidence'])}): "
                      f"{text(i['detail'])}")

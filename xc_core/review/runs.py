@@ -23,13 +23,14 @@ class Run:
 
 
 def load_run(ref: str, store: RunStore | None = None) -> Run:
-    """The run `ref` names; bad input raises XcInputError with one line."""
+    """The run `ref` names; bad input raises XcInputError with one line. A folder's report.json and sidecar are
+    read only as regular files inside it, and its artifacts are its regular files (safe_files)."""
     if os.path.isdir(ref):
         path = os.path.join(ref, REPORT_FILE)
-        if not os.path.isfile(path):
+        if not os.path.lexists(path):
             raise XcInputError(f"{ref}: a folder without {REPORT_FILE} (accepted: {ACCEPTED})")
         return _from_file(path)
-    if os.path.isfile(ref):
+    if os.path.lexists(ref):        # a file, or whatever else is there: _from_file says which it is
         return _from_file(ref)
     if os.sep in ref or ref.endswith(".json"):
         raise XcInputError(f"{ref}: no such file or folder (accepted: {ACCEPTED})")
@@ -58,24 +59,28 @@ def resolve_key(ref: str, store: RunStore) -> str:
 
 
 def _from_file(path: str) -> Run:
+    """A report.json on disk, its sidecar and artifacts beside it: each read only as a regular file inside the
+    report's folder (a symlink out of it, a /proc entry, a device or a FIFO is refused or skipped: safe_files)."""
     from ..report.sidecar import sidecar_in
+    from ..safe_files import regular_files, warn_skipped
     name = os.path.basename(path)
-    data = _read_bounded(path, "max_report_mb", f"{name}: the file is")
     folder = os.path.dirname(os.path.abspath(path))
+    data = _read_bounded(path, folder, "max_report_mb", f"{name}: the file is")
     sidecar = None
-    side = sidecar_in([n for n in os.listdir(folder) if os.path.isfile(os.path.join(folder, n))])
+    try:
+        side = sidecar_in(os.listdir(folder))
+    except OSError as e:
+        raise XcInputError(f"{name}: its folder cannot be listed ({e.strerror or type(e).__name__})") from None
     if side:
-        sidecar = _read_bounded(os.path.join(folder, side), "max_sidecar_mb", f"{name}: its sidecar {side} is")
-    report = parse_report(data, os.path.basename(path), sidecar)
-    files = {}
-    for root, _dirs, names in os.walk(folder):
-        for name in names:
-            full = os.path.join(root, name)
-            rel = os.path.relpath(full, folder).replace(os.sep, "/")
-            if rel != REPORT_FILE and not os.path.islink(full) and not rel.startswith("work/"):
-                files[rel] = full
+        sidecar = _read_bounded(os.path.join(folder, side), folder, "max_sidecar_mb",
+                                f"{name}: its sidecar {side} is")
+    report = parse_report(data, name, sidecar)
+    tree = regular_files(folder, exclude_top=("work",))
+    files = {rel: full for rel, full in tree.files.items() if rel != REPORT_FILE}
     if not _belongs(report, files):
         files = {}          # a report.json copied elsewhere: its artifacts are not the files beside it
+    elif tree.skipped:
+        warn_skipped(folder, tree.skipped)
     return Run(report, label=f"{report['source']['name']} ({path})", files=files)
 
 
@@ -84,17 +89,13 @@ def _belongs(report: dict, files: dict) -> bool:
     return not wanted or any(p in files or any(f.startswith(p + "/") for f in files) for p in wanted)
 
 
-def _read_bounded(path: str, limit: str, subject: str) -> bytes:
-    """A file's bytes, its size checked against a report limit before it is read."""
+def _read_bounded(path: str, folder: str, limit: str, subject: str) -> bytes:
+    """A file's bytes, read only as a regular file inside `folder`, its size checked against a report limit before
+    it is read (and while it is)."""
     from ..limits import MIB, exceeded, report_limit
-    try:
-        size = os.path.getsize(path)
-        if size > report_limit(limit) * MIB:
-            raise exceeded(limit, subject, size)
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as e:
-        raise XcInputError(f"{os.path.basename(path)}: cannot be read ({e.strerror or type(e).__name__})") from None
+    from ..safe_files import read_regular
+    return read_regular(path, root=folder, max_bytes=int(report_limit(limit) * MIB),
+                        too_big=lambda size: exceeded(limit, subject, size), shown=os.path.basename(path))
 
 
 def parse_report(data: bytes, name: str = REPORT_FILE, sidecar: bytes | None = None) -> dict:
@@ -125,17 +126,13 @@ def parse_report(data: bytes, name: str = REPORT_FILE, sidecar: bytes | None = N
         raise XcInputError(f"{name}: {e}") from None
     except UnicodeDecodeError:
         raise XcInputError(f"{name}: its sidecar {SIDECAR_FILE} is not UTF-8 text") from None
-    if _deeper_than(report, REPORT_MAX_DEPTH):
+    if deeper_than(report, REPORT_MAX_DEPTH):
         raise XcInputError(f"{name}: nested deeper than an xc report (at most {REPORT_MAX_DEPTH} levels); "
                            "accepted: the report.json written by xc analyze")
     # (a compressed sidecar's text is not at hand here: its strings are checked the slow way)
-    if _LONE_SURROGATE.search(data) or (sidecar is not None and (sidecar[:2] == b"\x1f\x8b"
-                                                                 or _LONE_SURROGATE.search(sidecar))):
-        try:
-            json.dumps(report, ensure_ascii=False).encode("utf-8")
-        except UnicodeEncodeError:
-            raise XcInputError(f"{name}: holds a string that is not Unicode text (a lone surrogate, \\ud800-"
-                               "\\udfff); accepted: the report.json written by xc analyze") from None
+    if lone_surrogate_in(report, data, sidecar):
+        raise XcInputError(f"{name}: holds a string that is not Unicode text (a lone surrogate, \\ud800-"
+                           "\\udfff); accepted: the report.json written by xc analyze")
     from ..report.build import SCHEMA_VERSION
     if report.get("schema_version") != SCHEMA_VERSION:
         raise XcInputError(f"{name}: report schema {str(report.get('schema_version'))[:40]!r}, this xc reads "
@@ -164,11 +161,23 @@ def _check_readable(report: dict, name: str) -> None:
 
 
 # A \uD800-\uDFFF escape: a pair is a character beyond the BMP, a lone one a str that cannot be written as UTF-8
-# (to a terminal, a file or the browser). The pattern finds candidates; encoding the report decides.
+# (to a terminal, a file or the browser). The pattern finds candidates; encoding the parsed value decides.
 _LONE_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
-def _deeper_than(value, bound: int) -> bool:
+def lone_surrogate_in(value, *raw: bytes | None) -> bool:
+    """Whether parsed JSON `value` holds a string with a lone surrogate; `raw`, the bytes it was parsed from,
+    spares the check when none has a candidate escape (gzip bytes cannot be searched: they always check)."""
+    if not any(r is not None and (r[:2] == b"\x1f\x8b" or _LONE_SURROGATE.search(r)) for r in raw):
+        return False
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def deeper_than(value, bound: int) -> bool:
     """Whether containers nest more than `bound` deep: level by level, not recursing (that is the point)."""
     level, depth = [value], 1
     while level:
@@ -181,5 +190,3 @@ def _deeper_than(value, bound: int) -> bool:
                     below.append(child)
         level, depth = below, depth + 1
     return False
-
-

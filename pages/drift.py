@@ -6,6 +6,7 @@ import streamlit as st
 from pages import _ui
 from xc_core.analysis.drift import passes_at
 from xc_core.analysis.drift_attribution import attribution_rows
+from xc_core.analysis.layer_drift import VERIFICATION, unverified_rows
 from xc_core.views.figures import (
     drift_histogram_figure,
     drift_scatter_figure,
@@ -13,10 +14,20 @@ from xc_core.views.figures import (
     layer_drift_figure,
     layer_drift_series,
 )
-from xc_core.views.rows import fmt_sci
+from xc_core.analysis.drift import output_flags
+from xc_core.views.rows import drift_flags, fmt_sci, route_departs, route_headline
 
 report = _ui.require_report()
 _ui.header(report, "Numerical drift")
+
+# Before any figure: the ONNX → PyTorch route's own error (xc's, once), a reference that cannot tell targets apart,
+# and figures no compiler can produce.
+route_line = route_headline(report)
+if route_line:
+    (st.warning if route_departs(report) else st.info)(
+        f"**ONNX → PyTorch route** {_ui.evidence_badge('measured')} {_ui.plain(route_line)}")
+for flag in drift_flags(report):
+    st.warning(_ui.plain(flag))
 
 targets = [t for t, b in report["targets"].items() if b.get("drift")]
 if not targets:
@@ -36,14 +47,24 @@ for tid in targets:
             rows.append({"target": tid, "output": name, "pass": "fail", "error": m["error"], "evidence": d["evidence"]})
             continue
         ok = passes_at(m["details"], atol, rtol) if m.get("details") else False
-        rows.append({"target": tid, "output": name, "pass": "pass" if ok else "fail", "max abs": fmt_sci(m["max_abs"]),
-                     "mean abs": fmt_sci(m["mean_abs"]), "rel L2": fmt_sci(m["rel_l2"]),
-                     "cosine": f"{m['cosine']:.6f}", "SNR dB": f"{m['snr_db']:.1f}" if m["snr_db"] else "∞",
-                     "min atol": fmt_sci(m["min_atol"]), "min rtol": fmt_sci(m["min_rtol"]),
+        not_informative, bad = output_flags(m)
+        # A pass against a constant reference says nothing, and an implausible figure is no drift at all.
+        verdict = "implausible" if bad else ("pass — not informative" if ok else "fail") if not_informative else \
+            "pass" if ok else "fail"
+        rows.append({"target": tid, "output": name, "against": d.get("reference") or "—", "pass": verdict,
+                     "max abs": fmt_sci(m["max_abs"]), "mean abs": fmt_sci(m["mean_abs"]),
+                     "rel L2": fmt_sci(m["rel_l2"]),
+                     "cosine": f"{m['cosine']:.6f}" if m.get("cosine") is not None else "—",
+                     "SNR dB": f"{m['snr_db']:.1f}" if m.get("snr_db") is not None else "—" if not_informative
+                     else "∞", "min atol": fmt_sci(m["min_atol"]), "min rtol": fmt_sci(m["min_rtol"]),
+                     "check": (f"implausible: {bad}" if bad else f"not informative: {not_informative}"
+                               if not_informative else ""),
                      "evidence": d["evidence"]})
 st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
-st.caption("Pass: |target − reference| ≤ atol + rtol·|reference| everywhere (np.isclose). min atol / min rtol: the "
-           "smallest tolerance that passes with the other at 0 (as Polygraphy reports them). Assumptions: "
+st.caption("Pass: |target − reference| ≤ atol + rtol·|reference| everywhere (np.isclose). Against: what the "
+           "outputs are compared with — the reference, or for a target that compiled the program xc's ONNX → PyTorch "
+           "route made, that program's outputs (the compiler's own drift). min atol / min rtol: the smallest "
+           "tolerance that passes with the other at 0 (as Polygraphy reports them). Assumptions: "
            + " · ".join(f"`{t}` {report['targets'][t]['drift']['assumption']}" for t in targets
                         if report["targets"][t]["drift"].get("assumption")))
 
@@ -81,10 +102,19 @@ else:
         rows.append({"target": t, "first boundary over tolerance": first["module_path"] if first else "none",
                      "rel L2 there": fmt_sci(first["rel_l2"]) if first else "—",
                      "boundaries compared": f"{ld['covered']} / {ld['boundaries']}",
+                     "unverified (left out)": ld.get("unverified", 0),
                      "how intermediates were obtained": ld.get("method") or "—", "evidence": ld["evidence"]})
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
     st.caption("Boundaries are module outputs of the captured graph; a boundary whose tensor does not survive "
-               "compilation on a target (fused into a larger node) is skipped for that target.")
+               "compilation on a target (fused into a larger node) is skipped for that target. Boundaries "
+               "compared: the verified ones, drawn as the line.")
+    apart = unverified_rows(layer)
+    if apart:
+        st.markdown(f"**{len(apart)} compared boundar{'y' if len(apart) == 1 else 'ies'} left out as unverified** "
+                    "— not drawn on the line (grey crosses where a rel L2 was measured), not attributed:")
+        st.dataframe(pd.DataFrame(apart), hide_index=True, width="stretch")
+        st.caption("Verification: " + next((ld["verification"]["method"] for ld in layer.values()
+                                            if ld.get("verification")), VERIFICATION) + ".")
 
     st.subheader("Which decision caused the drift")
     method = None

@@ -7,10 +7,12 @@ from xc_core.views.fallbacks import (
     accelerated_targets,
     assignment_rows,
     boundary_rows,
+    fallback_rank,
     fallback_rows,
     not_compiled_accelerated,
     split_summary,
 )
+from xc_core.views.target_counts import count_check
 
 report = _ui.require_report()
 _ui.header(report, "Fallbacks")
@@ -39,8 +41,10 @@ with st.expander("Cost model (latency-cliff estimate)", expanded=False):
                                 key="fb_bandwidth")
     overhead = c2.number_input("Overhead per transition (ms)", 0.0, 10.0, float(first["transition_overhead_ms"]),
                                0.05, key="fb_overhead")
-    st.caption("estimate = Σ boundary bytes / bandwidth + transitions × overhead. Every boundary counts: tensors "
-               "are sized at the input shapes that ran, and measured in a run where no shape says.")
+    st.caption(_ui.evidence_badge("assumed") + " estimate = Σ boundary bytes / bandwidth + transitions × overhead. "
+               "The bandwidth and the overhead per transition are assumptions (a phone's copy bandwidth, an "
+               "accelerator's dispatch cost), not measured on this host: change them here. Every boundary counts: "
+               "tensors are sized at the input shapes that ran, and measured in a run where no shape says.")
 
 for col, tid in zip(_ui.target_columns(targets, failed), targets):
     s = split_summary(report, tid, bandwidth, overhead)
@@ -52,27 +56,33 @@ for col, tid in zip(_ui.target_columns(targets, failed), targets):
         a, b, c = st.columns([1.4, 1, 1])   # room for "Latency cliff (est.)", not "(e…"
         est = s["cliff"]
         a.metric("Latency cliff (est.)", f"{est['estimate_ms']:.2f} ms" if est else "—",
-                 help=f"{est['transfer_ms']:.3f} ms transfer + {est['overhead_ms']:.2f} ms overhead" if est else
+                 help=f"assumed, not measured: {est['transfer_ms']:.3f} ms transfer + {est['overhead_ms']:.2f} ms "
+                 "overhead, from the cost model's bandwidth and overhead per transition" if est else
                  "no boundaries were recorded")
         if s["partitions"] is not None:
             b.metric(s["partitions_label"], s["partitions"], help="sizes: " + str(s["partition_sizes"]))
         else:
             b.metric("Accelerated", f"{100 * s['share']:.0f}%" if s["share"] is not None else "—",
-                     help="share of compute ops the accelerator takes")
+                     help="share of its compiled ops the accelerator takes (xc's placement on the graph)")
         c.metric("Boundaries", s["boundaries"], help=f"{s['boundary_bytes']:,} bytes cross")
-        st.caption(f"{s['on_accelerator']}/{s['nodes']} nodes on {_ui.plain(s['accelerator'])}; "
-                   f"assumes {bandwidth:g} GB/s and {overhead:g} ms per transition"
+        # The split in the words of every other page (views/target_counts.py), then what the CPU ops are.
+        st.caption(f"{_ui.plain(s['split']['text'])}. The estimate assumes {bandwidth:g} GB/s and {overhead:g} ms "
+                   "per transition"
                    + (f"; {s['unsized_boundaries']} boundary(ies) no shape or run could size (bytes not counted)"
                       if s["unsized_boundaries"] else ""))
-        if s["ops_on_cpu"]:
-            st.caption(f"{s['ops_on_cpu_label']}: " + ", ".join(_ui.plain(o) for o in s["ops_on_cpu"]))
+        for line in s["cpu_type_lines"]:
+            st.caption(_ui.plain(line))
+        check = count_check(report, tid)
+        if check:       # the runtime's own count beside xc's placement: agreeing, or one labelled finding
+            (st.caption if check["agree"] else st.warning)(_ui.plain(check["text"]))
         shipped = s["shipped"]
         if shipped:
             st.markdown("**As shipped, with its dynamic dims** "
                         + _ui.evidence_badge(shipped["evidence"]) + f" ORT verdict: **{shipped['verdict']}**")
             a, b, c = st.columns([1, 1, 1.4])
             a.metric("Accelerated", f"{100 * shipped['share']:.0f}%", delta=f"{shipped['share_change_pts']:.0f} pts",
-                     help="share of nodes the EP takes when the input dims stay symbolic")
+                     help="share of the nodes ORT's checker counts (layout nodes included) that the EP takes when "
+                          "the input dims stay symbolic, against its share at the shapes that ran")
             b.metric("Partitions", shipped["partitions"])
             c.metric("Latency cliff (est.)", f"{shipped['cliff']['estimate_ms']:.2f} ms")
             reasons = ", ".join(f"{k} × {v}" for k, v in shipped["reasons"].items())
@@ -82,17 +92,17 @@ for col, tid in zip(_ui.target_columns(targets, failed), targets):
 
 st.subheader("Fallback nodes")
 picked = st.multiselect("Targets", targets, default=targets, key="fb_targets")
-rows = sorted((r for tid in picked for r in fallback_rows(report, tid, bandwidth, overhead)),
-              key=lambda r: -r["cost µs"])
+rows = sorted((r for tid in picked for r in fallback_rows(report, tid, bandwidth, overhead)), key=fallback_rank)
 if rows:
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
                  column_config={"boundary bytes": st.column_config.NumberColumn(format="%d"),
                                 "kernel µs": st.column_config.NumberColumn(format="%.1f"),
-                                "copies µs (est.)": st.column_config.NumberColumn(format="%.1f"),
-                                "cost µs": st.column_config.NumberColumn(format="%.1f")})
-    st.caption("Costliest first. Cost = the node's kernel time, measured by its runtime's profiler on this host's "
-               "CPU (median of the profiled runs; blank where the runtime does not time it), + the copies at the "
-               "accelerator ↔ CPU boundaries it sits on, estimated with the cost model above.")
+                                "copies µs (assumed)": st.column_config.NumberColumn(format="%.1f")})
+    st.caption("Ranked by the kernel's time, measured by its runtime's profiler on this host's CPU (median of the "
+               "profiled runs; blank where the runtime does not time it, and those nodes last, by the bytes that "
+               "cross their boundaries). " + _ui.evidence_badge("assumed") + " The copies at the accelerator ↔ CPU "
+               "boundaries it sits on are the cost model's above — its bandwidth and its overhead per transition "
+               "are assumptions, not measurements — so they sit in a column of their own and never rank a node.")
 else:
     st.success("No fallback nodes: every node runs on the accelerator.")
 

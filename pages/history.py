@@ -8,8 +8,9 @@ import pandas as pd
 import streamlit as st
 
 from pages import _auth, _ui
+from xc_core.analysis.node_time import noise_test
 from xc_core.errors import XcInputError
-from xc_core.review.diff import change_lines, diff_markdown, diff_reports, different_models
+from xc_core.review.diff import change_lines, diff_markdown, diff_reports, different_models, time_notes, verdict_line
 from xc_core.review.gate import GateRules, regressions
 from xc_core.review.runs import parse_report
 from xc_core.store import run_key
@@ -118,6 +119,12 @@ if lines:
                  width="stretch")
 else:
     st.info("No change in any compiler decision between these runs.")
+# Times that moved without a change: within the runs' noise, a shift every node shared, or not judged (no spread).
+notes = time_notes(d)
+if notes or any((t.get("time") or {}).get("compared") for t in d["targets"].values()):
+    st.caption(" · ".join(f"{_ui.code(t)} {_ui.plain(line)}" for t, line in notes)
+               + ("; " if notes else "") + "Time test: " + _ui.plain(noise_test()) + ".")
+st.markdown(f"**{_ui.plain(verdict_line(d, None))}**")      # the default rules, as `regs` above
 if d["targets_added"] or d["targets_removed"]:
     st.caption("Targets only in one run: " + _ui.plain(", ".join(d["targets_added"] + d["targets_removed"])))
 c1, c2 = st.columns(2)

@@ -1,6 +1,8 @@
-"""Overview: first each target's checklist in one line, then what differs between the targets a user ships
+"""Overview: first what the drift figures can tell (an ONNX upload's route and its own error against ONNX Runtime,
+once; a reference that cannot tell targets apart; figures beyond any plausible range), then each target's checklist
+in one line, then what differs between the targets a user ships
 together (one sentence per pair), then one row per target in eight columns (target — with its status when it did
-not compile —, checklist verdicts, ops before → after, fused groups, accelerator, precision, worst drift,
+not compile —, checklist verdicts, ops source → compiled, fused groups, accelerator split, precision, worst drift,
 evidence), with every other column one click away."""
 import itertools
 import json
@@ -10,17 +12,20 @@ import streamlit as st
 
 from pages import _ui
 from xc_core.analysis.advice import advice_line
+from xc_core.analysis.drift import ROUTE_REFERENCE
 from xc_core.views.figures import time_by_op_type_figure
+from xc_core.views.target_counts import count_findings, run_counts, target_notes
 from xc_core.views.rows import (
     all_columns_rows,
     default_pairs,
+    drift_flags,
     drift_output_rows,
-    fmt_sci,
     input_rows,
     onnx_route_lines,
     onnx_route_rows,
     pair_sentence,
     probe_rows,
+    route_departs,
     style_verdicts,
     target_summary_rows,
     time_rows,
@@ -33,10 +38,17 @@ _ui.header(report, "Overview")
 
 src = report["source"]
 cap = report.get("capture") or {}
+# Each metric says what it counts, so none reads as another's: targets that compiled and ran beside targets that fail
+# a checklist question (a target can do both).
+counts = run_counts(report)
 c1, c2, c3, c4 = st.columns(4)
-c1.metric("Source ops (before)", cap.get("op_count_before", "—"), help="compute ops in the captured graph")
-c2.metric("Targets", len(report["targets"]))
-c3.metric("Targets OK", sum(t["status"] == "ok" for t in report["targets"].values()))
+c1.metric("Source ops", cap.get("op_count_before", "—"),
+          help="compute ops of the captured graph; each target's compiled ops are in its row below")
+c2.metric("Compiled and ran", f"{counts['ran']} of {counts['targets']}",
+          help=f"targets that compiled and ran here; {counts['compiled_only']} more compiled but cannot run on this "
+               f"host, {counts['failed']} failed, {counts['unavailable']} unavailable")
+c3.metric("Checklist: targets failing", f"{counts['failing']} of {counts['targets']}",
+          help=f"targets with at least one failing checklist question; {counts['warning']} more only warn")
 c4.metric("Reference", (report.get("reference") or {}).get("id", "—"))
 
 if cap.get("onnx_error"):
@@ -44,13 +56,20 @@ if cap.get("onnx_error"):
                "that compile the ExportedProgram (Core ML, Inductor, ExecuTorch, Core AI, the torch reference) ran "
                "on their own.")
 
+# Said before any target's figure: what the comparisons can and cannot tell. First, an ONNX upload's route — the
+# program the PyTorch-side targets compiled, its own error against ONNX Runtime (xc's, never a target's), once;
+# then a reference that cannot tell targets apart, and figures no compiler can produce.
 route_lines = onnx_route_lines(report)
-if route_lines:     # an ONNX upload: the program the PyTorch-side targets compiled, and its own error
+if route_lines:
     route = cap["onnx_route"]
-    with st.expander(f"ONNX → PyTorch route — {'failed' if route.get('error') else 'one program for '}"
-                     f"{'' if route.get('error') else ', '.join(route.get('targets') or [])}",
-                     expanded=bool(route.get("error"))):
-        st.markdown(f"{_ui.evidence_badge(route.get('evidence'))} " + _ui.plain(" ".join(route_lines)))
+    (st.warning if route_departs(report) else st.info)(
+        f"**ONNX → PyTorch route** {_ui.evidence_badge(route.get('evidence'))} " + _ui.plain(route_lines[0]))
+for flag in drift_flags(report):
+    st.warning(_ui.plain(flag))
+if route_lines and not route.get("error") and not route.get("skipped"):
+    with st.expander(f"ONNX → PyTorch route: one program for {', '.join(route.get('targets') or []) or 'no target'}"):
+        if route_lines[1:]:
+            st.markdown(_ui.plain(" ".join(route_lines[1:])))
         rows = onnx_route_rows(report)
         if rows:
             st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
@@ -62,9 +81,9 @@ st.subheader("Each target in one line")
 st.markdown("  \n".join(f"**{_ui.plain(tid)}** {_ui.plain(line)}" for tid, line in verdict_lines(report)))
 checks = report.get("checklist", {}).get("targets", {})
 fails = sum(i["verdict"] == "fail" for items in checks.values() for i in items)
-warns = sum(i["verdict"] == "warn" for items in checks.values() for i in items)
-if fails or warns:
-    st.caption(f"Checklist: {fails} fail, {warns} warn across the targets — the Checklist page says which and why.")
+if counts["failing"] or counts["warning"]:
+    st.caption(f"Checklist: {counts['failing']} target(s) fail a question ({fails} failing answers in all), "
+               f"{counts['warning']} more only warn — the Checklist page says which and why.")
 
 st.subheader("Where the targets you ship together differ")
 compiled = [tid for tid, t in report["targets"].items() if t.get("graph")]
@@ -85,9 +104,14 @@ st.table(style_verdicts(target_summary_rows(report), ["checklist"], nowrap=("tar
                        text=_ui.plain), hide_index=True)
 st.caption(f"Checklist: how many of its questions fail and warn ({verdict_text('fail')}, {verdict_text('warn')}; "
            f"{verdict_text('pass')} when none does). "
-           "Accelerator: share of nodes the accelerator takes (weights under All columns), ops left on the CPU; "
-           "Core ML: predicted compute units. Evidence: how the assignment · the numbers were obtained.",
+           "Ops: compute ops of the captured (source) graph → of the target's compiled graph. "
+           "Accelerator: the compiled ops on the accelerator and on the CPU, as xc's placement on the graph records "
+           "them — unsupported (the delegate / EP cannot run them) or supported but outside the partition it takes; "
+           "Core ML on the CPU: predicted compute units. Evidence: how the assignment · the numbers were obtained.",
            help=" · ".join(f"{k} — {v}" for k, v in _ui.EVIDENCE_HELP.items()))
+# Where a runtime's own count and xc's placement disagree: one labelled finding per target, said here once.
+for tid, finding in count_findings(report):
+    st.warning(f"**{_ui.plain(tid)}** {_ui.plain(finding)}")
 with st.expander("All columns"):
     st.dataframe(pd.DataFrame(all_columns_rows(report)), hide_index=True, width="stretch")
 
@@ -141,7 +165,7 @@ else:
         prec = t.get("precision") or {}
         st.markdown(f"**Precision mix** {_ui.evidence_badge(prec.get('evidence'))}: "
                     + ", ".join(f"{k} × {v}" for k, v in (prec.get("mix") or {}).items()))
-        for note in t.get("notes") or []:
+        for note in target_notes(t):
             st.caption(f"Note: {_ui.plain(note)}")
         info = {k: v for k, v in (t.get("info") or {}).items() if not isinstance(v, (list, dict))}
         if info:      # the compiler's settings as report.json names them: one hover away, not in the way
@@ -153,12 +177,11 @@ else:
                 f"{_ui.evidence_badge(drift.get('evidence'))}")
     if drift.get("assumption"):
         st.caption(f"Assumption: {_ui.plain(drift['assumption'])}")
-    conv = (t.get("info") or {}).get("onnx_conversion")
-    if conv and conv.get("conversion_drift"):
-        worst_conv = max((m.get("rel_l2") or 0 for m in conv["conversion_drift"].values()
-                          if "error" not in m), default=None)
-        st.caption(f"Includes the ONNX → PyTorch conversion (xc's route, onnx2torch), whose own error is rel L2 "
-                   f"{fmt_sci(worst_conv)} — measured apart, see \"ONNX → PyTorch route\" at the top.")
+    if drift.get("reference") == ROUTE_REFERENCE:
+        st.caption("Against the outputs of the program xc's ONNX → PyTorch route made, which this target compiled: "
+                   "the compiler's own drift. The conversion's own error is said once, at the top.")
+    elif (t.get("info") or {}).get("onnx_conversion"):    # a report from before: the figure includes the route's
+        st.caption("Includes the ONNX → PyTorch conversion (xc's route), whose own error is said at the top.")
     out_rows = drift_output_rows(t)
     if out_rows:
         st.dataframe(pd.DataFrame(out_rows), hide_index=True, width="stretch")

@@ -253,7 +253,6 @@ for col, tid in zip(panes, picked):
     gap_boxes = [f"b{k}" for k, b in enumerate(v["boxes"]) if b["kind"] == "node" and b["id"] in gaps]
     match_boxes = [f"b{k}" for k in topology.boxes_holding(v, tr.prep, found)]
     items, clusters = pane_items(v)
-    n_fb = sum(1 for n in tr.prep.nodes if n.get("fallback"))
     n_fused = sum(1 for i in range(len(tr.prep.ids)) if tr.prep.is_fused(i))
     with col:
         ev = (t.get("graph") or {}).get("evidence")
@@ -270,9 +269,10 @@ for col, tid in zip(panes, picked):
             on_toggle_change=functools.partial(_on_pane_event, tid),
             height=PANE_HEIGHT + 40)
         hier = f" · {HIERARCHY_NOTES[v['synthesized']]}" if v["synthesized"] in HIERARCHY_NOTES else ""
-        st.caption(f"{v['n_nodes']} nodes → {v['n_boxes']} boxes, {len(v['clusters'])} groups open · {n_fb} on "
-                   f"the CPU as fallback · {n_fused} fused · {len(gaps)} without counterpart · {len(sel_boxes)} "
-                   f"selected" + (f" · {len(match_boxes)} found" if find.strip() else "") + hier)
+        st.caption(f"{topology.count_caption(t, v)}, {len(v['clusters'])} groups open · "
+                   f"{topology.fallback_caption(t, tr.prep.nodes)} · {n_fused} fused · {len(gaps)} without "
+                   f"counterpart · {len(sel_boxes)} selected"
+                   + (f" · {len(match_boxes)} found" if find.strip() else "") + hier)
 
 st.session_state["_topo_drawings"] = drawings
 

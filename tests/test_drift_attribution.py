@@ -3,6 +3,7 @@ ort-nnapi's fp16 emulation, which converts only the partition NNAPI takes (every
 not support), and to int8 by ort-cpu-int8, which quantizes only MatMul/Gemm — must have its largest attributed
 jump at that layer's boundary, naming the precision decision and its compiled node; fp32 ORT must have none.
 Unit: the jump / share / recovery rules on hand-built points, and the decision kinds on a hand-built graph."""
+import json
 import os
 
 import pytest
@@ -130,6 +131,54 @@ def test_markdown_lines_and_the_drift_page(report):
     assert not at.exception, at.exception
     tables = [d.value for d in at.dataframe if "decision" in d.value.columns]
     assert len(tables) == 2 and set(tables[0]["boundary"]) | set(tables[1]["boundary"]) == {"mix.fc"}
+
+
+def test_an_unverified_point_is_shown_apart_on_the_page_the_figure_and_in_markdown(report, tmp_path):
+    """A point made inconsistent by hand (ort-cpu's `soft` boundary at rel L2 0.5 between fp32-exact layers, as a
+    mis-mapped value looks): left off the line and the attribution, listed apart with the failed check on the
+    Drift page, as grey crosses on the figure, in the Markdown and in the Model Explorer overlay."""
+    import copy
+
+    from xc_core.analysis.layer_drift import CONSISTENCY, verify_points
+    from xc_core.export.model_explorer import write_model_explorer
+    from xc_core.review.markdown import report_markdown
+    from xc_core.views.figures import layer_drift_figure
+    rep = copy.deepcopy(report)
+    t = rep["targets"]["ort-cpu"]
+    ld = t["layer_drift"]
+    soft = next(p for p in ld["points"] if p["module_path"] == "soft")
+    soft["rel_l2"] = 0.5
+    verify_points(ld["points"], None, t["drift"]["worst"]["rel_l2"])
+    assert (soft["verified"], soft["check"]) == (False, CONSISTENCY)
+    ld["covered"], ld["unverified"] = ld["covered"] - 1, 1
+    ld["attribution"] = drift_attribution(t, rep["capture"]["graph"])
+    assert ld["attribution"]["jumps"] == [] and "soft (consistency)" in ld["attribution"]["summary"]
+    validate_report(rep)
+
+    fig = layer_drift_figure(rep)
+    crosses = [tr for tr in fig.data if "unverified" in (tr.name or "")]
+    assert len(crosses) == 1 and list(crosses[0].y) == [0.5] and "ort-cpu" in crosses[0].name
+    line = next(tr for tr in fig.data if tr.name == "ort-cpu")
+    assert 0.5 not in list(line.y)
+
+    md = report_markdown(rep)
+    assert "left out as unverified" in md and "consistency" in md
+
+    write_model_explorer(rep, str(tmp_path))
+    with open(tmp_path / "ort-cpu.drift.nodedata.json") as f:
+        overlay = json.load(f)["ort-cpu"]["results"]
+    assert overlay and 0.5 not in [r["value"] for r in overlay.values()]
+
+    from streamlit.testing.v1 import AppTest
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    at = AppTest.from_file(os.path.join(root, "pages", "drift.py"), default_timeout=300)
+    at.session_state["_xc_routed"] = True
+    at.session_state["report"] = rep
+    at.run()
+    assert not at.exception, at.exception
+    apart = [d.value for d in at.dataframe if "source op" in d.value.columns]
+    assert len(apart) == 1 and list(apart[0]["boundary"]) == ["soft"] and list(apart[0]["check"]) == ["consistency"]
+    assert any("left out as unverified" in m.value for m in at.markdown)
 
 
 # ---- the rules on hand-built points -----------------------------------------------------------------------------

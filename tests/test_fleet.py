@@ -346,9 +346,12 @@ def test_fleet_gate_on_the_cells_figures(tmp_path, fleet):
     cell["worst_drift"]["value"] = 1e-4          # 100× the base's: within this file's ort-nnapi allowance
     next(c for c in base["cells"] if c["model"] == "mlp" and c["target"] == "ort-nnapi")["worst_drift"]["value"] = 1e-6
     slow = next(c for c in worse["cells"] if c["model"] == "conv" and c["target"] == "ort-cpu")
-    slow["time_us"] = {"value": 3.0, "evidence": "measured", "host_cpu": "X"}
+    # Times with the runs' spread (as xc writes them since issue 50): 3× and the IQRs apart — beyond noise.
+    slow["time_us"] = {"value": 3000.0, "evidence": "measured", "host_cpu": "X",
+                       "spread": {"q1": 2900.0, "q3": 3100.0, "n": 5}}
     fast = next(c for c in base["cells"] if c["model"] == "conv" and c["target"] == "ort-cpu")
-    fast["time_us"] = {"value": 1.0, "evidence": "measured", "host_cpu": "X"}
+    fast["time_us"] = {"value": 1000.0, "evidence": "measured", "host_cpu": "X",
+                       "spread": {"q1": 900.0, "q3": 1100.0, "n": 5}}
     (tmp_path / "b.json").write_text(json.dumps(base))
     (tmp_path / "n.json").write_text(json.dumps(worse))
     (tmp_path / ".xc-gate.toml").write_text("max_time_ratio = 2.5\n[target.\"ort-nnapi\"]\nmax_drift_ratio = 1000\n")

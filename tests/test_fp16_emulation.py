@@ -116,3 +116,76 @@ def test_a_model_that_fails_in_fp32_too_is_the_models_error_not_the_emulations(t
     assert t["status"] == "error" and t["error_stage"] == "run"
     assert "invalid index found" in t["error"] and "emulation" not in t["error"]
     assert t["error"].split(": ", 1)[1] == report["targets"]["ort-cpu"]["error"].split(": ", 1)[1]
+
+
+# --- what "fp16" means: checked against numpy's float16 (bench/emulator_conformance.py runs ONNX's node tests) ---
+
+def _graph(nodes, inits=(), opset=17):
+    return helper.make_model(helper.make_graph(nodes, "g", [X], [Y], list(inits)),
+                             opset_imports=[helper.make_opsetid("", opset)])
+
+
+def _emulate(model, accelerated, tmp_path, x):
+    run = lambda p: run_session(make_session(p, "ORT_DISABLE_ALL"), {"x": x})  # noqa: E731
+    return emulate_fp16(model, accelerated, str(tmp_path), run), run(_save(model, tmp_path / "fp32.onnx"))["y"]
+
+
+def _fp16(a):
+    return np.asarray(a, np.float32).astype(np.float16)
+
+
+X_VALUES = np.array([[1.0001, -2.0003, 3.14159, 0.1, 7.77, -0.333, 12.5, 1e-3]], np.float32)
+
+
+def test_accelerated_nodes_store_every_tensor_in_fp16(tmp_path):
+    """ORT's CPU EP has no fp16 Sin: it computes the node in fp32 between casts it inserts and folds those casts
+    with the converter's, which left the whole graph in fp32. Each tensor must be an fp16 value, as numpy's float16
+    gives it."""
+    model = _graph([helper.make_node("Sin", ["x"], ["s"], name="a"), helper.make_node("Sin", ["s"], ["y"], name="b")])
+    em, fp32 = _emulate(model, {"a", "b"}, tmp_path, X_VALUES)
+    assert em.method == "converted"
+    got = em.outputs["y"]
+    np.testing.assert_array_equal(_fp16(got).astype(np.float32), got)          # fp16 values …
+    expected = _fp16(np.sin(_fp16(np.sin(_fp16(X_VALUES).astype(np.float32))).astype(np.float32)))
+    ulp = np.spacing(expected).astype(np.float32)                              # … as numpy's float16 rounds them
+    assert np.all(np.abs(got - expected.astype(np.float32)) <= ulp)           # (ORT's fp32 sin may differ by 1 ulp)
+    assert np.max(np.abs(got - fp32)) > 1e-4
+
+
+def test_nodes_left_on_the_cpu_keep_their_fp32_values(tmp_path):
+    """A CPU node's output read by two CPU nodes (a residual) went through Cast(fp16) → Cast(fp32), and a graph
+    output a CPU node produces came back typed float16: both are the CPU EP's fp32 numbers, bit for bit."""
+    nodes = [helper.make_node("Sin", ["x"], ["s"], name="cpu1"), helper.make_node("Cos", ["s"], ["c"], name="cpu2"),
+             helper.make_node("Mul", ["s", "c"], ["y"], name="cpu3")]
+    for accelerated in (set(), {"unrelated"}):
+        em, fp32 = _emulate(_graph(nodes), accelerated, tmp_path, X_VALUES)
+        assert em.outputs["y"].dtype == np.float32
+        np.testing.assert_array_equal(em.outputs["y"], fp32)
+
+
+def test_weights_convert_within_fp16s_range(tmp_path):
+    """onnxconverter-common clamps weights to ±10,000 by default; fp16 reaches 65,504."""
+    w = numpy_helper.from_array(np.full(8, 30000.0, np.float32), "w")
+    em, _ = _emulate(_graph([helper.make_node("Mul", ["x", "w"], ["y"], name="m")], [w]), {"m"}, tmp_path,
+                     np.ones((1, 8), np.float32) * 0.5)
+    np.testing.assert_array_equal(em.outputs["y"], np.full((1, 8), 15000.0, np.float32))
+
+
+def test_op_types_the_converter_keeps_in_fp32_are_named(tmp_path):
+    """Its default block list (Max among them) stays fp32 even on the `converted` rung: the emulation says so."""
+    model = _graph([helper.make_node("Max", ["x", "x"], ["y"], name="mx")])
+    em, _ = _emulate(model, {"mx"}, tmp_path, X_VALUES)
+    assert em.method == "converted" and em.kept_fp32_ops == ["Max"]
+
+
+def test_a_run_without_fp16_rounding_is_not_passed_off_as_fp16(tmp_path):
+    """A runtime that computes without the rounding (as ORT did, folding its casts): no rung is accepted."""
+    model = _graph([helper.make_node("Sin", ["x"], ["y"], name="a")])
+    fp32_path = _save(model, tmp_path / "fp32.onnx")
+
+    def rounding_dropped(path):
+        return run_session(make_session(fp32_path, "ORT_DISABLE_ALL"), {"x": X_VALUES})
+
+    with pytest.raises(EmulationFailed, match="without the fp16 rounding") as e:
+        emulate_fp16(model, {"a"}, str(tmp_path), rounding_dropped)
+    assert all("without the fp16 rounding" in a["error"] for a in e.value.attempts)

@@ -367,3 +367,84 @@ def test_slice_update():
     expected = x.copy()
     expected[1:4:2, 0:6:2] = -1.0
     np.testing.assert_array_equal(only_output(run_program(prog, {"x": x})[0]), expected)
+
+
+# --- semantics settled by coremltools' own MIL op tests (bench/emulator_conformance.py runs all of them) ---------
+
+def test_a_scalar_fed_to_an_input_declared_1():
+    """coremltools declares a scalar placeholder as shape (1,); Core ML takes a 0-d value for it."""
+    @mb.program(input_specs=[mb.TensorSpec(shape=(1,))], opset_version=ct.target.iOS17)
+    def prog(x):
+        return mb.mul(x=x, y=2.0)
+
+    np.testing.assert_array_equal(only_output(run_program(prog, {"x": np.float32(3.0)})[0]), [6.0])
+
+
+def test_local_response_norm_runs_only_where_it_is_defined():
+    """NCHW with an odd window: torch's LRN. A rank-3 input (the op's doc says channels on axis 1, coremltools'
+    expected values use axis 0) and an even window (which side gets the extra channel?) are refused."""
+    x = np.random.default_rng(0).standard_normal((2, 6, 3, 3)).astype(np.float32)
+
+    def lrn(shape, size):
+        @mb.program(input_specs=[mb.TensorSpec(shape=shape)], opset_version=ct.target.iOS17)
+        def prog(x):
+            return mb.local_response_norm(x=x, size=size, alpha=0.5, beta=0.75, k=1.0)
+        return prog
+
+    got = only_output(run_program(lrn(x.shape, 3), {"x": x})[0])
+    want = torch.nn.LocalResponseNorm(3, alpha=0.5, beta=0.75, k=1.0)(torch.from_numpy(x)).numpy()
+    assert rel_l2(got, want) <= 1e-6
+    with pytest.raises(EmulationError, match="rank 3"):
+        run_program(lrn((1, 3, 2), 3), {"x": np.ones((1, 3, 2), np.float32)})
+    with pytest.raises(EmulationError, match="size 2"):
+        run_program(lrn(x.shape, 2), {"x": x})
+
+
+def test_nearest_neighbour_source_positions():
+    """upsample_nearest_neighbor takes floor(i * in / out) (coremltools' expected values for a fractional scale:
+    1.12 on a width of 3 keeps [0, 1, 2]); resize_nearest_neighbor and iOS17 resize take half-pixel centres,
+    floor((i + 0.5) * in / out), as the TensorFlow frontend that emits them means."""
+    x = np.arange(12, dtype=np.float32).reshape(1, 1, 3, 4)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=x.shape)], opset_version=ct.target.iOS17)
+    def prog(x):
+        return (mb.upsample_nearest_neighbor(x=x, scale_factor_height=1.0, scale_factor_width=1.12),
+                mb.resize_nearest_neighbor(x=x, target_size_height=3, target_size_width=2),
+                mb.resize(x=x, shape=np.array([1, 1, 2, 4], np.int32), resized_dims=np.uint32(2),
+                          interpolation_mode="NEAREST_NEIGHBOR"))
+
+    upsampled, resized, resized17 = run_program(prog, {"x": x})[0].values()
+    np.testing.assert_array_equal(upsampled, x)                       # width floor(4 * 1.12) = 4: [0, 1, 2, 3]
+    np.testing.assert_array_equal(resized, x[..., [1, 3]])            # 4 → 2: floor((i + 0.5) * 2) = [1, 3]
+    np.testing.assert_array_equal(resized17, x[..., [0, 2], :])       # 3 → 2: floor((i + 0.5) * 1.5) = [0, 2]
+
+
+def test_reshape_zeros_align_on_the_right_in_ios17():
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=x.shape)], opset_version=ct.target.iOS17)
+    def prog(x):
+        return mb.reshape(x=x, shape=[1, 0, -1, 0])
+
+    np.testing.assert_array_equal(only_output(run_program(prog, {"x": x})[0]), x.reshape(1, 1, 2, 3))
+
+
+def test_chained_compressed_weights():
+    """Joint compression: a quantized LUT (constexpr_blockwise_shift_scale) read by constexpr_lut_to_sparse, whose
+    two outputs constexpr_sparse_to_dense reads — each op's input is the previous op's value."""
+    from coremltools.converters.mil.mil import types
+    mask = np.array([[1, 0, 1, 1], [0, 1, 1, 0]], dtype=types.np_uint1_dtype)
+    indices = np.array([3, 0, 1, 2, 3], dtype=types.nptype_from_builtin(types.string_to_builtin("uint2")))
+    quantized = np.array([-4, 1, 5, 9], np.int8).reshape(1, 1, 4, 1)
+    scale, offset = np.full((1, 1, 1, 1), 0.5, np.float32), np.full((1, 1, 1, 1), 1, np.int8)
+
+    @mb.program(input_specs=[mb.TensorSpec(shape=(2, 4))], opset_version=ct.target.iOS18)
+    def prog(x):
+        lut = mb.constexpr_blockwise_shift_scale(data=quantized, scale=scale, offset=offset)
+        sparse_mask, values = mb.constexpr_lut_to_sparse(indices_mask=mask, indices_nonzero_data=indices, lut=lut)
+        return mb.add(x=x, y=mb.constexpr_sparse_to_dense(nonzero_data=values, mask=sparse_mask))
+
+    lut = (quantized.reshape(-1).astype(np.float32) - 1) * 0.5                 # [-2.5, 0, 2, 4]
+    dense = np.zeros((2, 4), np.float32)
+    dense[mask.astype(bool)] = lut[indices.astype(int)]
+    np.testing.assert_array_equal(only_output(run_program(prog, {"x": np.zeros((2, 4), np.float32)})[0]), dense)

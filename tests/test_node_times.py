@@ -159,18 +159,24 @@ def test_node_times_of_unknown_ids_are_unattributed_not_lost():
     assert g.nodes[0].measured_us == 4.0 and g.nodes[1].measured_us is None
     assert r.node_times["unattributed_us"] == 2.0 and r.node_times["run_us"] == 11.0
     assert r.node_times["compute_nodes_timed"] == 1 and r.node_times["compute_nodes"] == 2
+    # Every median keeps the runs behind it, and the run and the timed total their spread.
+    assert r.node_times["samples_us"] == {"nodes": {"a": [3.0, 5.0, 4.0]}, "run": [10.0, 12.0, 11.0],
+                                          "total": [3.0, 5.0, 4.0]}
+    assert r.node_times["spread"]["run_us"] == {"median": 11.0, "q1": 10.5, "q3": 11.5, "min": 10.0, "max": 12.0,
+                                                "n": 3}
 
 
-def test_fallbacks_rank_by_measured_kernel_plus_estimated_copies():
+def test_fallback_costs_keep_the_measured_kernel_and_the_assumed_copies_apart():
     nodes = [{"id": "cheap", "op_type": "Relu", "fallback": True, "measured_us": 5.0},
              {"id": "dear", "op_type": "TopK", "fallback": True, "measured_us": 400.0},
              {"id": "untimed", "op_type": "Erf", "fallback": True, "measured_us": None},
              {"id": "fast", "op_type": "Conv", "fallback": False, "measured_us": 900.0}]
     items = [{"from_node": "cheap", "consumers": ["fast"], "bytes": 4_000_000, "tensor": "t", "direction": "x"}]
-    costs = fallback_costs(nodes, items, bandwidth_gb_s=4.0, transition_overhead_ms=0.0)
+    costs = fallback_costs(nodes, items, bandwidth_gb_s=4.0, transition_overhead_ms=0.2)
     assert set(costs) == {"cheap", "dear", "untimed"}
-    assert costs["cheap"]["copy_us_est"] == pytest.approx(1000.0) and costs["cheap"]["cost_us"] == 1005.0
-    assert costs["untimed"] == {"kernel_us": None, "copy_us_est": 0.0, "cost_us": 0.0}
+    # 4 MB at 4 GB/s = 1000 µs, + 200 µs for its one transition: assumed, and never added to the kernel's 5 µs.
+    assert costs["cheap"] == {"kernel_us": 5.0, "copies_us_assumed": pytest.approx(1200.0), "transitions": 1}
+    assert costs["untimed"] == {"kernel_us": None, "copies_us_assumed": 0.0, "transitions": 0}
     summary = time_summary(nodes)
     assert summary["top"][0]["node"] == "fast" and summary["by_op_type"][0] == {"key": "Conv", "us": 1305.0 - 405.0,
                                                                                  "share": 0.6897}
@@ -189,11 +195,13 @@ def test_report_carries_where_the_time_goes_and_views_render_it(analysed):
     assert nt["timed_us"] > 0 and nt["by_backend"][0]["key"] == "cpu" and nt["top"]
     assert sum(x["share"] for x in nt["by_op_type"]) == pytest.approx(1.0, abs=1e-3)
     rows = fallback_rows(analysed, "ort-nnapi")
-    assert rows and rows[0]["kernel µs"] is not None and rows[0]["cost µs"] >= rows[0]["kernel µs"]
-    assert [r["cost µs"] for r in rows] == sorted((r["cost µs"] for r in rows), reverse=True)
+    assert rows and rows[0]["kernel µs"] is not None and "cost µs" not in rows[0]
+    # Ranked by the measured kernel, the assumed copies in their own column with their own evidence.
+    assert [r["kernel µs"] for r in rows] == sorted((r["kernel µs"] for r in rows), reverse=True)
+    assert all("copies assumed (4 GB/s, 0.2 ms per transition)" in r["time evidence"] for r in rows)
     md = report_markdown(analysed)
     assert "#### Where the time goes (measured)" in md and "`openvino-cpu`" in md.split("Where the time goes")[1]
-    assert "kernel µs (measured)" in md
+    assert "kernel µs (measured)" in md and "copies µs (assumed)" in md
     page = report_html(analysed)
     assert "-time-by-op\"" in page and "-heatmap-time\"" in page and "Where the time goes" in page
 
@@ -204,6 +212,10 @@ def test_a_node_slower_by_half_is_a_change_and_gateable(analysed):
     total = new["targets"]["ort-cpu"]["node_times"]["timed_us"]
     victim = max((n for n in nodes if n.get("measured_us")), key=lambda n: n["measured_us"])
     victim["measured_us"] = victim["measured_us"] * 3 + max(100.0, total)
+    samples = new["targets"]["ort-cpu"]["node_times"]["samples_us"]["nodes"]
+    samples[victim["id"]] = [v * 3 + max(100.0, total) for v in samples[victim["id"]]]     # every run slower
+    for report in (base, new):      # profiled on a quiet host (this test's own may be busy: see below)
+        report["targets"]["ort-cpu"]["node_times"]["cpu_wait_share"] = 0.01
     d = diff_reports(base, new)
     slower = d["targets"]["ort-cpu"]["time"]["slower"]
     assert [x["node"] for x in slower] == [victim["id"]] and d["targets"]["ort-cpu"]["changed"]
@@ -211,6 +223,19 @@ def test_a_node_slower_by_half_is_a_change_and_gateable(analysed):
     assert regressions(d, GateRules()) == []                       # off by default: CI machines are noisy
     hits = regressions(d, GateRules(max_slower_nodes=0))
     assert [h["rule"] for h in hits] == ["max_slower_nodes"] and victim["op_type"] in hits[0]["what"]
+    # The same, profiled while the host was busy: not judged, and said.
+    busy = copy.deepcopy(new)
+    busy["targets"]["ort-cpu"]["node_times"]["cpu_wait_share"] = 0.6
+    d_busy = diff_reports(base, busy)
+    assert not d_busy["targets"]["ort-cpu"]["time"]["slower"] and "host was busy" in \
+        d_busy["targets"]["ort-cpu"]["time"]["host_busy"]
+    assert regressions(d_busy, GateRules(max_slower_nodes=0)) == []
+    # A base from an older xc (no per-run samples): spread unknown — said, never a regression on time alone.
+    old = copy.deepcopy(base)
+    del old["targets"]["ort-cpu"]["node_times"]["samples_us"]
+    unknown = diff_reports(old, new)["targets"]["ort-cpu"]["time"]
+    assert not unknown["slower"] and [x["node"] for x in unknown["spread_unknown"]] == [victim["id"]]
+    assert regressions(diff_reports(old, new), GateRules(max_slower_nodes=0)) == []
     new["targets"]["ort-cpu"]["node_times"]["host_cpu"] = "another CPU"
     other = diff_reports(base, new)["targets"]["ort-cpu"]["time"]
     assert not other["compared"] and "different CPUs" in other["why_not"] and not other["slower"]

@@ -472,3 +472,97 @@ def test_programs_above_the_node_limit_skip_the_pytorch_side_targets_and_the_rou
     report = analyze("sample:vision-mini", ["coreml-cpu"], limits=Limits(max_program_nodes=5), isolate=False)
     t = report["targets"]["coreml-cpu"]
     assert t["status"] == "unavailable" and "the program has" in t["error"] and "--max-program-nodes" in t["error"]
+
+
+# ---------------------------------------------------------------- the route's own error, checked and located ----
+class _CumSumNet(torch.nn.Module):
+    """The issue's model: Conv → BN → ReLU → mean → Linear → GELU → CumSum(axis -1)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv, self.bn, self.fc = torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.Linear(8, 6)
+        with torch.no_grad():
+            self.bn.running_mean.uniform_(-0.5, 0.5)
+            self.bn.running_var.uniform_(0.5, 1.5)
+
+    def forward(self, x):
+        y = torch.nn.functional.gelu(self.fc(torch.relu(self.bn(self.conv(x))).mean((2, 3))))
+        return torch.cumsum(y, -1)
+
+
+def _cumsum_onnx(tmp_path):
+    """Exported as the issue's was (TorchScript exporter, opset 17): CumSum without a `reverse` attribute."""
+    path = str(tmp_path / "cumsum.onnx")
+    torch.onnx.export(_CumSumNet().eval(), (torch.randn(1, 3, 12, 12),), path, dynamo=False, opset_version=17,
+                      input_names=["x"], output_names=["y"])
+    model = onnx.load(path)
+    cumsum = next(n for n in model.graph.node if n.op_type == "CumSum")
+    assert "reverse" not in {a.name for a in cumsum.attribute}
+    return model, cumsum.name
+
+
+def test_the_issues_cumsum_model_converts_within_1e6_and_hands_its_outputs_on(tmp_path):
+    model, cumsum = _cumsum_onnx(tmp_path)
+    feeds = {"x": _x(1, 3, 12, 12)}
+    record = _close(_route(tmp_path, model, feeds))
+    drift = record["conversion_drift"]["y"]
+    assert drift["rel_l2"] <= 1e-6 and drift["shape_match"] and drift["dtype_match"], drift
+    assert "first_departure" not in record             # nothing departs: the localisation never ran
+    note = next(n for n in record["preprocessing"] if n.startswith("CumSum"))
+    assert f"'{cumsum}'" in note and "reverse" in note and "onnx2torch reads as 1" in note
+    # the program's own outputs at the analysis inputs, for the analyses that measure the compilers against it
+    with np.load(record["program_outputs_path"], allow_pickle=False) as saved:
+        assert list(saved.keys()) == ["y"]
+        program = torch.export.load(record["program_path"]).module()
+        np.testing.assert_array_equal(saved["y"], program(torch.from_numpy(feeds["x"])).detach().numpy())
+
+
+def test_a_departing_route_names_the_first_onnx_node_that_departs(tmp_path, monkeypatch):
+    """onnx2torch's own CumSum default brought back (xc's spelled-out defaults undone): the route's output departs,
+    and the node-by-node comparison against ONNX Runtime names the CumSum — not the Conv before it, not the
+    output."""
+    from xc_core.onnx_route import graph_prep
+    model, cumsum = _cumsum_onnx(tmp_path)
+    monkeypatch.setattr(graph_prep, "spell_out_defaults", lambda m: [])
+    record = _route(tmp_path, model, {"x": _x(1, 3, 12, 12)})
+    assert record["conversion_drift"]["y"]["rel_l2"] > 0.1
+    found = record["first_departure"]
+    assert found["node"] == cumsum and found["op_type"] == "CumSum" and found["output"] == "y", found
+    assert found["rel_l2"] > 0.1 and found["compared"] > 5       # the nodes before it were compared and agreed
+
+
+def _nonzero_model():
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("NonZero", ["r"], ["y"], name="where_positive")]
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+                  [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
+
+
+def test_a_shape_that_differs_is_a_finding_not_a_small_error(tmp_path, monkeypatch):
+    """NonZero as onnx2torch computed it ([count, rank], ONNX says [rank, count]): the route's drift says the
+    shapes differ, gives no value metric, departs, and names the node."""
+    from xc_core.onnx_route import modules
+    x = np.array([[1, 0, 2, 0], [0, 3, 0, 0], [4, 0, 0, 5]], np.float32)
+    assert _close(_route(tmp_path, _nonzero_model(), {"x": x}))["conversion_drift"]["y"]["exact"]
+    monkeypatch.setattr(modules.NonZero, "forward", lambda self, t: torch.nonzero(t))
+    record = _route(tmp_path, _nonzero_model(), {"x": x})
+    entry = record["conversion_drift"]["y"]
+    assert entry["shape_match"] is False and entry["shape"] == [5, 2] and entry["reference_shape"] == [2, 5]
+    assert "cannot be trusted" in entry["error"] and "rel_l2" not in entry
+    assert record["first_departure"]["node"] == "where_positive" and "shape" in record["first_departure"]["why"]
+
+
+def test_a_dtype_that_differs_is_a_finding(tmp_path, monkeypatch):
+    """Pow of an int64 base keeps int64 in ONNX; torch promotes to float."""
+    from xc_core.onnx_route import modules
+    inits = [numpy_helper.from_array(np.array(2.0, np.float32), "two")]
+    nodes = [helper.make_node("Pow", ["x", "two"], ["y"], name="square")]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.INT64, [4])],
+                   [helper.make_tensor_value_info("y", TensorProto.INT64, None)], inits)
+    feeds = {"x": np.array([1, 2, 3, 4], np.int64)}
+    assert _close(_route(tmp_path, model, feeds))["conversion_drift"]["y"]["exact"]
+    monkeypatch.setattr(modules.Pow, "forward", lambda self, a, b: torch.pow(a, b))
+    entry = _route(tmp_path, model, feeds)["conversion_drift"]["y"]
+    assert entry["dtype_match"] is False and entry["dtype"] == "float32" and entry["reference_dtype"] == "int64"
+    assert "cannot be trusted" in entry["error"] and "rel_l2" not in entry

@@ -880,16 +880,24 @@ def inputs_table(report: dict) -> str:
 
 
 def summary_table(report: dict) -> str:
-    from .views.rows import overview_rows
+    """The targets as an aligned table, after what its drift column cannot tell: the ONNX → PyTorch route's own
+    error (xc's, said once) and a reference or figure that cannot tell targets apart."""
+    from .views.rows import drift_flags, overview_rows, route_headline
+    first = [f"ONNX → PyTorch route (measured): {route_headline(report)}"] if route_headline(report) else []
+    first += [f"warning: {flag}" for flag in drift_flags(report)]
+    from .views.target_counts import SPLIT_COLUMN, count_findings
     rows = overview_rows(report)
     cols = ["target", "status", "ops", "fused groups", "precision", "worst drift (rel L2)"]
-    extra = ["accelerated share", "partitions", "fallbacks", "ORT verdict", "latency cliff (est.)",
-             "Core ML units", "casts", "MIL ops"]
+    # An accelerated target's split of its compiled ops, in the words of the dashboard and the Markdown.
+    extra = [SPLIT_COLUMN, "partitions", "ORT verdict", "latency cliff (est.)", "Core ML units", "casts", "MIL ops"]
     cols += [c for c in extra if any(c in r for r in rows)] + ["evidence"]
     # A terminal table, aligned; Markdown for a PR comment is `--md FILE` / `report RUN --format md`.
     cells = [cols] + [[printable_line(r.get(c, "—")) for c in cols] for r in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(cols))]
-    lines = ["  ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip() for line in cells]
+    lines = [printable_line(line) for line in first]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip() for line in cells]
+    # A runtime's own count that xc's placement does not match: one labelled finding per target, under the table.
+    lines += [f"{printable_line(tid)}: {printable_line(finding)}" for tid, finding in count_findings(report)]
     from .analysis.advice import advice_line
     for r in rows:
         if r.get("error"):
@@ -907,10 +915,12 @@ def time_lines(report: dict) -> str:
     if not rows:
         return ""
     cpus = sorted({(t.get("node_times") or {}).get("host_cpu") for t in report["targets"].values()} - {None})
-    lines = ["", f"time per node (measured on {', '.join(cpus)}; medians of the profiled runs):"]
+    lines = ["", f"time per node (measured on {', '.join(cpus)}; medians of the profiled runs, and the interquartile "
+                 "range of the runs' totals):"]
     width = max(len(r["target"]) for r in rows) + 1
     for r in rows:
-        lines.append(f"  {r['target']:{width}} {r['timed µs']} µs over {r['nodes timed']} · costliest: "
+        total, _, spread = r["timed µs"].partition(" (")
+        lines.append(f"  {r['target']:{width}} {total} µs ({spread} over {r['nodes timed']} · costliest: "
                      f"{r['costliest nodes']}")
     return "\n".join(visible(line) for line in lines)        # node names and the CPU's name: not xc's text
 

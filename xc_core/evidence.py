@@ -5,8 +5,12 @@ REPORTED = "reported"                    # the compiler / runtime told us (profi
 PREDICTED_RUNTIME = "predicted-runtime"  # the runtime's own checker predicted it (ORT partition checker)
 PREDICTED_RULES = "predicted-rules"      # our rule table predicted it; each rule cites its public source
 EMULATED = "emulated"                    # computed by emulating a runtime this host cannot run
+# A figure made from a constant xc assumes (the cost model's 0.2 ms per accelerator ↔ CPU transition, its 4 GB/s
+# copy bandwidth): nothing measured it, no runtime reported it, no checker or cited rule predicted it, so none of
+# the kinds above may stand for it — and it must never rank beside a measured time as if it were one.
+ASSUMED = "assumed"
 
-ALL = (MEASURED, REPORTED, PREDICTED_RUNTIME, PREDICTED_RULES, EMULATED)
+ALL = (MEASURED, REPORTED, PREDICTED_RUNTIME, PREDICTED_RULES, EMULATED, ASSUMED)
 
 # In a reader's words, for legends (dashboard, HTML and Markdown reports).
 HELP = {
@@ -15,4 +19,5 @@ HELP = {
     PREDICTED_RUNTIME: "the runtime's own checker predicted it",
     PREDICTED_RULES: "xc's cited rule table predicted it",
     EMULATED: "computed by emulating a runtime this host cannot run",
+    ASSUMED: "computed from a constant xc assumes (a cost model's parameter), not measured",
 }

@@ -60,7 +60,8 @@ KNOWN = [
     # converters (xc_core/onnx_route/converters.py)
     Known(_C(r"no PyTorch converter for (\w+) \(domain"), XC, _ONNX_ROUTE, _AS_PT2, op_group=1),
     Known(_C(r"(?:onnx2torch could not convert|failed in PyTorch at the analysis shapes|opset-\d+ only, and xc "
-             r"cannot lower|preparing the graph for onnx2torch failed|torch\.export could not capture the traced)"),
+             r"cannot lower|preparing the graph for onnx2torch failed|torch\.export could not capture the traced"
+             r"|^no PyTorch program from the ONNX: )"),
           XC, _ONNX_ROUTE, _AS_PT2),
     # coremltools: apple.github.io/coremltools/docs-guides/source/custom-conversion.html (composite operators)
     Known(_C(r"Unsupported fx node (\w+)|convert function for op '(\w+)' not implemented"), TOOLCHAIN,

@@ -6,6 +6,9 @@ execution order), so a stored report can be attributed again without arrays.
 
 Method (the README section says the same for reviewers):
 
+* Verified points only. A compared boundary that failed verification (analysis/layer_drift.py: a shape or dtype
+  that is not the reference's, or an error orders of magnitude above everything computed from it, the output
+  included) is left out: its number may compare another tensor. The block lists it under `left_out`, with why.
 * Segments. Each compared boundary (a module output, `layer_drift.points`, in execution order) closes a segment:
   the captured graph's compute ops after the previous compared boundary, up to and including this one. The first
   segment starts at the graph inputs, where the target and the reference agree exactly (drift 0).
@@ -35,6 +38,7 @@ import re
 
 from .. import evidence as ev
 from ..ir import precision_of_dtype
+from .layer_drift import unverified_points, verified_points
 
 NOISE_FLOOR = 1e-5   # peak rel L2 below this is fp32 rounding order: nothing to attribute
 JUMP_SHARE = 0.10    # a jump adds at least this share of the peak drift ...
@@ -46,7 +50,7 @@ MAX_RECOVERY_LINES = 3
 KINDS = ("precision", "backend-boundary", "fusion", "fallback")   # the order that names a jump
 NONE_KIND = "none recorded"
 
-METHOD = (f"segments between consecutive compared module boundaries (captured-graph execution order); a segment's "
+METHOD = (f"segments between consecutive verified module boundaries (captured-graph execution order); a segment's "
           f"share = max(0, rel L2 there − the highest rel L2 before it) / the peak rel L2 along depth (shares sum to "
           f"1; shrinking drift gets no share); a jump = share ≥ {JUMP_SHARE:g} and rel L2 ≥ {JUMP_RATIO:g} × the "
           f"earlier high, with the peak ≥ {NOISE_FLOOR:g}; decisions = compiled nodes whose source_ops fall in the "
@@ -194,13 +198,22 @@ def drift_attribution(target_block: dict, capture) -> dict | None:
     summary sentence. `capture` is the captured graph (Graph or report["capture"]["graph"]). None without
     compared boundaries."""
     ld = target_block.get("layer_drift") or {}
-    points = ld.get("points") or []
-    if not points:
+    compared = ld.get("points") or []
+    if not compared:
         return None
     evidence = ld.get("evidence") or ev.MEASURED
+    points = verified_points(compared)
+    left_out = [{"module_path": p["module_path"], "source_op": p["source_op"], "depth": p["depth"],
+                 "rel_l2": p.get("rel_l2"), "check": p.get("check"), "reason": p.get("unverified_reason")}
+                for p in unverified_points(compared)]
     block = {"method": METHOD, "evidence": evidence,
              "thresholds": {"noise_floor_rel_l2": NOISE_FLOOR, "jump_share": JUMP_SHARE, "jump_ratio": JUMP_RATIO},
-             "jumps": [], "recoveries": [], "attributed_share": 0.0}
+             "jumps": [], "recoveries": [], "attributed_share": 0.0, "left_out": left_out}
+    if not points:
+        block.update(peak_rel_l2=None, final_rel_l2=None, basis=None,
+                     summary=f"not attributed: none of the {len(compared)} compared boundaries passed "
+                             f"verification{_left_out_clause(left_out)}")
+        return block
     order = _capture_order(capture) if capture is not None else []
     if not all(0 <= p["depth"] < len(order) and order[p["depth"]]["id"] == p["source_op"] for p in points):
         # The depths index another graph than this one: attributing would name the wrong ops.
@@ -245,8 +258,17 @@ def drift_attribution(target_block: dict, capture) -> dict | None:
         })
     block["jumps"].sort(key=lambda j: -j["share"])
     block["attributed_share"] = round(sum(j["share"] for j in block["jumps"]), 4)
-    block["summary"] = _summary(block, nums, nodes)
+    block["summary"] = _summary(block, nums, nodes) + _left_out_clause(left_out)
     return block
+
+
+def _left_out_clause(left_out: list[dict]) -> str:
+    """"; 1 boundary left out, unverified: encoder.norm2 (consistency)" — or nothing."""
+    if not left_out:
+        return ""
+    named = ", ".join(f"{p['module_path']} ({p['check']})" for p in left_out[:MAX_RECOVERY_LINES])
+    more = f" and {len(left_out) - MAX_RECOVERY_LINES} more" if len(left_out) > MAX_RECOVERY_LINES else ""
+    return f"; {len(left_out)} boundar{'y' if len(left_out) == 1 else 'ies'} left out, unverified: {named}{more}"
 
 
 def _sentence(subject: str, s: dict, basis: str, evidence: str, boundary: str) -> str:
@@ -311,6 +333,11 @@ def attribution_lines(target_block: dict) -> list[str]:
                      f"{r['rel_l2']:.2e})")
     if len(recoveries) > MAX_RECOVERY_LINES:
         lines.append(f"  - {len(recoveries) - MAX_RECOVERY_LINES} more boundaries where the drift shrinks")
+    # Points that failed verification are not findings: listed apart, with the check that failed.
+    for p in att.get("left_out") or []:
+        rel = f"rel L2 {p['rel_l2']:.2e}, " if p.get("rel_l2") is not None else ""
+        lines.append(f"  - `{_md(p['module_path'])}` — left out, unverified ({rel}{p['check']} check): "
+                     f"{_md(p['reason'])}")
     return lines
 
 

@@ -49,6 +49,8 @@ def run_program(prog, inputs: dict[str, np.ndarray], record: bool = True
         if dtype is not None:
             value = value.astype(dtype, copy=False)
         declared = _static_shape(var)
+        if declared == (1,) and value.ndim == 0:
+            value = value.reshape(1)  # coremltools declares a scalar input as shape (1,); Core ML takes the scalar
         if declared is not None and tuple(value.shape) != declared:
             raise ValueError(f"input {name!r} has shape {tuple(value.shape)}; the program declares {declared}")
         env[name] = value
@@ -195,8 +197,19 @@ def _const(a):
 
 
 def _constexpr(a):
-    # Compressed weights (affine / palettized / sparse / blockwise). coremltools' own numpy decompression.
-    val = a.op.materialized_val_inference()
+    """Compressed weights (affine / palettized / sparse / blockwise): coremltools' own numpy decompression of the
+    op class, fed from the values computed so far — an input may itself be a constexpr op's output (joint
+    compression: a sparse mask over a palettized LUT …), which the op's `materialized_val_inference` cannot read."""
+    import inspect
+    decompress = getattr(type(a.op), "decompress", None)
+    if decompress is None:   # constexpr_cast: no decompress, its input is always a const
+        val = a.op.materialized_val_inference()
+    else:
+        args = {}
+        for param in inspect.signature(decompress).parameters:
+            var = a.op.inputs.get(param)
+            args[param] = None if var is None else a._env[var.name]
+        val = decompress(**args)
     return tuple(np.asarray(v) for v in val) if isinstance(val, (tuple, list)) else np.asarray(val)
 
 
@@ -592,9 +605,16 @@ def _l2_norm(a):
 def _local_response_norm(a):
     x = a.x
     size = int(a.size)
-    # sum of squares over `size` neighbouring channels, centred as torch's LRN does (for an even size the window
-    # extends one channel further back than forward)
-    sq = np.pad(x * x, [(0, 0), (size // 2, (size - 1) // 2)] + [(0, 0)] * (x.ndim - 2))
+    # Only what is unambiguous: NCHW with an odd window centred on the channel (what the TensorFlow frontend, the
+    # one converter that emits this op, writes). For rank 3 the op definition says [n, C, D] (channels on axis 1)
+    # while coremltools' own expected values normalize over axis 0 (the [C, H, W] of the NeuralNetwork layer); for
+    # an even size nothing says on which side the extra channel lies.
+    if x.ndim != 4:
+        raise EmulationError(f"rank {x.ndim}: the channel axis of a rank-{x.ndim} input is not defined unambiguously "
+                             "(rank 4, NCHW, is)")
+    if size % 2 == 0:
+        raise EmulationError(f"size {size}: an even window's placement is not defined (odd sizes are)")
+    sq = np.pad(x * x, [(0, 0), (size // 2, size // 2)] + [(0, 0)] * (x.ndim - 2))
     window_sum = sliding_window_view(sq, size, axis=1).sum(axis=-1)
     return x / (a.get("k", 1.0) + a.get("alpha", 1e-4) / size * window_sum) ** a.get("beta", 0.75)
 
@@ -643,8 +663,10 @@ def _reduce_arg(fn: Callable) -> Callable:
 def _reshape(a):
     x = a.x
     shape = _ints(a.shape)
-    if len(shape) == x.ndim:
-        shape = [x.shape[i] if s == 0 else s for i, s in enumerate(shape)]  # 0 keeps that dim
+    # A 0 copies the matching dim of x, the two shapes aligned on the right (iOS15/16 require len(shape) ==
+    # rank(x), where that is the same dim); a 0 with no matching dim is 1 (iOS17).
+    offset = x.ndim - len(shape)
+    shape = [(x.shape[i + offset] if 0 <= i + offset < x.ndim else 1) if s == 0 else s for i, s in enumerate(shape)]
     return np.reshape(x, shape)
 
 
@@ -1029,29 +1051,32 @@ def _bilinear(x, out_h: int, out_w: int, mode: str):
     return _lerp_axis(x, x.ndim - 1, _grid(x.shape[-1], out_w, mode))
 
 
-def _nearest_source(n_in: int, n_out: int, scale: float | None = None) -> np.ndarray:
-    """Source index of each output position: floor(i / scale), by default floor(i * n_in / n_out) (exact)."""
+def _nearest_source(n_in: int, n_out: int, half_pixel: bool = False) -> np.ndarray:
+    """Source index of each output position, in exact integer arithmetic: floor(i * n_in / n_out) (the legacy
+    rule of TensorFlow's and torch's `nearest`), or with half-pixel centres floor((i + 0.5) * n_in / n_out)."""
     i = np.arange(n_out, dtype=np.int64)
-    src = i * n_in // n_out if scale is None else np.floor(i / scale).astype(np.int64)
+    src = (2 * i + 1) * n_in // (2 * n_out) if half_pixel else i * n_in // n_out
     return np.minimum(src, n_in - 1)
 
 
-def _nearest(x, out_h: int, out_w: int, scale_h: float | None = None, scale_w: float | None = None):
-    rows = _nearest_source(x.shape[-2], out_h, scale_h)
-    return np.take(np.take(x, rows, axis=-2), _nearest_source(x.shape[-1], out_w, scale_w), axis=-1)
+def _nearest(x, out_h: int, out_w: int, half_pixel: bool = False):
+    rows = _nearest_source(x.shape[-2], out_h, half_pixel)
+    return np.take(np.take(x, rows, axis=-2), _nearest_source(x.shape[-1], out_w, half_pixel), axis=-1)
 
 
 def _upsample_nearest_neighbor(a):
     x = a.x
     sh, sw = float(a.get("scale_factor_height", 1)), float(a.get("scale_factor_width", 1))
-    # The declared scale is used as is. For fractional scales the converters pass out/in plus a small epsilon (so
-    # that floor(in * scale) == out); floor(i / scale) can then differ from torch's floor(i * in / out) at exact
-    # boundaries. What Core ML does there is not documented.
-    return _nearest(x, int(math.floor(x.shape[-2] * sh)), int(math.floor(x.shape[-1] * sw)), sh, sw)
+    # The output size is floor(in * scale); each position then takes floor(i * in / out), not floor(i / scale):
+    # coremltools' own expected values for fractional scales (1.12 on a width of 3 gives [0, 1, 2], where
+    # floor(i / 1.12) would give [0, 0, 1]), and the rule of the frontends that emit the op.
+    return _nearest(x, int(math.floor(x.shape[-2] * sh)), int(math.floor(x.shape[-1] * sw)))
 
 
 def _resize_nearest_neighbor(a):
-    return _nearest(a.x, int(a.target_size_height), int(a.target_size_width))
+    # Half-pixel centres: the TensorFlow frontend emits this op for ResizeNearestNeighbor with
+    # half_pixel_centers=True (and upsample_nearest_neighbor without), and iOS17 `resize`'s expected values agree.
+    return _nearest(a.x, int(a.target_size_height), int(a.target_size_width), half_pixel=True)
 
 
 def _upsample_bilinear(a):
@@ -1082,7 +1107,8 @@ def _resize(a):
         if interpolation == "LINEAR":
             x = _lerp_axis(x, axis, _grid(x.shape[axis], size, mode))
         elif interpolation == "NEAREST_NEIGHBOR" and mode == "DEFAULT":
-            x = np.take(x, _nearest_source(x.shape[axis], size), axis=axis)
+            # as resize_nearest_neighbor, which the TensorFlow frontend swaps for this op when sizes are dynamic
+            x = np.take(x, _nearest_source(x.shape[axis], size, half_pixel=True), axis=axis)
         else:
             raise EmulationError(f"{interpolation} with sampling_mode {mode} is not supported")
     return x

@@ -401,8 +401,9 @@ def _fallback(view: _GraphView) -> dict:
 
 def _drift(view: _GraphView, layer_drift: dict | None) -> dict | None:
     """rel L2 against the reference per node: a node takes the measured point of its deepest source op (its
-    output is that op's tensor; earlier ones were fused away inside it). None when there are no points."""
-    points = (layer_drift or {}).get("points") or []
+    output is that op's tensor; earlier ones were fused away inside it). Points that failed verification
+    (analysis/layer_drift.py: they may compare another tensor) are not shown. None when there are no points."""
+    points = [p for p in (layer_drift or {}).get("points") or [] if p.get("verified", True)]
     if not points:
         return None
     by_op: dict[str, tuple[float, float]] = {}

@@ -8,14 +8,19 @@ new / base, on the same CPU; off by default, since a shared CI machine's times a
 missing, the cell's own figures are compared with the same thresholds.
 
 Time ratios fall in buckets as Qualcomm AI Hub's scorecards bin them: under 1.1×, 1.1–1.2×, 1.2–1.5×, 1.5–2×,
-2–5×, 5× and over — slower or faster.
+2–5×, 5× and over — slower or faster. A ratio is a change only when it is beyond the runs' noise (the test of
+analysis/node_time.time_change: the runs' interquartile ranges apart, and more than the shift every node of the
+target shared, which the run diff measures where the reports are there); a cell whose runs kept no spread (a
+matrix of an older xc) has its time "spread unknown", never a regression on its own.
 """
 from __future__ import annotations
 
 import math
 import os
 
+from ..analysis.node_time import FASTER, SLOWER, SLOWER_MIN_US, SPREAD_UNKNOWN, host_busy, time_change
 from ..errors import XcInputError, printable_line
+from ..review.diff import whole_run_time
 from ..review.gate import OFF, GateRules
 from .matrix import MATRIX_FILE, SCHEMA, grid
 
@@ -74,6 +79,7 @@ def diff_matrices(base: tuple[dict, str], new: tuple[dict, str]) -> dict:
         pairs = _run_diffs(name, (b_rows[name], bdir, b_cells), (n_rows[name], ndir, n_cells))
         if pairs:
             d["run_diffs"][name] = pairs
+    _time_verdicts_from_run_diffs(d)
     return d
 
 
@@ -99,10 +105,43 @@ def _cell_diff(bc: dict, nc: dict) -> dict:
     same_cpu = bool(bt and nt and bt.get("host_cpu") == nt.get("host_cpu"))
     ratio = _ratio(_value(bc, "time_us"), _value(nc, "time_us")) if same_cpu else None
     out["time_us"] = {"base": _value(bc, "time_us"), "new": _value(nc, "time_us"), "ratio": ratio,
-                      "bucket": time_bucket(ratio), "same_cpu": same_cpu}
+                      "bucket": time_bucket(ratio), "same_cpu": same_cpu, "verdict": None, "why": None}
+    if same_cpu:
+        # The cells' own spread (the run's IQR the matrix kept); the run diff refines it where reports are there.
+        judged = time_change(_time_figure(bt), _time_figure(nt), SLOWER_MIN_US, min_ratio=TIME_BUCKETS[0],
+                             busy=host_busy(_wait(bt), _wait(nt)))
+        out["time_us"]["verdict"], out["time_us"]["why"] = judged["verdict"], judged["why"]
     out["changed"] = any(out[k]["base"] != out[k]["new"] for k in ("status", "fallbacks", "accelerated_share",
                                                                    "fusions", "worst_drift"))
     return out
+
+
+def _time_figure(f: dict) -> dict:
+    """A cell's time as time_change takes it: its value, with the run's quartiles where the matrix kept them as
+    xc writes them (finite numbers, q1 ≤ q3; anything else is read as no spread)."""
+    out = {"median": f["value"]}
+    sp = f.get("spread")
+    if isinstance(sp, dict) and all(isinstance(sp.get(k), (int, float)) and not isinstance(sp.get(k), bool)
+                                    and math.isfinite(sp[k]) for k in ("q1", "q3")) and sp["q1"] <= sp["q3"]:
+        out.update(q1=float(sp["q1"]), q3=float(sp["q3"]))
+    return out
+
+
+def _wait(f: dict) -> float | None:
+    w = f.get("cpu_wait_share")
+    return float(w) if isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) else None
+
+
+def _judge_time_by_run_diff(cell: dict, t: dict) -> None:
+    """A cell's time verdict from its run diff's (the same figure — the whole run, else the timed nodes' sum —
+    judged with the shift every node of the target shared, which a cell alone cannot see)."""
+    time = cell["time_us"]
+    if not time["same_cpu"] or not (t.get("time") or {}).get("compared"):
+        return
+    # The figure a cell holds (fleet/matrix.py _time): the toolchain's whole run where it timed one, else the sum.
+    judged = whole_run_time(t["time"])
+    if judged:
+        time["verdict"], time["why"] = judged["verdict"], judged["why"]
 
 
 def _ratio(b, n) -> float | None:
@@ -135,6 +174,16 @@ def _run_diffs(model: str, base: tuple[dict, str, dict], new: tuple[dict, str, d
                        if m == model and t in targets}
             out.append({"targets": targets, "columns": columns, "diff": diff_reports(b_report, n_report)})
     return out
+
+
+def _time_verdicts_from_run_diffs(d: dict) -> None:
+    cells = {(c["model"], c["target"]): c for c in d["cells"]}
+    for model, pairs in d["run_diffs"].items():
+        for pair in pairs:
+            for identity, t in pair["diff"]["targets"].items():
+                cell = cells.get((model, pair["columns"].get(identity)))
+                if cell is not None and cell["target"] in pair["targets"]:
+                    _judge_time_by_run_diff(cell, t)
 
 
 def _report(run: str | None, row: dict, folder: str) -> dict | None:
@@ -193,10 +242,13 @@ def fleet_regressions(d: dict, rules: GateRules, per_target: dict[str, GateRules
                 and 100 * (share["base"] - share["new"]) > r.max_share_loss + 1e-9):
             add("max_share_loss", f"accelerated share {100 * share['base']:.0f}% → {100 * share['new']:.0f}% "
                                   f"(allowed −{r.max_share_loss:g} points)")
+        # Slower beyond the runs' noise only: within noise, or spread unknown (no per-run figures), is no
+        # regression on time alone.
         t = c["time_us"]
-        if r.max_time_ratio != OFF and t["ratio"] is not None and t["ratio"] > r.max_time_ratio:
-            add("max_time_ratio", f"measured time {t['base']:,.0f} → {t['new']:,.0f} µs, {t['bucket']} (allowed "
-                                  f"{r.max_time_ratio:g}×, same CPU)")
+        if (r.max_time_ratio != OFF and t["ratio"] is not None and t["ratio"] > r.max_time_ratio
+                and t.get("verdict") == SLOWER):
+            add("max_time_ratio", f"measured time {t['base']:,.0f} → {t['new']:,.0f} µs, {t['bucket']} beyond the "
+                                  f"runs' noise (allowed {r.max_time_ratio:g}×, same CPU)")
     order = {(c["model"], c["target"]): i for i, c in enumerate(d["cells"])}
     return sorted(out, key=lambda x: order.get((x["model"], x["target"]), len(order)))
 
@@ -240,7 +292,10 @@ def change_lines(d: dict) -> list[str]:
             what.append(f"worst drift ×{dr['ratio']:.2f}" if not math.isinf(dr["ratio"]) else "worst drift from 0")
         t = c["time_us"]
         if t["bucket"] and not t["bucket"].startswith("<"):
-            what.append(f"time {t['bucket']}")
+            if t.get("verdict") in (SLOWER, FASTER):
+                what.append(f"time {t['bucket']}")
+            elif t.get("verdict") == SPREAD_UNKNOWN:
+                what.append(f"time {t['bucket']} (spread unknown: not judged)")
         if what:
             lines.append(f"{printable_line(c['model'])} × {c['target']}: " + "; ".join(what))
     return lines

@@ -100,7 +100,14 @@ def _time(t: dict) -> dict | None:
         value = nt.get("timed_us")
     if value is None:
         return None
-    return {"value": round(float(value), 3), "evidence": "measured", "host_cpu": nt.get("host_cpu")}
+    out = {"value": round(float(value), 3), "evidence": "measured", "host_cpu": nt.get("host_cpu")}
+    # The run-to-run spread of that figure (analysis/node_time.py): what the fleet diff tells noise from a change by.
+    spread = (nt.get("spread") or {}).get("run_us" if nt.get("run_us") is not None else "total_us")
+    if spread:
+        out["spread"] = {k: spread[k] for k in ("q1", "q3", "n")}
+    if nt.get("cpu_wait_share") is not None:
+        out["cpu_wait_share"] = nt["cpu_wait_share"]       # a busy host's times are not compared
+    return out
 
 
 def _advice(advice) -> str | None:

@@ -7,17 +7,28 @@ whose functions raise — only models with those two ops fail, and they say why.
 xc's converters, each a small torch module written from the op's definition in the ONNX operator docs
 (onnx.ai/onnx/operators) or ONNX Runtime's contrib-op docs (github.com/microsoft/onnxruntime/blob/main/docs/
 ContribOperators.md):
-- GlobalMaxPool; Pad in reflect / edge mode on any rank (torch's own reflect padding takes 1 to 3 trailing dims);
+- GlobalMaxPool; Pad in every mode on any rank (torch's own reflect padding takes 1 to 3 trailing dims);
 - LSTM (the cell unrolled over the sequence, so every target sees plain matmuls and activations);
 - quantized ops, computed in float: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, ConvInteger,
   MatMulInteger hold their integer values in float32 (exact while sums stay below 2^24; ONNX Runtime's
   dynamic-int8 chains are made float Conv / MatMul before conversion, dequantize.py), and com.microsoft's
   DynamicQuantizeLSTM runs on its dequantized weights — so the program is a float model, which the report says;
 - ai.onnx.ml's LinearClassifier, LinearRegressor, Normalizer, Scaler and ZipMap (the probabilities as a tensor,
-  not a sequence of maps).
+  not a sequence of maps);
+- in place of onnx2torch's, where ONNX's own node tests (bench/onnx_conformance.py) found it computing otherwise
+  than the spec: IsInf, NonZero, Flatten, LayerNormalization, GatherElements, TopK, Pow, Selu, Shape, Constant,
+  Unsqueeze, Resize, ScatterND's reductions, and Conv / ConvTranspose whose weights are not constants (or with
+  output_shape); CumSum and Range keep their input's integer type (onnx2torch's give int64);
+- LessOrEqual, GreaterOrEqual, Trilu, Hardmax, Shrink, ThresholdedRelu and the hyperbolic functions, which it has
+  no converter for.
+
+Every converter runs behind a guard: an attribute onnx2torch's converter never reads (IGNORED_ATTRIBUTES, audited
+by conformance.onnx2torch_audit) set to anything but its default is refused, and a converter failing with an
+exception nobody foresaw is said in one line naming the op and node (RouteError, `unexpected` set).
 """
 from __future__ import annotations
 
+import functools
 import sys
 import types
 
@@ -26,6 +37,26 @@ QUANTIZED_OPS = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", 
 _registered = False
 # The version requirements-nodeps.txt pins, named in the message when it is missing.
 ONNX2TORCH_VERSION = "1.5.15"
+OPSET = 17                # the opset graph_prep lowers to, and the highest whose converters are registered here
+
+# Attribute defaults onnx2torch's converters read otherwise than the ONNX spec (conformance.onnx2torch_audit,
+# held to it by tests/test_onnx_conformance.py): {(op, attribute): onnx2torch's value}. graph_prep writes every
+# default out before onnx2torch reads a node, so none of these counts; the CumSum one changed results (the
+# program was flip → cumsum → flip) and is noted where it applies. None: onnx2torch's "not given", which means
+# the spec's default (broadcast 0, no clipping) for finite values.
+ONNX2TORCH_DEFAULTS = {("CumSum", "reverse"): 1, ("Clip", "min"): None, ("Clip", "max"): None,
+                       **{(op, "broadcast"): None for op in ("Add", "And", "Div", "Mul", "Or", "Sub", "Xor")}}
+
+# Attributes onnx2torch's converters never read (conformance.onnx2torch_audit), for the ops whose converter xc
+# keeps: set to anything but the spec's default they would be ignored, so the node is refused.
+IGNORED_ATTRIBUTES = {"BatchNormalization": {"training_mode"}}
+# The ops whose onnx2torch converter xc replaces outright (_register): their converters are xc's own.
+REPLACED = frozenset({"IsInf", "NonZero", "Flatten", "LayerNormalization", "GatherElements", "TopK", "Pow", "Selu",
+                      "Shape", "Constant", "Pad", "Unsqueeze", "Resize"})
+# Read-nothing attributes that change no value: consumed_inputs (a legacy in-place hint), and Constant's value
+# attributes, which onnx2torch reads by iterating over them.
+HARMLESS_ATTRIBUTES = {"consumed_inputs", "value", "sparse_value", "value_float", "value_floats", "value_int",
+                       "value_ints", "value_string", "value_strings"}
 
 
 def import_onnx2torch():
@@ -69,7 +100,9 @@ def _register() -> None:
         return
     _registered = True
     from onnx2torch.node_converters.registry import _CONVERTER_REGISTRY, OperationDescription, add_converter
-    from onnx2torch.utils.common import OperationConverterResult, onnx_mapping_from_node
+    from onnx2torch.utils.common import OnnxMapping, OperationConverterResult, onnx_mapping_from_node
+
+    import torch
 
     from . import modules as m
 
@@ -79,7 +112,11 @@ def _register() -> None:
                 module = make(node, graph)
             except m.Unsupported as e:      # said with the node it stopped at
                 raise m.Unsupported(f"{op} '{node.name}' (domain {domain or 'ai.onnx'}): {e}") from None
-            return OperationConverterResult(torch_module=module, onnx_mapping=onnx_mapping_from_node(node))
+            mapping = onnx_mapping_from_node(node)
+            if isinstance(module, tuple):   # (module, how many of the node's outputs it gives)
+                module, outputs = module
+                mapping = OnnxMapping(inputs=mapping.inputs, outputs=mapping.outputs[:outputs])
+            return OperationConverterResult(torch_module=module, onnx_mapping=mapping)
         for v in versions:
             if OperationDescription(domain, op, v) not in _CONVERTER_REGISTRY:
                 add_converter(op, v, domain)(convert)
@@ -101,8 +138,65 @@ def _register() -> None:
     register("Normalizer", [1], lambda node, graph: m.Normalizer(attrs(node).get("norm", "MAX")), domain="ai.onnx.ml")
     register("Scaler", [1], lambda node, graph: m.Scaler(attrs(node)), domain="ai.onnx.ml")
     register("ZipMap", [1], lambda node, graph: m.ZipMap(), domain="ai.onnx.ml")
-    _wrap_pad(_CONVERTER_REGISTRY, OperationDescription, OperationConverterResult, onnx_mapping_from_node)
     _wrap_batch_norm(_CONVERTER_REGISTRY, OperationDescription, OperationConverterResult, onnx_mapping_from_node)
+
+    # In place of onnx2torch's: the spec's behaviour, found missing by ONNX's node tests.
+    def replace(op: str, make):
+        assert op in REPLACED, op
+        for v in _since_versions(op):
+            _CONVERTER_REGISTRY.pop(OperationDescription("", op, v), None)
+        register(op, _since_versions(op), make)
+
+    replace("IsInf", lambda node, graph: m.IsInf(attrs(node).get("detect_positive", 1),
+                                                 attrs(node).get("detect_negative", 1)))
+    replace("NonZero", lambda node, graph: m.NonZero())
+    replace("Flatten", lambda node, graph: m.Flatten(int(attrs(node).get("axis", 1))))
+    replace("LayerNormalization", lambda node, graph: (m.LayerNormalization(
+        int(attrs(node).get("axis", -1)), float(attrs(node).get("epsilon", 1e-5)),
+        int(attrs(node).get("stash_type", 1)), _outputs(node, graph)), _outputs(node, graph)))
+    replace("GatherElements", lambda node, graph: m.GatherElements(int(attrs(node).get("axis", 0))))
+    replace("TopK", lambda node, graph: m.TopK(
+        int(attrs(node).get("axis", -1)), int(attrs(node).get("largest", 1)), int(attrs(node).get("sorted", 1)),
+        _is_read(node.output_values[1], graph), attrs(node).get("k")))
+    replace("Pow", lambda node, graph: _pow(node, graph))
+    replace("Selu", lambda node, graph: m.Selu(float(attrs(node).get("alpha", 1.67326319217681884765625)),
+                                               float(attrs(node).get("gamma", 1.05070102214813232421875))))
+    replace("Shape", lambda node, graph: m.Shape(int(attrs(node).get("start", 0)), attrs(node).get("end")))
+    replace("Constant", lambda node, graph: m.Constant(_constant_value(node)))
+    replace("Pad", lambda node, graph: m.Pad(attrs(node).get("mode", "constant"), attrs(node).get("pads"),
+                                             float(attrs(node).get("value", 0.0))))
+    replace("Unsqueeze", lambda node, graph: m.Unsqueeze(attrs(node).get("axes")))
+    for v in _since_versions("Resize"):        # the plan depends on the version (Resize-10 has no roi, sizes)
+        _CONVERTER_REGISTRY.pop(OperationDescription("", "Resize", v), None)
+        register("Resize", [v], lambda node, graph, v=v: m.Resize(dict(node.attributes), v,
+                                                                  _resize_plan(node, graph, v)))
+    # Ops onnx2torch has no converter for, common in exported transformers and detectors.
+    elementwise = {"LessOrEqual": torch.le, "GreaterOrEqual": torch.ge, "Sinh": torch.sinh, "Cosh": torch.cosh,
+                   "Asinh": torch.asinh, "Acosh": torch.acosh, "Atanh": torch.atanh}
+    for op, fn in elementwise.items():
+        register(op, _since_versions(op), lambda node, graph, fn=fn: m.Elementwise(fn))
+    register("ThresholdedRelu", _since_versions("ThresholdedRelu"), lambda node, graph: m.Elementwise(
+        functools.partial(_thresholded_relu, alpha=float(attrs(node).get("alpha", 1.0)))))
+    register("Trilu", _since_versions("Trilu"), lambda node, graph: m.Trilu(int(attrs(node).get("upper", 1))))
+    for v in _since_versions("Hardmax"):
+        register("Hardmax", [v], lambda node, graph, v=v: m.Hardmax(int(attrs(node).get("axis", -1 if v >= 13 else 1)),
+                                                                    flattened=v < 13))
+    register("Shrink", _since_versions("Shrink"), lambda node, graph: m.Shrink(
+        float(attrs(node).get("bias", 0.0)), float(attrs(node).get("lambd", 0.5))))
+    _wrap_for_inputs("Conv", _CONVERTER_REGISTRY, OperationDescription, OperationConverterResult,
+                     onnx_mapping_from_node, lambda node: m.Conv(attrs(node)))
+    _wrap_for_inputs("ConvTranspose", _CONVERTER_REGISTRY, OperationDescription, OperationConverterResult,
+                     onnx_mapping_from_node, lambda node: m.ConvTranspose(attrs(node)),
+                     also=lambda node: bool(attrs(node).get("output_shape")) or attrs(node).get(
+                         "auto_pad", "NOTSET") in ("SAME_UPPER", "SAME_LOWER") or _asymmetric(attrs(node)),
+                     takes={"output_shape"})
+    _wrap_scatter_nd(_CONVERTER_REGISTRY, OperationDescription, OperationConverterResult, onnx_mapping_from_node)
+    for op in ("CumSum", "Range"):           # the output in its first input's type, as ONNX says
+        _keep_dtype(op, 0, _CONVERTER_REGISTRY, OperationDescription, OperationConverterResult)
+    _refuse_forms(_CONVERTER_REGISTRY, OperationDescription)
+    for key, converter in list(_CONVERTER_REGISTRY.items()):
+        _CONVERTER_REGISTRY[key] = _guarded(key.operation_type, key.domain, converter)
+
     # onnx2torch names a submodule "<domain>/<node name>", and torch refuses a module name holding a dot
     # ("com.microsoft/…"): every op outside the default domain would fail. xc's node names are unique plain
     # identifiers (names.safe_names), so the node name alone is the module's name.
@@ -117,23 +211,6 @@ def _zero_point_range(node, graph) -> tuple[int, int]:
     dtype = str(tensor.to_torch().dtype) if tensor is not None else "torch.uint8"
     return {"torch.int8": (-128, 127), "torch.uint16": (0, 65535), "torch.int16": (-32768, 32767)}.get(
         dtype, (0, 255))
-
-
-def _wrap_pad(registry, description, result, mapping) -> None:
-    """Pad in reflect or edge mode goes to xc's any-rank module; every other Pad to onnx2torch's own."""
-    from . import modules as m
-    for version in (2, 11, 13, 18, 19, 21):
-        key = description("", "Pad", version)
-        original = registry.get(key)
-
-        def convert(node, graph, original=original):
-            mode = dict(node.attributes).get("mode", "constant")
-            if mode in ("reflect", "edge"):
-                return result(torch_module=m.Pad(mode, dict(node.attributes).get("pads")), onnx_mapping=mapping(node))
-            if original is None:
-                raise m.Unsupported(f"Pad '{node.name}' (domain ai.onnx): Pad-{version} in {mode} mode")
-            return original(node, graph)
-        registry[key] = convert
 
 
 def _wrap_batch_norm(registry, description, result, mapping) -> None:
@@ -152,4 +229,336 @@ def _wrap_batch_norm(registry, description, result, mapping) -> None:
                 return result(torch_module=m.BatchNorm(dict(node.attributes).get("epsilon", 1e-5)),
                               onnx_mapping=mapping(node))
             return original(node, graph)
+        convert.wrapped = original        # what conformance.onnx2torch_audit reads
         registry[key] = convert
+
+
+def _thresholded_relu(x, alpha: float):
+    import torch
+    return torch.where(x > alpha, x, torch.zeros_like(x))
+
+
+def _since_versions(op: str, domain: str = "") -> list[int]:
+    """The versions of `op` up to opset 17 (onnx2torch looks a node's converter up by the version its opset
+    selects)."""
+    import onnx
+    found = set()
+    for opset in range(1, OPSET + 1):
+        try:
+            found.add(onnx.defs.get_schema(op, opset, domain).since_version)
+        except onnx.defs.SchemaError:
+            continue
+    return sorted(found)
+
+
+def _outputs(node, graph) -> int:
+    """How many of a node's outputs count: up to the last one a node or the graph reads (at least one)."""
+    values = list(node.output_values)
+    while len(values) > 1 and not _is_read(values[-1], graph):
+        values.pop()
+    return len(values)
+
+
+def _is_read(value: str, graph) -> bool:
+    """Whether any node or graph output reads `value`."""
+    if not value:
+        return False
+    return value in set(graph.output_values) or any(value in n.input_values for n in graph.nodes.values())
+
+
+def _constant(graph, name: str):
+    """An initializer's value as a numpy array, or None (not given, or not a constant)."""
+    if not name or name not in graph.initializers:
+        return None
+    return graph.initializers[name].to_numpy()
+
+
+def _pow(node, graph):
+    from . import modules as m
+    return m.Pow()
+
+
+def _asymmetric(attrs: dict) -> bool:
+    pads = list(attrs.get("pads") or [])
+    half = len(pads) // 2
+    return pads[:half] != pads[half:] or any(p < 0 for p in pads)
+
+
+def _wrap_for_inputs(op, registry, description, result, mapping, make, also=lambda node: False,
+                     takes=()) -> None:
+    """Conv / ConvTranspose: onnx2torch's (constant weights held as the module's parameters) when its weight and
+    bias are initializers, xc's functional module (weights as inputs) otherwise or when `also(node)` (`takes`: the
+    attributes that send a node to xc's module whenever they are set)."""
+    for version in _since_versions(op):
+        key = description("", op, version)
+        original = registry.get(key)
+
+        def convert(node, graph, original=original):
+            weights = [v for v in node.input_values[1:] if v]
+            if original is None or also(node) or any(v not in graph.initializers for v in weights):
+                return result(torch_module=make(node), onnx_mapping=mapping(node))
+            return original(node, graph)
+        convert.wrapped, convert.takes = original, set(takes)     # what conformance.onnx2torch_audit reads
+        registry[key] = convert
+
+
+def _wrap_scatter_nd(registry, description, result, mapping) -> None:
+    """ScatterND with a reduction goes to xc's module; `none` to onnx2torch's."""
+    from . import modules as m
+    for version in _since_versions("ScatterND"):
+        key = description("", "ScatterND", version)
+        original = registry.get(key)
+
+        def convert(node, graph, original=original):
+            reduction = dict(node.attributes).get("reduction", "none")
+            if reduction != "none" or original is None:
+                return result(torch_module=m.ScatterND(reduction), onnx_mapping=mapping(node))
+            return original(node, graph)
+        convert.wrapped = original        # what conformance.onnx2torch_audit reads
+        registry[key] = convert
+
+
+def _keep_dtype(op: str, like: int, registry, description, result) -> None:
+    """onnx2torch's converter for `op`, its module's result cast to the type of input `like` (modules.DtypeOf)."""
+    from . import modules as m
+    for version in _since_versions(op):
+        key = description("", op, version)
+        original = registry.get(key)
+        if original is None:
+            continue
+
+        def convert(node, graph, original=original):
+            made = original(node, graph)
+            return result(torch_module=m.DtypeOf(made.torch_module, like), onnx_mapping=made.onnx_mapping)
+        convert.wrapped = original        # what conformance.onnx2torch_audit reads
+        registry[key] = convert
+
+
+def _refuse_forms(registry, description) -> None:
+    """Forms onnx2torch's converters take and then compute wrongly or fail on, refused before they are tried."""
+    from . import modules as m
+
+    def pool(op, version, original):
+        def convert(node, graph):
+            attrs = dict(node.attributes)
+            if op == "MaxPool" and _outputs(node, graph) > 1:
+                raise m.Unsupported("MaxPool with its Indices output (xc converts the pooled values only)")
+            if attrs.get("auto_pad", "NOTSET") == "NOTSET":
+                kernel, pads = list(attrs.get("kernel_shape") or []), list(attrs.get("pads") or [])
+                dilations = list(attrs.get("dilations") or [1] * len(kernel))
+                half = [((k - 1) * d + 1) // 2 for k, d in zip(kernel, dilations)]
+                if any(p > h for p, h in zip(pads, half + half)):
+                    raise m.Unsupported(f"{op} with pads {pads} larger than half its kernel {kernel} (PyTorch's "
+                                        "pooling pads at most half the kernel)")
+            return original(node, graph)
+        convert.wrapped = original
+        return convert
+
+    for op in ("MaxPool", "AveragePool"):
+        for version in _since_versions(op):
+            key = description("", op, version)
+            if key in registry:
+                registry[key] = pool(op, version, registry[key])
+    for op in ("NonMaxSuppression", "RoiAlign"):
+        for version in _since_versions(op):
+            def refuse(node, graph, op=op):
+                raise m.Unsupported(f"{op}: its onnx2torch converter needs torchvision, which xc cannot install "
+                                    "beside the CPU torch")
+            registry[description("", op, version)] = refuse
+
+
+def _guarded(op: str, domain: str, converter):
+    """`converter` behind xc's guard: a node setting an attribute onnx2torch never reads is refused, and a failure
+    nobody foresaw is said in one line naming the op and node (RouteError with `unexpected` set) — never a bare
+    KeyError or IndexError."""
+    from . import modules as m
+    from .route import RouteError
+    ignored = IGNORED_ATTRIBUTES.get(op, set()) if not domain else set()
+
+    def convert(node, graph):
+        where = f"{op} '{node.name}' (domain {domain or 'ai.onnx'})"
+        for name in ignored & set(node.attributes):
+            if not _is_default(op, name, node.attributes[name]):
+                raise m.Unsupported(f"{where}: {name}={node.attributes[name]!r}, which onnx2torch's converter does "
+                                    "not read (xc converts its default only)")
+        from ..errors import first_line
+        try:
+            return converter(node, graph)
+        except m.Unsupported:          # xc's converters say it with the node already
+            raise
+        except RouteError:
+            raise
+        except NotImplementedError as e:   # onnx2torch's own refusal of a form: said with the node
+            from .route import _DEFAULT_ADVICE
+            raise RouteError(f"{where}: onnx2torch's converter does not compute this form ({first_line(e, 200)}) — "
+                             f"{_DEFAULT_ADVICE}") from None
+        except Exception as e:  # noqa: BLE001 — a converter's bug, said as the node it stopped at
+            raise RouteError(f"{where}: its converter failed ({type(e).__name__}: {first_line(e, 200)})",
+                             unexpected=e) from None
+    convert.wrapped = converter
+    return convert
+
+
+def _is_default(op: str, name: str, value) -> bool:
+    import onnx
+    from onnx import helper
+    try:
+        spec = onnx.defs.get_schema(op, OPSET, "").attributes.get(name)
+    except onnx.defs.SchemaError:
+        return False
+    if spec is None or not spec.default_value.type:
+        return False
+    default = helper.get_attribute_value(spec.default_value)
+    return (default.decode() if isinstance(default, bytes) else default) == value
+
+
+def _resize_plan(node, graph, version: int) -> dict | None:
+    """modules.Resize's plan for this node from the model's constants (its input shape from shape inference, its
+    scales / sizes / roi initializers), or None when one is not a constant: then the module makes it from the values
+    it is traced with."""
+    inputs = list(node.input_values) + [""] * 4
+    info = graph.value_info.get(inputs[0])
+    dims = info.type.tensor_type.shape.dim if info is not None and info.type.HasField("tensor_type") else []
+    shape = [d.dim_value if d.HasField("dim_value") else None for d in dims]
+    wanted = inputs[1:2] if version == 10 else inputs[1:4]
+    values = [_constant(graph, name) for name in wanted]
+    if not shape or None in shape or any(v is None for v, name in zip(values, wanted) if name):
+        return None
+    return resize_plan(dict(node.attributes), version, shape, *values)
+
+
+def resize_plan(attrs: dict, version: int, shape: list, *given) -> dict:
+    """How modules.Resize computes Resize-`version` with `attrs` on an input of `shape` (given: [scales] for
+    Resize-10, else [roi, scales, sizes], each None or an array): per resized axis the input elements and weights
+    each output element takes, from ONNX's reference implementation run on the identity; and F.interpolate's
+    arguments when PyTorch's own interpolation gives the same numbers."""
+    import numpy as np
+
+    from . import modules as m
+    roi, scales, sizes = (None, given[0], None) if version == 10 else (list(given) + [None] * 3)[:3]
+    given_scales = scales is not None and np.size(scales) > 0
+    if not given_scales and (sizes is None or not np.size(sizes)):
+        raise m.Unsupported("Resize with neither scales nor sizes")
+    rank = len(shape)
+    roi = roi if roi is not None and np.size(roi) == 2 * rank else None
+    taps, out_shape = [], []
+    for axis in range(rank):
+        matrix, offset = _resize_axis(version, attrs, shape[axis],
+                                      float(scales[axis]) if given_scales else None,
+                                      None if given_scales else int(sizes[axis]),
+                                      None if roi is None else (float(roi[axis]), float(roi[rank + axis])))
+        out_shape.append(matrix.shape[0])
+        if matrix.shape[0] == matrix.shape[1] and np.array_equal(matrix, np.eye(matrix.shape[0])) \
+                and not np.any(offset):
+            continue
+        taps.append(_taps(axis, matrix, offset))
+    return {"taps": taps, "interpolate": _matching_interpolate(
+        attrs, list(shape), out_shape, taps, [float(v) for v in scales] if given_scales else None)}
+
+
+def _resize_axis(version: int, attrs: dict, size: int, scale, out, roi):
+    """(matrix [out, in], offset [out]) of one axis of Resize: ONNX's reference implementation (onnx.reference) run
+    on the identity (the matrix) and on zeros (the offset, tf_crop_and_resize's extrapolation_value)."""
+    import numpy as np
+    from onnx import TensorProto, helper
+    from onnx.reference import ReferenceEvaluator
+    kept = {k: v for k, v in attrs.items() if k != "axes"}
+    if version == 10:
+        inputs = ["x", "scales"]
+        inits = [helper.make_tensor("scales", TensorProto.FLOAT, [2], [scale, 1.0])]
+    else:
+        inputs = ["x", "roi", "scales", "sizes"]
+        roi_values = [roi[0], 0.0, roi[1], 1.0] if roi else []
+        inits = [helper.make_tensor("roi", TensorProto.FLOAT, [len(roi_values)], roi_values)]
+        if scale is not None:
+            inits += [helper.make_tensor("scales", TensorProto.FLOAT, [2], [scale, 1.0])]
+            inputs[3:] = []
+        else:
+            inputs[2] = ""
+            inits += [helper.make_tensor("sizes", TensorProto.INT64, [2], [out, 0])]
+    node = helper.make_node("Resize", inputs, ["y"], **kept)
+    results = []
+    for data in (np.eye(size), np.zeros((size, 1))):
+        columns = data.shape[1]
+        if scale is None:
+            inits[-1] = helper.make_tensor("sizes", TensorProto.INT64, [2], [out, columns])
+        graph = helper.make_graph([node], "resize_axis",
+                                  [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [size, columns])],
+                                  [helper.make_tensor_value_info("y", TensorProto.DOUBLE, None)], inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", version)])
+        results.append(np.asarray(ReferenceEvaluator(model).run(None, {"x": data})[0], dtype=np.float64))
+    offset = results[1][:, 0]
+    return results[0] - offset[:, None], offset
+
+
+def _taps(axis: int, matrix, offset):
+    """(axis, [index array per tap], [weight array per tap, None for a plain pick], offset or None) of a resize
+    matrix whose rows each take a few input elements."""
+    import numpy as np
+    rows = [np.nonzero(r)[0] for r in matrix]
+    count = max((len(r) for r in rows), default=0)
+    indices = [[int(r[k]) if k < len(r) else 0 for r in rows] for k in range(count)]
+    weights = [[float(matrix[i, r[k]]) if k < len(r) else 0.0 for i, r in enumerate(rows)] for k in range(count)]
+    if count == 1 and all(w == 1.0 for w in weights[0]):
+        weights = [None]
+    return axis, indices, weights, [float(v) for v in offset] if np.any(offset) else None
+
+
+def _matching_interpolate(attrs: dict, shape: list, out_shape: list, taps: list, scales):
+    """F.interpolate's keyword arguments when they give the reference's numbers for this Resize (checked on
+    random data of one batch item and channel), else None."""
+    import numpy as np
+    import torch
+    import torch.nn.functional as F
+
+    from . import modules as m
+    spatial = len(shape) - 2
+    if spatial not in (1, 2, 3) or not taps or any(t[0] < 2 for t in taps) or any(t[3] is not None for t in taps):
+        return None
+    mode = attrs.get("mode", "nearest")
+    modes = {"nearest": ["nearest", "nearest-exact"], "linear": [("linear", "bilinear", "trilinear")[spatial - 1]],
+             "cubic": ["bicubic"] if spatial == 2 else []}.get(mode, [])
+    size = out_shape[2:]
+    probe = torch.from_numpy(np.random.default_rng(0).standard_normal([1, 1] + shape[2:]).astype(np.float32))
+    wanted = m.Resize(attrs, 0, {"taps": taps, "interpolate": None})(probe)
+    for name in modes:
+        corners = [None] if name.startswith("nearest") else [False, True]
+        for align in corners:
+            options = [{"size": size}]
+            if scales is not None:
+                options.append({"scale_factor": scales[2:], "recompute_scale_factor": False})
+            for option in options:
+                kwargs = {"mode": name, **option}
+                if align is not None:
+                    kwargs["align_corners"] = align
+                try:
+                    got = F.interpolate(probe, **kwargs)
+                except (RuntimeError, ValueError):
+                    continue
+                # float32 coordinate arithmetic moves a weight by ~1e-7; a wrong mapping moves values by ~1
+                if got.shape == wanted.shape and torch.allclose(got, wanted, rtol=1e-4, atol=1e-4):
+                    return kwargs
+    return None
+
+
+def _constant_value(node):
+    """A Constant node's value as a tensor, from whichever value attribute it has (onnx2torch's converter reads an
+    empty list attribute as the attribute itself, and an empty int list as float)."""
+    import numpy as np
+    import torch
+    from onnx import AttributeProto, helper, numpy_helper
+
+    from . import modules as m
+    attribute = node.proto.attribute[0]
+    if attribute.type == AttributeProto.TENSOR:
+        value = numpy_helper.to_array(attribute.t)
+    elif attribute.type in (AttributeProto.INT, AttributeProto.INTS):
+        value = np.array(helper.get_attribute_value(attribute), np.int64)
+    elif attribute.type in (AttributeProto.FLOAT, AttributeProto.FLOATS):
+        value = np.array(helper.get_attribute_value(attribute), np.float32)
+    else:
+        raise m.Unsupported(f"Constant of {AttributeProto.AttributeType.Name(attribute.type).lower()} (a torch "
+                            "program holds tensors of numbers)")
+    if value.dtype == object or value.dtype.name == "bfloat16":
+        raise m.Unsupported(f"Constant of type {value.dtype}")
+    return torch.from_numpy(np.array(value))

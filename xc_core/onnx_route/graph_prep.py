@@ -26,6 +26,7 @@ import re
 import numpy as np
 
 from .dequantize import dequantize_integer_ops
+from .refusals import Unsupported
 from .names import shown
 
 MAX_OPSET = 17
@@ -66,12 +67,14 @@ def prepare(model, specs, feeds: dict) -> tuple[object, list[str]]:
             notes.append(f"opset {opset} → {MAX_OPSET} by xc (onnx.version_converter: "
                          f"{why.group(0) if why else str(e).strip()[:80]}); "
                          + (", ".join(rewritten) if rewritten else "no op needed rewriting"))
+    _check_attributes(m, opset)
     # An omitted optional output ("") gets a name: onnx2torch looks omitted inputs up among node outputs and would
     # take the node that omitted an output for their producer.
     for node in m.graph.node:
         for i, out in enumerate(node.output):
             if not out:
                 node.output[i] = f"{node.name}/unused_output{i}"
+    notes += spell_out_defaults(m)
     # Some onnx2torch converters read their input's rank from value_info (BatchNormalization's spatial rank).
     m = onnx.shape_inference.infer_shapes(m, data_prop=True)
     consts = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
@@ -166,19 +169,24 @@ def _fold(m, feeds: dict) -> tuple[object, list[str]]:
 
 def _own_output_nodes(ir_model) -> None:
     """An Identity in front of each graph output that shares its producer with another output (or whose producer
-    makes several values), named `<producer>/output<i>`: the program then returns one value per output, in order."""
+    makes several values), named `<producer>/output<i>`, and in front of an output no node makes (a constant the
+    folder made of the whole graph, or an input given straight back; onnx2torch finds no node to return), named
+    `<output>/output<i>`: the program then returns one value per output, in order."""
     import onnx_ir
     seen = set()
     for i, value in enumerate(list(ir_model.graph.outputs)):
         producer = value.producer()
-        if producer is None or (len(producer.outputs) == 1 and id(producer) not in seen):
-            if producer is not None:
-                seen.add(id(producer))
+        if producer is not None and len(producer.outputs) == 1 and id(producer) not in seen:
+            seen.add(id(producer))
             continue
         ir_model.opset_imports.setdefault("", MAX_OPSET)      # a model of ai.onnx.ml ops alone imports none
         name = value.name
-        value.name = f"{name}/value"
-        node = onnx_ir.node("Identity", [value], name=f"{producer.name}/output{i}")
+        if producer is not None:
+            value.name = f"{name}/value"
+            node_name = f"{producer.name}/output{i}"
+        else:                    # an initializer or input keeps its name; the output (read by position) is its copy
+            name, node_name = f"{name}/output", f"{name}/output{i}"
+        node = onnx_ir.node("Identity", [value], name=node_name)
         node.outputs[0].name, node.outputs[0].type, node.outputs[0].shape = name, value.type, value.shape
         ir_model.graph.append(node)
         ir_model.graph.outputs[i] = node.outputs[0]
@@ -238,9 +246,15 @@ def lower_opset(model, opset: int, target: int) -> tuple[object, list[str]]:
     for n in m.graph.node:
         if n.domain not in ("", "ai.onnx"):
             continue
-        since = onnx.defs.get_schema(n.op_type, opset, "").since_version
-        if since <= target or n.op_type in _SAME_BELOW_18:
+        new = onnx.defs.get_schema(n.op_type, opset, "")
+        since = new.since_version
+        if since <= target:
             continue
+        try:
+            old = onnx.defs.get_schema(n.op_type, target, "")
+        except onnx.defs.SchemaError:
+            raise Unsupported(f"{n.op_type} '{shown(n.name)}' is an opset-{since} op, newer than the opset {target} "
+                              "onnx2torch reads") from None
         attrs = {a.name: a for a in n.attribute}
         if n.op_type in _REDUCE_AXES_INPUT and (len(n.input) < 2 or n.input[1] in consts or not n.input[1]):
             axes = consts[n.input[1]].tolist() if len(n.input) > 1 and n.input[1] else None
@@ -251,8 +265,8 @@ def lower_opset(model, opset: int, target: int) -> tuple[object, list[str]]:
             axis = attrs["axis"].i if "axis" in attrs else 0
             dim = (shapes.get(n.input[0]) or [None])[axis] if shapes.get(n.input[0]) else None
             if not dim:
-                raise RuntimeError(f"Split '{shown(n.name)}' splits an axis of unknown size into num_outputs parts, which "
-                                   "opset 17 cannot say")
+                raise Unsupported(f"Split '{shown(n.name)}' splits an axis of unknown size into num_outputs parts, "
+                                  "which opset 17 cannot say")
             k = attrs["num_outputs"].i
             size = -(-dim // k)
             sizes = [size] * (dim // size) + ([dim % size] if dim % size else [])
@@ -262,17 +276,116 @@ def lower_opset(model, opset: int, target: int) -> tuple[object, list[str]]:
             n.attribute.remove(attrs["num_outputs"])
         elif n.op_type == "Pad" and (len(n.input) < 4 or not n.input[3]):
             pass            # no axes input: Pad-18 reads like Pad-13
+        elif n.op_type == "Pad" and n.input[3] in consts and n.input[1] in consts and shapes.get(n.input[0]):
+            rank = len(shapes[n.input[0]])               # pads over the listed axes → pads over every axis
+            axes = [int(a) % rank for a in consts[n.input[3]].reshape(-1)]
+            given = consts[n.input[1]].reshape(-1).tolist()
+            full = [0] * (2 * rank)
+            for i, axis in enumerate(axes):
+                full[axis], full[rank + axis] = given[i], given[len(axes) + i]
+            name = f"{n.name or n.output[0]}/pads_all_axes"
+            m.graph.initializer.append(numpy_helper.from_array(np.array(full, np.int64), name))
+            n.input[1] = name
+            del n.input[3:]
+            _drop_newer_attributes(n, old, new)
         elif n.op_type == "Split" and "num_outputs" not in attrs:
             pass            # sizes as an input already: Split-13
+        elif n.op_type in _SAME_BELOW_18 or _same_signature(old, new):
+            _drop_newer_attributes(n, old, new)
+            continue        # the same op at opset 17 for the tensors onnx2torch converts
         else:
-            raise RuntimeError(f"{n.op_type} '{shown(n.name)}' is opset-{since} only, and xc cannot lower it to opset "
-                               f"{target} for onnx2torch")
+            raise Unsupported(f"{n.op_type} '{shown(n.name)}' is opset-{since} only, and xc cannot lower it to opset "
+                              f"{target} for onnx2torch")
         counts[n.op_type] = counts.get(n.op_type, 0) + 1
     for o in m.opset_import:
         if o.domain in ("", "ai.onnx"):
             o.version = target
     onnx.checker.check_model(m)
     return m, [f"{op} × {k} rewritten for opset {target}" for op, k in sorted(counts.items())]
+
+
+def _same_signature(old, new) -> bool:
+    """Whether a newer version of an op only widened the types it takes: the same inputs, outputs and attributes,
+    with the same defaults (opset 22 added bfloat16 to most ops, 23 and later the 4- and 8-bit floats)."""
+    def io(params):
+        return [(p.name, p.option) for p in params]
+
+    def attrs(schema):
+        return {name: (a.type, a.default_value.SerializeToString()) for name, a in schema.attributes.items()}
+    return io(old.inputs) == io(new.inputs) and io(old.outputs) == io(new.outputs) and attrs(old) == attrs(new)
+
+
+def _drop_newer_attributes(node, old, new) -> None:
+    """The attributes a lowered op has that opset 17's version lacks: dropped when they hold their default (the
+    old behaviour), refused when they ask for something else."""
+    from onnx import helper
+    for a in list(node.attribute):
+        if a.name in old.attributes:
+            continue
+        spec = new.attributes.get(a.name)
+        default = spec.default_value if spec is not None else None
+        if default is not None and default.type and helper.get_attribute_value(default) == \
+                helper.get_attribute_value(a):
+            node.attribute.remove(a)
+            continue
+        raise Unsupported(f"{node.op_type} '{shown(node.name)}' sets {a.name}, which {node.op_type}-"
+                          f"{old.since_version} (the version opset {MAX_OPSET} has) lacks and xc's converters do not "
+                          "compute")
+
+
+def _check_attributes(m, original: int) -> None:
+    """Every attribute a default-domain node holds exists in its op at the graph's opset: one a newer version added
+    (onnx.version_converter keeps some, AveragePool-19's dilations) is dropped when it holds the default it had
+    there and refused otherwise, so no converter silently ignores it."""
+    import onnx
+    opset = max((o.version for o in m.opset_import if o.domain in ("", "ai.onnx")), default=MAX_OPSET)
+    for n in m.graph.node:
+        if n.domain not in ("", "ai.onnx"):
+            continue
+        try:
+            schema = onnx.defs.get_schema(n.op_type, opset, "")
+        except onnx.defs.SchemaError:
+            continue
+        if all(a.name in schema.attributes for a in n.attribute):
+            continue
+        try:
+            newer = onnx.defs.get_schema(n.op_type, max(original, opset), "")
+        except onnx.defs.SchemaError:
+            newer = schema
+        _drop_newer_attributes(n, schema, newer)
+
+
+def spell_out_defaults(m) -> list[str]:
+    """Every attribute a node leaves out that the ONNX spec gives a default is written out with that default, so no
+    converter's own idea of it counts (onnx2torch reads a missing CumSum `reverse` as 1 where the spec says 0; see
+    conformance.onnx2torch_audit). Returns a note for each node whose converter would have read it otherwise."""
+    import onnx
+    from onnx import helper
+
+    from .converters import ONNX2TORCH_DEFAULTS
+    opsets = {o.domain or "": o.version for o in m.opset_import}
+    notes = []
+    for n in m.graph.node:
+        domain = "" if n.domain in ("", "ai.onnx") else n.domain
+        if domain not in opsets:
+            continue
+        try:
+            schema = onnx.defs.get_schema(n.op_type, opsets[domain], domain)
+        except onnx.defs.SchemaError:
+            continue          # an op outside onnx's schemas (com.microsoft): its converter is xc's own
+        given = {a.name for a in n.attribute}
+        for name, spec in sorted(schema.attributes.items()):
+            if name in given or not spec.default_value.type:
+                continue
+            a = onnx.AttributeProto()
+            a.CopyFrom(spec.default_value)
+            a.name = name
+            n.attribute.append(a)
+            theirs = ONNX2TORCH_DEFAULTS.get((n.op_type, name))
+            if theirs is not None:
+                notes.append(f"{n.op_type} '{shown(n.name)}': {name} left out, which the ONNX spec defaults to "
+                             f"{helper.get_attribute_value(a)!r} and onnx2torch reads as {theirs!r}: written out")
+    return notes
 
 
 def _rewrite_for_onnx2torch(m) -> list[str]:

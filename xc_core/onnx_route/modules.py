@@ -9,11 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-
-
-class Unsupported(NotImplementedError):
-    """A form of an op (an attribute value, string labels) xc's converter does not compute: a refusal, not
-    unfinished work. The route says it in one line, with the node, and what the user can do instead."""
+from .refusals import Unsupported  # noqa: F401 — raised by the modules below, caught by route.py
 
 
 class GlobalMaxPool(nn.Module):
@@ -33,18 +29,30 @@ class BatchNorm(nn.Module):
 
 
 class Pad(nn.Module):
-    """Pad in reflect or edge mode on any rank, one axis at a time (ONNX Pad: pads = [x1_begin, x2_begin, …,
-    x1_end, x2_end, …] over `axes`, all axes by default; a negative pad crops)."""
+    """ONNX Pad in every mode on any rank (pads = [x1_begin, x2_begin, …, x1_end, x2_end, …] over `axes`, all axes
+    by default; a negative pad crops): constant as one F.pad over every axis, with the constant_value input or
+    Pad-2's `value`; reflect, edge and wrap one axis at a time (torch's own reflect padding takes 1 to 3 trailing
+    dims, onnx2torch's constant padding passed the value as a tensor F.pad refuses, and read Pad-2's value under
+    another name)."""
 
-    def __init__(self, mode: str, pads=None):
+    def __init__(self, mode: str, pads=None, value: float = 0.0):
         super().__init__()
-        self.mode, self.pads = mode, list(pads) if pads else None
+        if mode not in ("constant", "reflect", "edge", "wrap"):
+            raise Unsupported(f"Pad in {mode} mode")
+        self.mode, self.pads, self.value = mode, list(pads) if pads else None, value
 
     def forward(self, x, pads=None, constant_value=None, axes=None):
-        values = self.pads if pads is None else [int(v) for v in pads.tolist()]
+        values = self.pads if pads is None else [int(v) for v in pads.reshape(-1).tolist()]
         rank = x.dim()
-        order = list(range(rank)) if axes is None else [int(a) % rank for a in axes.tolist()]
+        order = list(range(rank)) if axes is None else [int(a) % rank for a in axes.reshape(-1).tolist()]
         half = len(values) // 2
+        if self.mode == "constant":
+            begin, end = [0] * rank, [0] * rank
+            for axis, b, e in zip(order, values[:half], values[half:]):
+                begin[axis], end[axis] = b, e
+            fill = self.value if constant_value is None or not constant_value.numel() else \
+                constant_value.reshape(-1)[0].item()
+            return F.pad(x, _torch_pads(begin, end), value=fill)
         for axis, begin, end in zip(order, values[:half], values[half:]):
             x = self._pad_axis(x, axis, begin, end)
         return x
@@ -59,10 +67,28 @@ class Pad(nn.Module):
         n = x.shape[axis]
         if self.mode == "reflect":      # the mirror image without the edge element: [3 2 | 1 2 3 4 | 3 2]
             parts = [x.narrow(axis, 1, begin).flip(axis), x, x.narrow(axis, n - 1 - end, end).flip(axis)]
+        elif self.mode == "wrap":       # the other end continued: [3 4 | 1 2 3 4 | 1 2]
+            parts = [x.narrow(axis, n - begin, begin), x, x.narrow(axis, 0, end)]
         else:                            # edge: the edge element repeated
             parts = [x.narrow(axis, 0, 1).repeat_interleave(begin, dim=axis), x,
                      x.narrow(axis, n - 1, 1).repeat_interleave(end, dim=axis)]
         return torch.cat([p for p in parts if p.shape[axis]], dim=axis)
+
+
+class Unsqueeze(nn.Module):
+    """ONNX Unsqueeze: negative axes count from the end of the output, and the axes (attribute or input, a scalar
+    too) are inserted in increasing order of their place in the output."""
+
+    def __init__(self, axes=None):
+        super().__init__()
+        self.axes = axes
+
+    def forward(self, x, axes=None):
+        given = self.axes if axes is None else axes.reshape(-1).tolist()
+        rank = x.dim() + len(given)
+        for axis in sorted(int(a) % rank for a in given):
+            x = torch.unsqueeze(x, axis)
+        return x
 
 
 class LSTM(nn.Module):
@@ -166,8 +192,13 @@ class QuantizeLinear(nn.Module):
         self.axis, self.low, self.high = axis, float(bounds[0]), float(bounds[1])
 
     def forward(self, x, scale, zero_point=None):
+        low, high = self.low, self.high
+        if zero_point is not None and not zero_point.dtype.is_floating_point:
+            # the zero point's own type when it comes in as an integer tensor (a graph input, whose type the
+            # converter could not read from an initializer); one held in float keeps the converter's range
+            low, high = float(torch.iinfo(zero_point.dtype).min), float(torch.iinfo(zero_point.dtype).max)
         zp = _per_axis(zero_point.float(), x, self.axis) if zero_point is not None else 0.0
-        return torch.clamp(torch.round(x / _per_axis(scale.float(), x, self.axis)) + zp, self.low, self.high)
+        return torch.clamp(torch.round(x / _per_axis(scale.float(), x, self.axis)) + zp, low, high)
 
 
 class DynamicQuantizeLinear(nn.Module):
@@ -294,3 +325,375 @@ class ZipMap(nn.Module):
 
     def forward(self, x):
         return x
+
+
+# ---- ops onnx2torch computes otherwise than the ONNX spec (found by bench/onnx_conformance.py) ----------------
+class DtypeOf(nn.Module):
+    """`inner`'s result in the type of its input `like`: ONNX keeps the input's type where PyTorch promotes
+    (cumsum of int32 gives int64, arange of int32 bounds gives int64)."""
+
+    def __init__(self, inner: nn.Module, like: int):
+        super().__init__()
+        self.inner, self.like = inner, like
+
+    def forward(self, *args):
+        return self.inner(*args).to(args[self.like].dtype)
+
+
+class IsInf(nn.Module):
+    """onnx2torch's IsInf ignores detect_positive / detect_negative."""
+
+    def __init__(self, detect_positive: int = 1, detect_negative: int = 1):
+        super().__init__()
+        self.positive, self.negative = bool(detect_positive), bool(detect_negative)
+
+    def forward(self, x):
+        if self.positive and self.negative:
+            return torch.isinf(x)
+        if self.positive:
+            return torch.isposinf(x)
+        if self.negative:
+            return torch.isneginf(x)
+        return torch.zeros_like(x, dtype=torch.bool)
+
+
+class NonZero(nn.Module):
+    """ONNX NonZero gives [rank, count] (one row per axis); torch.nonzero gives [count, rank]."""
+
+    def forward(self, x):
+        return torch.nonzero(x).t()
+
+
+class Flatten(nn.Module):
+    """Any axis from -rank to rank (onnx2torch fails on 0 and on -rank)."""
+
+    def __init__(self, axis: int):
+        super().__init__()
+        self.axis = axis
+
+    def forward(self, x):
+        axis = self.axis + x.dim() if self.axis < 0 else self.axis
+        outer = inner = 1
+        for d in x.shape[:axis]:
+            outer *= d
+        for d in x.shape[axis:]:
+            inner *= d
+        return x.reshape(outer, inner)
+
+
+class LayerNormalization(nn.Module):
+    """ONNX LayerNormalization over the axes from `axis` on (any axis; onnx2torch fails on the leading ones): Y,
+    and the optional Mean and InvStdDev outputs (their normalized axes kept as 1s), in float32 when stash_type is
+    1. One F.layer_norm when only Y is wanted and the scale covers the normalized shape."""
+
+    def __init__(self, axis: int, epsilon: float, stash_type: int, outputs: int):
+        super().__init__()
+        self.axis, self.epsilon, self.stash, self.outputs = axis, epsilon, stash_type, outputs
+
+    def forward(self, x, scale, bias=None):
+        axis = self.axis % x.dim()
+        shape = tuple(x.shape[axis:])
+        if self.outputs == 1 and tuple(scale.shape) == shape and (bias is None or tuple(bias.shape) == shape) \
+                and (self.stash != 1 or x.dtype == torch.float32):
+            return F.layer_norm(x, shape, scale, bias, self.epsilon)
+        held = x.float() if self.stash == 1 else x
+        dims = tuple(range(axis, x.dim()))
+        mean = held.mean(dim=dims, keepdim=True)
+        var = ((held - mean) ** 2).mean(dim=dims, keepdim=True)
+        inv = torch.rsqrt(var + self.epsilon)
+        y = ((held - mean) * inv).to(x.dtype) * scale
+        if bias is not None:
+            y = y + bias
+        result = (y, mean, inv)[:self.outputs]
+        return result[0] if self.outputs == 1 else result
+
+
+class GatherElements(nn.Module):
+    """torch.gather, with ONNX's negative indices (counted from the axis' end)."""
+
+    def __init__(self, axis: int):
+        super().__init__()
+        self.axis = axis
+
+    def forward(self, x, indices):
+        size = x.shape[self.axis]
+        return torch.gather(x, self.axis, torch.where(indices < 0, indices + size, indices))
+
+
+class TopK(nn.Module):
+    """ONNX TopK: of equal values the one with the lower index comes first (torch.topk leaves ties in any order),
+    so when the indices are read the values are sorted stably; when only the values are, torch.topk (the same
+    values). K from the input (opset 10+) or the attribute (opset 1)."""
+
+    def __init__(self, axis: int, largest: int, sorted_: int, indices_read: bool, k: int | None = None):
+        super().__init__()
+        self.axis, self.largest, self.sorted, self.indices_read, self.k = axis, bool(largest), bool(sorted_), \
+            indices_read, k
+
+    def forward(self, x, k=None):
+        count = self.k if k is None else int(k.reshape(-1)[0])
+        if not self.indices_read:
+            values, indices = torch.topk(x, count, dim=self.axis, largest=self.largest, sorted=True)
+            return values, indices
+        values, indices = torch.sort(x, dim=self.axis, descending=self.largest, stable=True)
+        return values.narrow(self.axis, 0, count), indices.narrow(self.axis, 0, count)
+
+
+class Pow(nn.Module):
+    """ONNX Pow's result has the base's type (an int64 base to a float exponent stays int64); torch promotes."""
+
+    def forward(self, x, y):
+        out = torch.pow(x, y)
+        return out if out.dtype == x.dtype else out.to(x.dtype)
+
+
+class Selu(nn.Module):
+    """Any alpha and gamma (onnx2torch takes only the defaults)."""
+
+    def __init__(self, alpha: float, gamma: float):
+        super().__init__()
+        self.alpha, self.gamma = alpha, gamma
+
+    def forward(self, x):
+        return self.gamma * torch.where(x > 0, x, self.alpha * (torch.exp(x) - 1))
+
+
+class Shape(nn.Module):
+    """ONNX Shape with start / end (clamped to the rank, an empty slice when start passes end)."""
+
+    def __init__(self, start: int, end: int | None):
+        super().__init__()
+        self.start, self.end = start, end
+
+    def forward(self, x):
+        return torch.tensor(list(x.shape[self.start:self.end]), dtype=torch.int64)
+
+
+def _same_pads(auto_pad: str, sizes, kernels, strides, dilations) -> list[int]:
+    """[begin…, end…] pads of SAME_UPPER / SAME_LOWER: output = ceil(input / stride), the extra on the end (UPPER)
+    or the beginning (LOWER)."""
+    begin, end = [], []
+    for n, k, s, d in zip(sizes, kernels, strides, dilations):
+        out = -(-n // s)
+        total = max(0, (out - 1) * s + (k - 1) * d + 1 - n)
+        small = total // 2
+        begin.append(small if auto_pad == "SAME_UPPER" else total - small)
+        end.append(total - small if auto_pad == "SAME_UPPER" else small)
+    return begin + end
+
+
+def _torch_pads(begin, end) -> list[int]:
+    """ONNX [begin…, end…] per axis as F.pad's (last axis first) pairs."""
+    return [v for pair in zip(reversed(list(begin)), reversed(list(end))) for v in pair]
+
+
+class Conv(nn.Module):
+    """ONNX Conv with the weight (and bias) as inputs of the module, not constants of it: for a weight the graph
+    computes or takes as an input (onnx2torch reads weights only from initializers)."""
+
+    def __init__(self, attrs: dict):
+        super().__init__()
+        self.auto_pad = attrs.get("auto_pad", "NOTSET")
+        self.strides, self.dilations = attrs.get("strides"), attrs.get("dilations")
+        self.pads, self.group = attrs.get("pads"), int(attrs.get("group", 1))
+
+    def forward(self, x, w, b=None):
+        spatial = x.dim() - 2
+        if spatial not in (1, 2, 3):
+            raise Unsupported(f"Conv over {spatial} spatial axes (PyTorch convolves 1 to 3)")
+        strides = list(self.strides or [1] * spatial)
+        dilations = list(self.dilations or [1] * spatial)
+        if self.auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            pads = _same_pads(self.auto_pad, x.shape[2:], w.shape[2:], strides, dilations)
+        elif self.auto_pad == "VALID":
+            pads = [0] * 2 * spatial
+        else:
+            pads = list(self.pads or [0] * 2 * spatial)
+        begin, end = pads[:spatial], pads[spatial:]
+        if begin != end:
+            x = F.pad(x, _torch_pads(begin, end))
+            begin = [0] * spatial
+        conv = (F.conv1d, F.conv2d, F.conv3d)[spatial - 1]
+        return conv(x, w, b, strides, begin, dilations, self.group)
+
+
+class ConvTranspose(nn.Module):
+    """ONNX ConvTranspose in full: weights as module inputs, output_shape, SAME auto_pad, asymmetric and negative
+    pads (onnx2torch ignores output_shape and takes symmetric pads and constant weights only). The full
+    transposed convolution, then the pads cropped and output_padding added at the end of each axis, as the spec's
+    output-size formula reads."""
+
+    def __init__(self, attrs: dict):
+        super().__init__()
+        self.auto_pad = attrs.get("auto_pad", "NOTSET")
+        self.strides, self.dilations, self.group = attrs.get("strides"), attrs.get("dilations"), \
+            int(attrs.get("group", 1))
+        self.pads, self.output_padding = attrs.get("pads"), attrs.get("output_padding")
+        self.output_shape = attrs.get("output_shape")
+
+    def forward(self, x, w, b=None):
+        spatial = x.dim() - 2
+        if spatial not in (1, 2, 3):
+            raise Unsupported(f"ConvTranspose over {spatial} spatial axes (PyTorch convolves 1 to 3)")
+        strides = list(self.strides or [1] * spatial)
+        dilations = list(self.dilations or [1] * spatial)
+        extra = list(self.output_padding or [0] * spatial)
+        sizes, kernels = list(x.shape[2:]), list(w.shape[2:])
+        full = [s * (n - 1) + (k - 1) * d + 1 + e for n, k, s, d, e in zip(sizes, kernels, strides, dilations, extra)]
+        wanted = list(self.output_shape)[-spatial:] if self.output_shape else None
+        if wanted is None and self.auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            wanted = [n * s for n, s in zip(sizes, strides)]
+        if wanted is not None:
+            totals = [f - o for f, o in zip(full, wanted)]
+            upper = self.auto_pad == "SAME_UPPER"
+            begin = [t // 2 if upper else t - t // 2 for t in totals]
+            end = [t - t // 2 if upper else t // 2 for t in totals]
+        elif self.auto_pad == "VALID":
+            begin = end = [0] * spatial
+        else:
+            pads = list(self.pads or [0] * 2 * spatial)
+            begin, end = pads[:spatial], pads[spatial:]
+        conv = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[spatial - 1]
+        y = conv(x, w, None, strides, 0, 0, self.group, dilations)
+        # output_padding: zeros (bias only) added at each axis' end; the pads cropped (a negative pad adds zeros)
+        y = F.pad(y, _torch_pads([-p for p in begin], [e - p for e, p in zip(extra, end)]))
+        if b is not None:
+            y = y + b.reshape([1, -1] + [1] * spatial)
+        return y
+
+
+class ScatterND(nn.Module):
+    """ScatterND with reduction add, mul, max or min (onnx2torch computes `none` only): the indexed slices of a
+    copy of the data combined with the updates, one index after another."""
+
+    _REDUCE = {"add": "sum", "mul": "prod", "max": "amax", "min": "amin"}
+
+    def __init__(self, reduction: str):
+        super().__init__()
+        if reduction not in self._REDUCE:
+            raise Unsupported(f"ScatterND with reduction {reduction!r} (xc converts none, add, mul, max and min)")
+        self.reduction = self._REDUCE[reduction]
+
+    def forward(self, data, indices, updates):
+        k = indices.shape[-1]
+        lead = data.shape[:k]
+        flat = data.reshape((-1,) + tuple(data.shape[k:]))
+        index = torch.zeros(indices.shape[:-1], dtype=torch.int64)
+        for axis in range(k):
+            i = indices[..., axis].to(torch.int64)
+            index = index * lead[axis] + torch.where(i < 0, i + lead[axis], i)
+        rows = updates.reshape((-1,) + tuple(data.shape[k:]))
+        out = flat.index_reduce(0, index.reshape(-1), rows, self.reduction, include_self=True) \
+            if self.reduction != "sum" else flat.index_add(0, index.reshape(-1), rows)
+        return out.reshape(data.shape)
+
+
+class Constant(nn.Module):
+    def __init__(self, value):
+        super().__init__()
+        self.register_buffer("value", value)
+
+    def forward(self):
+        return self.value
+
+
+class Resize(nn.Module):
+    """ONNX Resize exactly as the spec's reference implementation computes it (onnx.reference), on any axis.
+
+    Resize is separable: along each resized axis every output element is a fixed combination of a few input
+    elements (1 for nearest, 2 for linear, 4 for cubic), which the plan (converters.resize_plan) gets from ONNX's
+    own reference implementation run on the identity. When PyTorch's F.interpolate gives those very numbers (the
+    plan checks on random data at the model's shapes), the program keeps it — one interpolation op, as compilers
+    expect; otherwise the program gathers the input elements along each axis and sums them with their weights
+    (`taps`: per axis, the element indices and weights, and a constant added where the output lies outside the
+    input, tf_crop_and_resize's extrapolation_value). The plan comes from the model's constants, or from the values
+    the module is traced with when scales or sizes are computed (then burned into the program, as every shape the
+    real-valued trace reads)."""
+
+    def __init__(self, attrs: dict, version: int, plan: dict | None):
+        super().__init__()
+        self.attrs, self.version, self.plan = attrs, version, plan
+
+    def forward(self, x, roi=None, scales=None, sizes=None):
+        plan = self.plan
+        if plan is None:
+            from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
+
+            from .converters import resize_plan
+            given = [roi] if self.version == 10 else [roi, scales, sizes]     # Resize-10: (X, scales)
+            with disable_proxy_modes_tracing():     # working the plan out is no part of the program
+                values = [None if v is None else v.detach().cpu().numpy() for v in given]
+                plan = resize_plan(self.attrs, self.version, list(x.shape), *values)
+        if plan["interpolate"] is not None:
+            return F.interpolate(x, **plan["interpolate"])
+        selects = all(w is None for _, _, weights, offset in plan["taps"] for w in weights) and \
+            all(offset is None for *_, offset in plan["taps"])
+        y = x if x.is_floating_point() or selects else x.float()     # nearest picks elements of any type
+        for axis, indices, weights, offset in plan["taps"]:
+            parts = None
+            for index, weight in zip(indices, weights):
+                picked = torch.index_select(y, axis, torch.tensor(index, dtype=torch.int64))
+                if weight is not None:
+                    shape = [1] * y.dim()
+                    shape[axis] = -1
+                    picked = picked * torch.tensor(weight, dtype=y.dtype).reshape(shape)
+                parts = picked if parts is None else parts + picked
+            if offset is not None:
+                shape = [1] * y.dim()
+                shape[axis] = -1
+                parts = parts + torch.tensor(offset, dtype=y.dtype).reshape(shape)
+            y = parts
+        return y if y.dtype == x.dtype else y.to(x.dtype)
+
+
+# ---- ops onnx2torch has no converter for, each a line or two of torch ------------------------------------------
+class Elementwise(nn.Module):
+    """One torch function of the inputs (Sinh, LessOrEqual, …)."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *xs):
+        return self.fn(*xs)
+
+
+class Trilu(nn.Module):
+    """The upper (triu) or lower (tril) triangle of the last two axes, k diagonals off (k an input, default 0)."""
+
+    def __init__(self, upper: int):
+        super().__init__()
+        self.upper = bool(upper)
+
+    def forward(self, x, k=None):
+        diagonal = int(k.reshape(-1)[0]) if k is not None else 0
+        return torch.triu(x, diagonal) if self.upper else torch.tril(x, diagonal)
+
+
+class Hardmax(nn.Module):
+    """1 at the first largest value along `axis`, 0 elsewhere (opset 13; earlier versions flatten from `axis`)."""
+
+    def __init__(self, axis: int, flattened: bool):
+        super().__init__()
+        self.axis, self.flattened = axis, flattened
+
+    def forward(self, x):
+        shape = x.shape
+        axis = self.axis % x.dim()
+        if self.flattened:
+            outer = 1
+            for d in shape[:axis]:
+                outer *= d
+            x, axis = x.reshape(outer, -1), 1
+        hot = F.one_hot(torch.argmax(x, dim=axis), x.shape[axis]).to(x.dtype)
+        return torch.movedim(hot, -1, axis).reshape(shape)
+
+
+class Shrink(nn.Module):
+    def __init__(self, bias: float, lambd: float):
+        super().__init__()
+        self.bias, self.lambd = bias, lambd
+
+    def forward(self, x):
+        zero = torch.zeros_like(x)
+        return torch.where(x < -self.lambd, x + self.bias, torch.where(x > self.lambd, x - self.bias, zero))

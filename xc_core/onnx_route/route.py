@@ -18,12 +18,14 @@ Runtime with its optimizations off, output by output (`conversion_drift`).
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import time
 
 import numpy as np
 
+from ..analysis.drift import route_departing
 from ..errors import XcInputError, first_line, with_kind
 from .graph_prep import origin_of, prepare
 from .names import shown
@@ -31,10 +33,17 @@ from .names import shown
 ROUTE = ("ONNX → xc's graph preparation → PyTorch (onnx2torch + xc's converters) → traced at the analysis "
          "shapes → torch.export")
 PROGRAM_FILE = "onnx_route.pt2"
+OUTPUTS_FILE = "program_outputs.npz"
 
 
 class RouteError(RuntimeError):
-    """Why an ONNX model could not become a PyTorch program: one line naming the op and what to do."""
+    """Why an ONNX model could not become a PyTorch program: one line naming the op and what to do. `unexpected`:
+    the type name of the exception it wraps when that was a failure nobody foresaw (a bug of the route, not a form
+    it knowingly refuses)."""
+
+    def __init__(self, message: str, unexpected: BaseException | str | None = None):
+        super().__init__(message)
+        self.unexpected = type(unexpected).__name__ if isinstance(unexpected, BaseException) else unexpected
 
 
 # What a user can do when an op stops the route, by op type (the default: the last entry's advice).
@@ -64,8 +73,9 @@ def available() -> tuple[bool, str]:
 
 
 def build(onnx_path: str, specs, feeds: dict, folder: str) -> dict:
-    """The route for the captured ONNX at `onnx_path`: writes the program to folder/onnx_route.pt2 and returns
-    the route's record (never raises: a failure is the record's one-line `error`)."""
+    """The route for the captured ONNX at `onnx_path`: writes the program to folder/onnx_route.pt2 (and its outputs
+    at the analysis inputs to folder/program_outputs.npz) and returns the route's record (never raises: a failure
+    is the record's one-line `error`)."""
     t0 = time.perf_counter()
     record: dict = {"route": ROUTE, "evidence": "measured"}
     try:
@@ -79,35 +89,59 @@ def build(onnx_path: str, specs, feeds: dict, folder: str) -> dict:
     return record
 
 
-def _build(onnx_path: str, specs, feeds: dict, folder: str) -> dict:
-    import onnx
+@dataclasses.dataclass
+class Conversion:
+    """An ONNX model made a PyTorch program, with what it takes to say the program in the model's own names."""
+    program: object                 # the torch.export ExportedProgram
+    module: object                  # onnx2torch's nn.Module, one submodule per node of the prepared graph
+    args: tuple                     # the analysis inputs, as tensors, in the model's input order
+    used: list                      # positions in `args` of the inputs the program reads
+    notes: list                     # what the graph preparation changed
+    origin: dict                    # {program node: the model's node it came from}
+    module_names: dict              # {onnx2torch submodule: node name in the prepared graph}
+    safe: object                    # the prepared graph with plain-identifier names (what onnx2torch converted)
+    names: dict                     # {plain identifier: name in the prepared graph}
+    kinds: dict                     # {model node: (domain, op type)}
+
+
+def convert(source, specs, feeds: dict) -> Conversion:
+    """The ONNX ModelProto `source` as one ExportedProgram traced at the feeds' shapes. Raises RouteError, one line
+    naming the op and what to do, when the route refuses (its `unexpected` names the exception type when the
+    refusal wraps a failure nobody foresaw: a bug of the route, counted as a crash by bench/onnx_conformance.py)."""
     import torch
 
     from ..quiet import quiet_torch
-    from .converters import QUANTIZED_OPS, import_onnx2torch
-    from .modules import Unsupported
+    from .converters import import_onnx2torch
     from .names import checked_module_names, in_model_names, safe_names
-    source = onnx.load(onnx_path)
+    from .refusals import Unsupported
     model_nodes = {n.name for n in source.graph.node}
     kinds = {n.name: (n.domain or "ai.onnx", n.op_type) for n in source.graph.node}
     opsets = {o.domain or "ai.onnx": o.version for o in source.opset_import}
+    _refuse_bfloat16(source, feeds)
     try:
         prepared, notes = prepare(source, specs, feeds)
+    except RouteError:
+        raise
+    except Unsupported as e:               # a form the preparation knowingly refuses (an op newer than opset 17)
+        raise RouteError(f"{_first(e)} — {_DEFAULT_ADVICE}") from None
     except Exception as e:  # noqa: BLE001
-        raise RouteError(f"preparing the graph for onnx2torch failed: {_first(e)}") from None
+        raise RouteError(f"preparing the graph for onnx2torch failed: {_first(e)}", unexpected=e) from None
     safe, names = safe_names(prepared)
     module_names = checked_module_names(safe, names)          # {submodule: node name in the prepared graph}
     onnx2torch = import_onnx2torch()
     with quiet_torch():
         try:
             module = onnx2torch.convert(safe).eval()
+        except RouteError as e:            # said in the model's names already (converters.py)
+            raise RouteError(in_model_names(str(e), names), unexpected=e.unexpected) from None
         except Unsupported as e:           # a converter xc has, refusing this form of the op
             raise RouteError(f"{in_model_names(_first(e), names)} — xc's converter does not compute this form; "
                              f"{_DEFAULT_ADVICE}") from None
         except NotImplementedError as e:
             raise RouteError(_no_converter(e, safe, names, opsets)) from None
         except Exception as e:  # noqa: BLE001
-            raise RouteError(f"onnx2torch could not convert the graph: {in_model_names(_first(e), names)}") from None
+            raise RouteError(f"onnx2torch could not convert the graph: {in_model_names(_first(e), names)}",
+                             unexpected=e) from None
         args = tuple(torch.from_numpy(np.asarray(feeds[s.name], order="C")) for s in specs)
         traced, used = _trace(module, args, module_names, kinds, model_nodes)
         unused = [s.name for i, s in enumerate(specs) if i not in used]
@@ -116,38 +150,89 @@ def _build(onnx_path: str, specs, feeds: dict, folder: str) -> dict:
             # analysis value is burned in. Targets are fed the others (targets/routed.py).
             notes.append(f"input(s) {', '.join(repr(n) for n in unused)} not read by the program: their analysis "
                          "values are part of it (the branch they picked)")
-            args = tuple(args[i] for i in used)
         try:
-            program = torch.export.export(traced, args, strict=False)
+            program = torch.export.export(traced, tuple(args[i] for i in used), strict=False)
         except Exception as e:  # noqa: BLE001
-            raise RouteError(f"torch.export could not capture the traced program: {_first(e)}") from None
-        origin = {}
-        for line, n in enumerate(program.graph.nodes, 1):
-            module_name = (n.meta.get("custom") or {}).get("xc_module")
-            found = origin_of(module_names.get(module_name, ""), model_nodes) if module_name else None
-            if found and n.op == "call_function":
-                origin[n.name] = found
-            if n.op == "call_function" and not n.meta.get("stack_trace"):
-                # A traced op has no Python source. Toolchains that keep debug locations (coreai-torch) drop an
-                # op's metadata without one: a stand-in naming the submodule (a plain identifier, never the
-                # model's own name).
-                n.meta["stack_trace"] = f'  File "onnx_route", line {line}, in {module_name or "program"}\n'
-        os.makedirs(folder, exist_ok=True)
-        path = os.path.join(folder, PROGRAM_FILE)
-        torch.export.save(program, path)
-        drift = _conversion_drift(onnx_path, program, args, feeds)
-    quantized = sorted({op for _, op in kinds.values() if op in QUANTIZED_OPS})
-    record = {"program_path": path, "preprocessing": notes, "origin": origin, "conversion_drift": drift,
-              "program_inputs": [specs[i].name for i in used],
-              "program_nodes": sum(1 for n in program.graph.nodes if n.op == "call_function")}
+            raise RouteError(f"torch.export could not capture the traced program: {_first(e)}",
+                             unexpected=e) from None
+    origin = {}
+    for line, n in enumerate(program.graph.nodes, 1):
+        module_name = (n.meta.get("custom") or {}).get("xc_module")
+        found = origin_of(module_names.get(module_name, ""), model_nodes) if module_name else None
+        if found and n.op == "call_function":
+            origin[n.name] = found
+        if n.op == "call_function" and not n.meta.get("stack_trace"):
+            # A traced op has no Python source. Toolchains that keep debug locations (coreai-torch) drop an
+            # op's metadata without one: a stand-in naming the submodule (a plain identifier, never the
+            # model's own name).
+            n.meta["stack_trace"] = f'  File "onnx_route", line {line}, in {module_name or "program"}\n'
+    return Conversion(program, module, args, used, notes, origin, module_names, safe, names, kinds)
+
+
+def _refuse_bfloat16(model, feeds: dict) -> None:
+    """bfloat16 tensors have no numpy type torch takes (onnx2torch reads constants through numpy): refused up front,
+    in one line, rather than failing inside onnx2torch."""
+    import onnx
+    bf16 = [name for name, v in feeds.items() if np.asarray(v).dtype.name == "bfloat16"]
+    bf16 += [t.name for t in model.graph.initializer if t.data_type == onnx.TensorProto.BFLOAT16]
+    bf16 += [n.output[0] for n in model.graph.node if n.op_type == "Constant" and n.attribute
+             and n.attribute[0].type == onnx.AttributeProto.TENSOR
+             and n.attribute[0].t.data_type == onnx.TensorProto.BFLOAT16]
+    if bf16:
+        raise RouteError(f"bfloat16 tensors ({', '.join(repr(shown(n)) for n in bf16[:3])}"
+                         f"{' …' if len(bf16) > 3 else ''}): the route takes float32, float16 and integer models — "
+                         f"{_DEFAULT_ADVICE}")
+
+
+def run_program(program, args) -> list:
+    """The program's tensor outputs on `args`, as numpy arrays, in order."""
+    import torch
+    with torch.no_grad():
+        return [t.detach().numpy() for t in torch.utils._pytree.tree_leaves(program.module()(*args))
+                if isinstance(t, torch.Tensor)]
+
+
+def _build(onnx_path: str, specs, feeds: dict, folder: str) -> dict:
+    import onnx
+    import torch
+
+    from ..quiet import quiet_torch
+    from .converters import QUANTIZED_OPS
+    source = onnx.load(onnx_path)
+    c = convert(source, specs, feeds)
+    args = tuple(c.args[i] for i in c.used)
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, PROGRAM_FILE)
+    with quiet_torch():
+        torch.export.save(c.program, path)
+        outputs = run_program(c.program, args)
+    quantized = sorted({op for _, op in c.kinds.values() if op in QUANTIZED_OPS})
+    reference, names = _onnx_reference(onnx_path, feeds)
+    drift = _conversion_drift(names, reference, outputs, held_in_float=bool(quantized))
+    record = {"program_path": path, "preprocessing": c.notes, "origin": c.origin, "conversion_drift": drift,
+              "program_inputs": [specs[i].name for i in c.used],
+              "program_nodes": sum(1 for n in c.program.graph.nodes if n.op == "call_function")}
+    record["program_outputs_path"] = _save_outputs(os.path.join(folder, OUTPUTS_FILE), names, outputs)
     if quantized:
         record["float_model"] = (f"the model's quantized ops ({', '.join(quantized)}) are computed in float on the "
                                  "PyTorch side (ONNX Runtime's dynamic-int8 Conv and MatMul on dequantized values, "
                                  "other integer ops on integer values held in float32, DynamicQuantizeLSTM on its "
                                  "dequantized weights): these targets compile a float model, not the int8 one")
+    if route_departing(drift):
+        from .departure import first_departure
+        record["first_departure"] = first_departure(source, c, feeds)
     return record
 
 
+def _save_outputs(path: str, names: list[str], outputs: list) -> str:
+    """The program's outputs at the analysis inputs, keyed by the ONNX graph output each stands for (numpy.savez,
+    no pickle: object arrays are left out), for the analyses that measure a routed target against the program it
+    compiled."""
+    arrays = {name: np.asarray(value) for name, value in zip(names, outputs)
+              if np.asarray(value).dtype != object}
+    with open(path, "wb") as f:       # a file object: savez would append ".npz" to a name without it
+        np.savez(f, **arrays)
+    return path
 def _trace(module, args, module_names: dict, kinds: dict, model_nodes: set):
     """The module as an FX graph of ATen ops traced with the real values of `args`, each op annotated with the
     submodule it came from (meta["custom"]["xc_module"], kept by torch.export); and the positions of the inputs
@@ -177,7 +262,8 @@ def _trace_once(module, args, used: list[int], module_names: dict, kinds: dict, 
                     domain, op = kinds.get(node, ("?", "?"))
                     raise RouteError(f"{op} '{shown(node)}' (domain {domain}) failed in PyTorch at the analysis "
                                      f"shapes: {_first(e)} — if ONNX Runtime ran it on empty tensors, give the input "
-                                     "shapes the model is meant for") from None
+                                     "shapes the model is meant for",
+                                     unexpected=None if isinstance(e, NotImplementedError) else e) from None
 
     with torch.no_grad(), fx_traceback.preserve_node_meta():
         # Reading a tensor's value is allowed: the trace burns it in, as torch.jit.trace does. The values read are
@@ -231,32 +317,50 @@ def _fold_constant_casts(traced) -> None:
         delattr(traced, name)                # else torch.export would still carry the integer original
 
 
-def _conversion_drift(onnx_path: str, program, args, feeds: dict) -> dict:
-    """The program's outputs against ONNX Runtime's (all optimizations off), output by output."""
+def _onnx_reference(onnx_path: str, feeds: dict) -> tuple[list, list[str]]:
+    """ONNX Runtime's outputs (all optimizations off) on the analysis inputs, and the graph outputs' names."""
     import onnxruntime as ort
-    import torch
-
-    from ..analysis.drift import drift_metrics
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     so.log_severity_level = 3
     session = ort.InferenceSession(onnx_path, so, providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     wanted = {i.name for i in session.get_inputs()}
-    reference = session.run(names, {k: np.asarray(v) for k, v in feeds.items() if k in wanted})
-    with torch.no_grad():
-        converted = [t.detach().numpy() for t in torch.utils._pytree.tree_leaves(program.module()(*args))
-                     if isinstance(t, torch.Tensor)]
+    return session.run(names, {k: np.asarray(v) for k, v in feeds.items() if k in wanted}), names
+
+
+def _conversion_drift(names: list[str], reference: list, converted: list, held_in_float: bool = False) -> dict:
+    """The program's outputs against ONNX Runtime's, output by output (compare_output)."""
     out = {}
     for name, ref, got in zip(names, reference, converted):
         if not isinstance(ref, np.ndarray):
             out[name] = {"error": "not a tensor in ONNX Runtime (a sequence or map): not compared"}
-        elif np.shape(ref) != np.shape(got):
-            out[name] = {"error": f"shape {list(np.shape(got))} from the program, {list(np.shape(ref))} from "
-                                  "ONNX Runtime"}
         else:
-            out[name] = drift_metrics(np.asarray(ref), np.asarray(got))
+            out[name] = compare_output(ref, np.asarray(got), held_in_float)
     return out
+
+
+def compare_output(ref: np.ndarray, got: np.ndarray, held_in_float: bool = False) -> dict:
+    """One output of the route against ONNX Runtime's: shape and dtype first, then the values (drift_metrics).
+    A shape or dtype that differs is the entry's `error` and no value metric is given: a transposed result can
+    have a small relative error and still be wrong everywhere. Integer values held in float32 (the float model
+    of a quantized graph, `held_in_float`) are the same numbers: compared, with a note."""
+    from ..analysis.drift import drift_metrics
+    shape_match, dtype_match = ref.shape == got.shape, ref.dtype == got.dtype
+    facts = {"shape_match": shape_match, "dtype_match": dtype_match, "shape": list(got.shape),
+             "reference_shape": list(ref.shape), "dtype": str(got.dtype), "reference_dtype": str(ref.dtype)}
+    if not shape_match:
+        return {**facts, "error": f"shape {list(got.shape)} from the program, {list(ref.shape)} from ONNX Runtime: "
+                                  "the route's values for this output cannot be trusted"}
+    held = (not dtype_match and held_in_float and ref.dtype.kind in "iub" and got.dtype.kind == "f"
+            and bool(np.all(np.isnan(got) | (np.round(got) == got))))
+    if not dtype_match and not held:
+        return {**facts, "error": f"dtype {got.dtype} from the program, {ref.dtype} from ONNX Runtime: the route's "
+                                  "values for this output cannot be trusted"}
+    entry = {**drift_metrics(ref, got), **facts}
+    if held:
+        entry["note"] = f"{ref.dtype} values held in {got.dtype} (the float model of the quantized graph)"
+    return entry
 
 
 def _no_converter(e: Exception, model, names: dict, opsets: dict) -> str:

@@ -2,14 +2,17 @@
 from __future__ import annotations
 
 import datetime
+import os
 import platform
+from typing import NamedTuple
 
 from .. import __version__
 from .. import evidence as ev
 from ..analysis.advice import advise
 from ..analysis.alignment import coverage, source_op_table
-from ..analysis.checklist import checklist
-from ..analysis.drift import ReferenceVectors, drift_details, drift_metrics, worst
+from ..analysis.checklist import checklist, route_departure
+from ..analysis.drift import (ROUTE_REFERENCE, ReferenceVectors, drift_details, drift_metrics, judged,
+                              reference_check, worst)
 from ..analysis.fusion import fusion_groups, pattern_counts
 from ..analysis.fusion_catalogue import check_catalogue
 from ..analysis.fusion_diff import fusion_matrix
@@ -21,6 +24,19 @@ from ..analysis.stage_trace import GraphStore, divergence_block, stage_block
 from ..targets import OK, REGISTRY
 
 SCHEMA_VERSION = "1.0"
+
+
+class Against(NamedTuple):
+    """What a target's outputs are compared with: the reference's id (or ROUTE_REFERENCE), its outputs, and why
+    each cannot tell a right target from a wrong one (analysis/drift.py reference_check), None where it can."""
+    id: str
+    outputs: dict
+    checks: dict
+
+
+def against(identity: str, outputs: dict) -> Against:
+    """`outputs` as what targets are compared with, each checked once for every target."""
+    return Against(identity, outputs, {k: reference_check(v) for k, v in outputs.items()})
 
 
 def build_report(source, captured, inputs_info: dict, reference, results: list, host: dict,
@@ -59,18 +75,27 @@ def build_report(source, captured, inputs_info: dict, reference, results: list, 
         route = _route_block(captured, results)
         if route is not None:          # an ONNX source's route to the PyTorch-side targets
             report["capture"]["onnx_route"] = route
+    onnx_side = route_side = None
     if reference is not None:
+        onnx_side = against(reference.target, reference.outputs)
         report["reference"] = {
             "id": reference.target, "status": reference.status, "error": reference.error,
             "error_detail": reference.error_detail,
             "advice": advise(reference.target, reference.error, reference.traceback, reference.error_detail)
             if reference.status == "error" else None,
-            "outputs": {k: {"shape": list(v.shape), "dtype": str(v.dtype)} for k, v in reference.outputs.items()},
+            # Each output with why it cannot tell targets apart (constant, all zeros, not finite), when it cannot.
+            "outputs": {k: {"shape": list(v.shape), "dtype": str(v.dtype)}
+                        | ({"not_informative": onnx_side.checks[k]} if onnx_side.checks[k] else {})
+                        for k, v in reference.outputs.items()},
             "evidence": ev.MEASURED, "timings": reference.timings,
         }
+        program = _route_program_outputs(captured)
+        if program is not None and set(reference.outputs) <= set(program):
+            route_side = against(ROUTE_REFERENCE, program)
     reference_values = ReferenceVectors(reference.intermediates) if reference is not None else None
     for r in results:
-        report["targets"][r.target] = target_block(r, captured, reference, stage_graphs, lean)
+        report["targets"][r.target] = target_block(r, captured, reference, stage_graphs, lean,
+                                                   onnx_side=onnx_side, route_side=route_side)
         _add_layer_drift(report["targets"][r.target], r, reference, reference_values, [] if lean else boundaries or [],
                          captured.before if captured is not None else None)
     if captured is not None:
@@ -101,7 +126,11 @@ def _configured(identity: str):
         return None
 
 
-def target_block(r, captured, reference, stage_graphs: GraphStore | None = None, lean: bool = False) -> dict:
+def target_block(r, captured, reference, stage_graphs: GraphStore | None = None, lean: bool = False, *,
+                 onnx_side: Against | None = None, route_side: Against | None = None) -> dict:
+    """A target's block. Its drift is against the reference (`onnx_side`, made from `reference` when not given),
+    or, for a target that compiled the program xc's ONNX → PyTorch route made, against that program's own outputs
+    (`route_side`): the compiler's drift, apart from the conversion's."""
     tid = r.target.split("[", 1)[0]
     cls = REGISTRY.get(tid)
     configured = _configured(r.target)
@@ -165,15 +194,19 @@ def target_block(r, captured, reference, stage_graphs: GraphStore | None = None,
         block["outputs"] = {"evidence": r.evidence.get("numerics", ev.MEASURED),
                             "values": {k: _summary(v) for k, v in r.outputs.items()}}
     if r.status == OK and reference is not None and reference.status == OK and r.outputs:
+        side = route_side if route_side is not None and "onnx_conversion" in r.info else \
+            onnx_side or against(reference.target, reference.outputs)
         outs = {}
-        for name, ref in reference.outputs.items():
+        for name in reference.outputs:      # the reference's outputs, in its order, whatever they are compared with
+            ref = side.outputs[name]
             if name in r.outputs:
                 outs[name] = drift_metrics(ref, r.outputs[name])
                 if "error" not in outs[name] and not lean:
                     outs[name]["details"] = drift_details(ref, r.outputs[name])
             else:
                 outs[name] = {"error": f"the target produced no output '{name}' (it has {sorted(r.outputs)})"}
-        block["drift"] = {"reference": reference.target, "outputs": outs, "worst": worst(outs),
+        checked = judged(outs, side.checks)      # before `worst`, which reads the outputs' reasons
+        block["drift"] = {"reference": side.id, "outputs": outs, **checked, "worst": worst(outs),
                           "evidence": r.evidence.get("numerics", ev.MEASURED),
                           "assumption": r.numerics_assumption}
         skipped = r.info.get("outputs_not_compared") or {}
@@ -211,13 +244,36 @@ def _route_block(captured, results: list) -> dict | None:
     route = captured.onnx_route
     if not route:
         return None
-    block = {k: route[k] for k in ("route", "preprocessing", "conversion_drift", "float_model", "program_inputs",
-                                   "program_nodes", "seconds", "error", "skipped") if k in route}
+    block = {k: route[k] for k in ("route", "preprocessing", "conversion_drift", "first_departure", "float_model",
+                                   "program_inputs", "program_nodes", "seconds", "error", "skipped") if k in route}
     block["targets"] = [r.target for r in results if "onnx_conversion" in r.info
                         or (r.error or "").startswith("no PyTorch program from the ONNX")
                         or (route.get("skipped") and r.info.get("skipped_above_size") == route["skipped"])]
+    # Where the conversion departs from ONNX Runtime, by the route's own test (None: it does not): said first,
+    # once, by every view, as xc's error — never a target's.
+    block["departure"] = route_departure(block)
     block["evidence"] = ev.MEASURED
     return block
+
+
+def _route_program_outputs(captured) -> dict | None:
+    """The outputs of the program xc's ONNX → PyTorch route made, at the analysis inputs (written by the route,
+    keyed by ONNX output name), under the names the report shows; None when there are none to read (no route, a
+    route from before they were written, or a file that cannot be read — drift then stays against the
+    reference)."""
+    import zipfile
+
+    import numpy as np
+    path = ((captured.onnx_route or {}) if captured is not None else {}).get("program_outputs_path")
+    if not path or not os.path.isfile(path):
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            values = {k: z[k] for k in z.files}
+    except (OSError, ValueError, zipfile.BadZipFile):
+        return None
+    labels = captured.output_label_map()
+    return {labels.get(k, k): v for k, v in values.items()}
 
 
 def _add_layer_drift(block: dict, r, reference, reference_values, boundaries: list[dict], before=None) -> None:
@@ -227,7 +283,13 @@ def _add_layer_drift(block: dict, r, reference, reference_values, boundaries: li
     if reference is None or not reference.intermediates or not mine:
         block["layer_drift"] = None
         return
-    ld = layer_drift(reference_values, mine, boundaries)
+    # The points are verified against what is downstream of them and against the output drift (layer_drift.py):
+    # the output drift only when it is measured against the same reference as the points (not a route program's).
+    drift = block.get("drift") or {}
+    same_reference = drift.get("reference") == reference.target
+    output_rel_l2 = max((m["rel_l2"] for m in (drift.get("outputs") or {}).values()
+                         if "error" not in m and m.get("rel_l2") is not None), default=None) if same_reference else None
+    ld = layer_drift(reference_values, mine, boundaries, graph=before, output_rel_l2=output_rel_l2)
     ld["method"] = r.intermediates_method
     ld["reference_method"] = reference.intermediates_method
     ld["evidence"] = r.evidence.get("numerics", ev.MEASURED)

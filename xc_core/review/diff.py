@@ -16,6 +16,20 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+from ..analysis.node_time import (
+    FASTER,
+    SLOWER,
+    SLOWER_MIN_US,
+    SLOWER_RATIO,
+    SPREAD_UNKNOWN,
+    WITHIN_NOISE,
+    figure,
+    host_busy,
+    noise_test,
+    slower_floor,
+    target_shift,
+    time_change,
+)
 from ..errors import printable_line
 from ..views.rows import ACCELERATORS, fmt_sci
 from .md_text import code, table, text
@@ -39,8 +53,9 @@ def diff_reports(base: dict, new: dict) -> dict:
         },
         "targets": {},
     }
+    swaps = _replacements(b_ops, n_ops)
     for tid in [t for t in new["targets"] if t in base["targets"]]:
-        out["targets"][tid] = _target_diff(tid, base, new, b_ops, n_ops)
+        out["targets"][tid] = _target_diff(tid, base, new, b_ops, n_ops, swaps)
     out["source_ops"]["replaced"] = _replaced(out["source_ops"])
     out["changed"] = bool(out["targets_added"] or out["targets_removed"] or out["source_ops"]["added"]
                           or out["source_ops"]["removed"] or any(t["changed"] for t in out["targets"].values()))
@@ -92,6 +107,20 @@ def _source_ops(report: dict) -> dict[tuple, dict]:
     return out
 
 
+def _replacements(b_ops: dict, n_ops: dict) -> dict[tuple, tuple]:
+    """new source-op key → the base key it replaces: ops removed and added at the same module path, paired in
+    order (as `_replaced` pairs them for the change lines)."""
+    removed: dict[str, list] = {}
+    for k in b_ops:
+        if k not in n_ops:
+            removed.setdefault(k[0], []).append(k)
+    out = {}
+    for k in n_ops:
+        if k not in b_ops and removed.get(k[0]):
+            out[k] = removed[k[0]].pop(0)
+    return out
+
+
 def _replaced(ops: dict) -> list[dict]:
     """Ops removed and added at the same module path: a swap (ReLU → HardSwish) reads as one change."""
     added = {}
@@ -120,11 +149,11 @@ def _placement(cell: dict | None) -> tuple[str | None, str | None]:
 
 
 # ---- one target -------------------------------------------------------------------------------------------
-def _target_diff(tid: str, base: dict, new: dict, b_ops: dict, n_ops: dict) -> dict:
+def _target_diff(tid: str, base: dict, new: dict, b_ops: dict, n_ops: dict, swaps: dict) -> dict:
     bt, nt = base["targets"][tid], new["targets"][tid]
     d: dict = {"status": {"base": bt["status"], "new": nt["status"]},
                "op_count": {"base": bt.get("op_count_after"), "new": nt.get("op_count_after")}}
-    d["fallbacks"] = _fallbacks(bt, nt)
+    d["fallbacks"] = _fallbacks(tid, bt, nt, b_ops, n_ops, swaps)
     d["fusions"] = _fusions(tid, base, new)
     d["backend_changes"], d["precision_changes"] = [], []
     for key in [k for k in n_ops if k in b_ops]:
@@ -151,25 +180,33 @@ def _target_diff(tid: str, base: dict, new: dict, b_ops: dict, n_ops: dict) -> d
                         or d["stage_changes"] or d["layout"]
                         or any(c["base"] != c["new"] for c in d["checklist"])
                         or any(x.get("ratio") not in (None, 1.0) for x in d["drift"])
-                        or bool(d["time"]["slower"]))
+                        or bool(d["time"]["slower"])
+                        or (whole_run_time(d["time"]) or {}).get("verdict") in (SLOWER, FASTER))
     return d
 
 
-# A compiled node is "slower" when its measured time grew by SLOWER_RATIO or more and by at least
-# SLOWER_MIN_US and SLOWER_MIN_SHARE of the new run's timed total: the medians of a few runs on a shared CPU move
-# by tens of percent on a node of a few microseconds, which is noise, not a compiler's decision.
-SLOWER_RATIO = 1.5
-SLOWER_MIN_US = 20.0
-SLOWER_MIN_SHARE = 0.02
+def whole_run_time(time: dict) -> dict | None:
+    """The judged time of the whole run (`_node_times`' `run`: the toolchain's own run, where both runs timed one),
+    else the timed nodes' sum (`total`), with `what` naming which; None where neither run was compared."""
+    run = time.get("run") or {}
+    if run.get("base") and run.get("new"):
+        return {**run, "what": "whole run"}
+    total = time.get("total") or {}
+    return {**total, "what": "timed nodes' total"} if total.get("base") and total.get("new") else None
 
 
 def _node_times(bt: dict, nt: dict) -> dict:
     """The measured time of each compiled node in both runs, matched like fallbacks (module path, op type, the
-    n-th such node), and the nodes that got SLOWER_RATIO× slower. Times from two different CPUs (the
-    `node_times` host) are not compared."""
+    n-th such node), judged by the noise test (analysis/node_time.time_change; `test` says it in words): `slower`
+    the nodes beyond the runs' noise, `within_noise` how many changed materially but not beyond it,
+    `spread_unknown` those a run without per-run samples (an older xc) cannot judge; `shift` what every node of the
+    target shared (a busier host); `host_busy` why neither run's times are judged, when one was profiled on a busy
+    host; `run` and `total` the whole run's time and the timed nodes' sum, judged the same way. Times from two
+    different CPUs (the `node_times` host) are not compared."""
     b_nt, n_nt = bt.get("node_times") or {}, nt.get("node_times") or {}
     out = {"base_us": b_nt.get("timed_us"), "new_us": n_nt.get("timed_us"), "slower": [], "compared": False,
-           "why_not": None, "evidence": n_nt.get("evidence")}
+           "why_not": None, "evidence": n_nt.get("evidence"), "test": noise_test(), "shift": None,
+           "within_noise": 0, "spread_unknown": [], "run": None, "total": None, "host_busy": None}
     if not b_nt.get("timed_us") or not n_nt.get("timed_us"):
         out["why_not"] = "not timed in " + ("either run" if not b_nt.get("timed_us") and not n_nt.get("timed_us")
                                             else "the base run" if not b_nt.get("timed_us") else "the new run")
@@ -188,17 +225,52 @@ def _node_times(bt: dict, nt: dict) -> dict:
             seen[k] += 1
         return table
     b_nodes, n_nodes = keyed(bt), keyed(nt)
-    floor = max(SLOWER_MIN_US, SLOWER_MIN_SHARE * n_nt["timed_us"])
-    for key, n in n_nodes.items():
-        b = b_nodes.get(key)
-        b_us, n_us = (b or {}).get("measured_us"), n.get("measured_us")
-        if not b_us or n_us is None:
-            continue
-        if n_us / b_us >= SLOWER_RATIO and n_us - b_us >= floor:
-            out["slower"].append({"node": n["id"], "op_type": n["op_type"], "module_path": key[0],
-                                  "base_us": b_us, "new_us": n_us, "ratio": round(n_us / b_us, 3)})
+    b_samples = _samples(b_nt).get("nodes") or {}
+    n_samples = _samples(n_nt).get("nodes") or {}
+    matched = [(key, b_nodes[key], n) for key, n in n_nodes.items() if key in b_nodes
+               and b_nodes[key].get("measured_us") is not None and n.get("measured_us") is not None]
+    shift = target_shift([(b_samples[b["id"]], n_samples[n["id"]]) for _, b, n in matched
+                          if b_samples.get(b["id"]) and n_samples.get(n["id"])])
+    out["shift"] = shift
+    busy = out["host_busy"] = host_busy(b_nt.get("cpu_wait_share"), n_nt.get("cpu_wait_share"))
+    floor = slower_floor(n_nt["timed_us"])
+    for key, b, n in matched:
+        c = time_change(figure(b["measured_us"], b_samples.get(b["id"])),
+                        figure(n["measured_us"], n_samples.get(n["id"])), floor, shift, busy=busy)
+        if c["verdict"] in (SLOWER, WITHIN_NOISE, SPREAD_UNKNOWN) and n["measured_us"] > b["measured_us"]:
+            row = {"node": n["id"], "op_type": n["op_type"], "module_path": key[0], "base_us": b["measured_us"],
+                   "new_us": n["measured_us"], "ratio": c["ratio"], "why": c["why"]}
+            if c["verdict"] == SLOWER:
+                out["slower"].append({**row, "base_iqr": _iqr(c["base"]), "new_iqr": _iqr(c["new"]),
+                                      "expected_us": c["expected_us"]})
+            elif c["verdict"] == WITHIN_NOISE:
+                out["within_noise"] += 1
+            else:
+                out["spread_unknown"].append(row)
     out["slower"].sort(key=lambda x: -(x["new_us"] - x["base_us"]))
+    nodes = shift["nodes"] if shift else 1
+    b_s, n_s = _samples(b_nt), _samples(n_nt)
+    out["run"] = time_change(figure(b_nt.get("run_us"), b_s.get("run")), figure(n_nt.get("run_us"), n_s.get("run")),
+                             slower_floor(None), shift, min_ratio=WHOLE_RUN_RATIO, nodes=nodes, busy=busy)
+    out["total"] = time_change(figure(b_nt.get("timed_us"), b_s.get("total")),
+                               figure(n_nt.get("timed_us"), n_s.get("total")), slower_floor(None), shift,
+                               min_ratio=WHOLE_RUN_RATIO, nodes=nodes, busy=busy)
     return out
+
+
+# A whole run's time is judged from 1.1× (the first of the fleet's time buckets, Qualcomm AI Hub's "within noise"
+# bound): a repository's max_time_ratio then says how much slower it allows.
+WHOLE_RUN_RATIO = 1.1
+
+
+def _samples(node_times: dict) -> dict:
+    """The per-run samples a `node_times` block kept ({} from an older xc, which kept none)."""
+    samples = node_times.get("samples_us")
+    return samples if isinstance(samples, dict) else {}
+
+
+def _iqr(s: dict | None) -> list[float] | None:
+    return [s["q1"], s["q3"]] if s and "q1" in s else None
 
 
 def _stage_ends(t: dict) -> dict[str, int]:
@@ -232,17 +304,90 @@ def _accelerated(backend: str) -> bool:
     return backend.split(" ")[0] in ACCELERATORS
 
 
-def _fallbacks(bt: dict, nt: dict) -> dict:
-    def nodes(t):
+def _fallbacks(tid: str, bt: dict, nt: dict, b_ops: dict, n_ops: dict, swaps: dict) -> dict:
+    """CPU fallbacks judged by what runs where: each compiled fallback node of the new run through the source ops it
+    carries, each matched to base by where it sits (`_source_ops`' key) or, where the model replaced it, to the op
+    it replaced at the same module path (`swaps`). A fallback is new only when one of its source ops ran on the
+    accelerator in base, or is new in the model and falls back; an op that was on the CPU in base and is on the
+    CPU now — the same op, or its replacement (silu → gelu) — is not. Gone: a base fallback one of whose source ops
+    now runs on the accelerator or left the model. Compiled nodes that carry no source op (a cast the compiler
+    inserted), and whole runs without the source-op table, are matched by (module path, compiled op type) as a
+    multiset. `added` / `removed` are grouped per op and place with a `count`; `count` is the compiled fallback
+    nodes of each run; `still_on_cpu` the replaced ops that were on the CPU before and after."""
+    def fallback_nodes(t):
         return [n for n in (t.get("graph") or {}).get("nodes", []) if n.get("fallback")]
+    b_nodes, n_nodes = fallback_nodes(bt), fallback_nodes(nt)
+    out = {"count": {"base": len(b_nodes), "new": len(n_nodes)}, "added": [], "removed": [], "still_on_cpu": [],
+           "matched_by": "source op" if b_ops and n_ops else "module path and compiled op type"}
+    b_key = {row["source_op"]: k for k, row in b_ops.items()} if b_ops and n_ops else {}
+    n_key = {row["source_op"]: k for k, row in n_ops.items()} if b_ops and n_ops else {}
+    b_mapped = [n for n in b_nodes if any(s in b_key for s in n.get("source_ops") or [])]
+    n_mapped = [n for n in n_nodes if any(s in n_key for s in n.get("source_ops") or [])]
+    b_rest = [n for n in b_nodes if not any(s in b_key for s in n.get("source_ops") or [])]
+    n_rest = [n for n in n_nodes if not any(s in n_key for s in n.get("source_ops") or [])]
 
     def key(n):
         return (n.get("module_path") or "", n["op_type"])
-    b, n = nodes(bt), nodes(nt)
-    added_keys = Counter(map(key, n)) - Counter(map(key, b))
-    removed_keys = Counter(map(key, b)) - Counter(map(key, n))
-    return {"added": _take(n, added_keys, key), "removed": _take(b, removed_keys, key),
-            "count": {"base": len(b), "new": len(n)}}
+    added_keys = Counter(map(key, n_rest)) - Counter(map(key, b_rest))
+    removed_keys = Counter(map(key, b_rest)) - Counter(map(key, n_rest))
+    added, removed = _take(n_rest, added_keys, key), _take(b_rest, removed_keys, key)
+    if n_mapped or b_mapped:
+        replaced_by = {old: new for new, old in swaps.items()}
+
+        def on_cpu(row: dict | None) -> bool | None:
+            """Whether a source op's compiled nodes fall back on this target (None: it compiled to no node)."""
+            cell = (row or {}).get("targets", {}).get(tid) if row else None
+            if not cell or cell.get("status") in (None, "absent", "missing"):
+                return None
+            return cell.get("status") == "fallback"
+
+        def counterpart(k, ops_there, pairs):
+            """The row an op's key has on the other side: the same key, else what replaced it / it replaced."""
+            if k in ops_there:
+                return ops_there[k], False
+            other = pairs.get(k)
+            return (ops_there.get(other), True) if other else (None, False)
+        for n in n_mapped:
+            keys = [n_key[s] for s in n["source_ops"] if s in n_key]
+            sides = [counterpart(k, b_ops, swaps) for k in keys]
+            # New unless every source op it carries was on the CPU in base (itself, or the op it replaced).
+            if any(on_cpu(row) is not True for row, _ in sides):
+                added.append(_fallback_ref(n, n_ops[keys[0]]))
+            else:
+                for k, (row, swapped) in zip(keys, sides):
+                    if swapped:
+                        out["still_on_cpu"].append({"module_path": k[0], "base": row["op_type"], "new": k[1],
+                                                    "node": n["id"], "op_type": n["op_type"]})
+        for n in b_mapped:
+            keys = [b_key[s] for s in n["source_ops"] if s in b_key]
+            sides = [counterpart(k, n_ops, replaced_by) for k in keys]
+            # Gone when a source op it carried runs on the accelerator now, or left the model.
+            if any(on_cpu(row) is not True for row, _ in sides):
+                removed.append(_fallback_ref(n, b_ops[keys[0]]))
+    out["added"], out["removed"] = _grouped(added), _grouped(removed)
+    out["still_on_cpu"] = [dict(x) for x in {(x["module_path"], x["base"], x["new"]): x
+                                             for x in out["still_on_cpu"]}.values()]
+    return out
+
+
+def _fallback_ref(n: dict, row: dict | None) -> dict:
+    """A compiled fallback node as the diff names it: its compiled op type, and where it sits — the module path of
+    the source op it carries (the capture's, which every target shares), else the node's own."""
+    return {"node": n["id"], "op_type": n["op_type"],
+            "module_path": (row or {}).get("module_path") or n.get("module_path") or "",
+            "source_op_type": (row or {}).get("op_type"), "reason": n.get("fallback_reason"),
+            "source_ops": n.get("source_ops") or []}
+
+
+def _grouped(refs: list[dict]) -> list[dict]:
+    """One entry per (compiled op type, module path, reason), with the count of nodes and their ids: a line per
+    distinct op and place, not one per node."""
+    groups: dict[tuple, dict] = {}
+    for r in refs:
+        g = groups.setdefault((r["op_type"], r["module_path"], r["reason"]), {**r, "count": 0, "nodes": []})
+        g["count"] += 1
+        g["nodes"].append(r["node"])
+    return list(groups.values())
 
 
 def _take(nodes: list[dict], wanted: Counter, key) -> list[dict]:
@@ -250,8 +395,7 @@ def _take(nodes: list[dict], wanted: Counter, key) -> list[dict]:
     for n in nodes:
         if wanted[key(n)] > 0:
             wanted[key(n)] -= 1
-            out.append({"node": n["id"], "op_type": n["op_type"], "module_path": n.get("module_path") or "",
-                        "reason": n.get("fallback_reason"), "source_ops": n.get("source_ops") or []})
+            out.append(_fallback_ref(n, None))
     return out
 
 
@@ -268,18 +412,28 @@ def _fusions(tid: str, base: dict, new: dict) -> dict:
 
 
 def _drift(bt: dict, nt: dict) -> list[dict]:
-    b_out = (bt.get("drift") or {}).get("outputs") or {}
-    n_out = (nt.get("drift") or {}).get("outputs") or {}
+    """Each output's rel L2 in both runs and new / base, with what each was measured against (a target that
+    compiled the program xc's ONNX → PyTorch route made is measured against that program: the compiler's drift,
+    never the route's), whether the new figure's reference can tell (`informative`) and why a figure is
+    implausible. A figure that became implausible with no rel L2 left (a NaN output) is an infinite ratio."""
+    from ..analysis.drift import output_flags
+    b_drift, n_drift = bt.get("drift") or {}, nt.get("drift") or {}
+    b_out, n_out = b_drift.get("outputs") or {}, n_drift.get("outputs") or {}
     rows = []
     for name in n_out:
         if name not in b_out:
             continue
         b, n = b_out[name].get("rel_l2"), n_out[name].get("rel_l2")
+        (_, b_bad), (n_unsure, n_bad) = output_flags(b_out[name]), output_flags(n_out[name])
         ratio = None
         if b is not None and n is not None:
             ratio = 1.0 if b == n else (n / b if b > 0 else math.inf)
+        elif n_bad and not b_bad and "error" not in b_out[name]:
+            ratio = math.inf
         rows.append({"output": name, "base": b, "new": n, "ratio": ratio,
-                     "evidence": (nt.get("drift") or {}).get("evidence")})
+                     "against": {"base": b_drift.get("reference"), "new": n_drift.get("reference")},
+                     "informative": not n_unsure, "implausible": {"base": b_bad, "new": n_bad},
+                     "evidence": n_drift.get("evidence")})
     return rows
 
 
@@ -330,10 +484,12 @@ def change_lines(d: dict) -> list[tuple[str, str]]:
         if t["op_count"]["base"] != t["op_count"]["new"]:
             lines.append((tid, f"compiled ops {t['op_count']['base']} → {t['op_count']['new']}"))
         for f in t["fallbacks"]["added"]:
-            lines.append((tid, f"new CPU fallback: {f['op_type']} at {f['module_path'] or '(root)'} "
-                               f"({f['reason'] or 'no reason given'})"))
+            lines.append((tid, f"new CPU fallback: {fallback_place(f)} ({f['reason'] or 'no reason given'})"))
         for f in t["fallbacks"]["removed"]:
-            lines.append((tid, f"fallback gone: {f['op_type']} at {f['module_path'] or '(root)'}"))
+            lines.append((tid, f"fallback gone: {fallback_place(f)}"))
+        for f in t["fallbacks"].get("still_on_cpu") or []:
+            lines.append((tid, f"on the CPU before and after: {f['base']} → {f['new']} at "
+                               f"{f['module_path'] or '(root)'} (not a new fallback)"))
         for f in t["fusions"]["lost"]:
             lines.append((tid, f"fusion lost: {f['pattern']} ({f['base']} → {f['new']})"))
         for f in t["fusions"]["gained"]:
@@ -355,10 +511,64 @@ def change_lines(d: dict) -> list[tuple[str, str]]:
                                    f"({_ratio(x['ratio'])}, {x['evidence']})"))
         for x in (t.get("time") or {}).get("slower", []):
             lines.append((tid, f"slower: {x['op_type']} at {x['module_path'] or '(root)'} {x['base_us']:,.0f} → "
-                               f"{x['new_us']:,.0f} µs ({_ratio(x['ratio'])}, measured)"))
+                               f"{x['new_us']:,.0f} µs ({_ratio(x['ratio'])}, beyond the runs' noise: "
+                               f"{_iqr_text(x)}; measured)"))
+        whole = whole_run_time(t.get("time") or {})
+        if whole and whole["verdict"] in (SLOWER, FASTER):
+            lines.append((tid, f"{whole['verdict']}: {whole['what']} {whole['base']['median']:,.0f} → "
+                               f"{whole['new']['median']:,.0f} µs ({_ratio(whole['ratio'])}, beyond the runs' noise: "
+                               f"{whole['why']}; measured)"))
         for c in t["checklist"]:
             if c["base"] != c["new"]:
                 lines.append((tid, f"checklist ({c['id']}) {c['base']} → {c['new']}: {c['detail']}"))
+    return lines
+
+
+def fallback_place(f: dict) -> str:
+    """"GELU at layers.1.mlp.act_fn", with "× 2" when the group holds more than one node."""
+    count = f.get("count") or 1
+    return f"{f['op_type']} at {f['module_path'] or '(root)'}" + (f" × {count}" if count > 1 else "")
+
+
+def _iqr_text(x: dict) -> str:
+    b, n = x.get("base_iqr"), x.get("new_iqr")
+    text_ = f"IQR {b[0]:,.0f}–{b[1]:,.0f} → {n[0]:,.0f}–{n[1]:,.0f} µs" if b and n else "spread unknown"
+    if x.get("expected_us") is not None and x["expected_us"] != x["base_us"]:
+        text_ += f", {x['expected_us']:,.0f} µs expected from the shift every node shared"
+    return text_
+
+
+def time_notes(d: dict) -> list[tuple[str, str]]:
+    """(target, one line) about times that moved but are no change: within the runs' noise, a shift every node
+    shared (the host), or not judged — a busy host, or no per-run samples. Said beside the changes, never counted
+    as one."""
+    lines = []
+    for tid, t in d["targets"].items():
+        tm = t.get("time") or {}
+        if not tm.get("compared"):
+            continue
+        if tm.get("host_busy"):
+            if tm.get("within_noise"):
+                lines.append((tid, f"time: {tm['within_noise']} node(s) slower by their medians, not judged — "
+                                   f"{tm['host_busy']} (measured)"))
+            continue
+        shift = tm.get("shift")
+        if shift and (shift["ratio"] >= SLOWER_RATIO or shift["ratio"] <= 1 / SLOWER_RATIO
+                      or abs(shift["increase_us"]) >= SLOWER_MIN_US):
+            lines.append((tid, f"time: every timed node moved together (median ×{shift['ratio']:.2f}, "
+                               f"{shift['increase_us']:+,.0f} µs, over {shift['nodes']} nodes; measured) — the "
+                               "host's load differed between the runs; each node is judged past that shift"))
+        if tm.get("within_noise"):
+            lines.append((tid, f"time: {tm['within_noise']} node(s) slower by their medians, within the runs' noise "
+                               "(measured)"))
+        whole = whole_run_time(tm)
+        if whole and whole["verdict"] in (WITHIN_NOISE, SPREAD_UNKNOWN):
+            lines.append((tid, f"time: {whole['what']} {whole['base']['median']:,.0f} → {whole['new']['median']:,.0f} "
+                               f"µs, {whole['verdict']} — {whole['why']} (measured)"))
+        unknown = tm.get("spread_unknown") or []
+        if unknown:
+            lines.append((tid, f"time: {len(unknown)} node(s) slower by their medians, spread unknown (a run kept "
+                               "no per-run samples: an older xc) — not judged (measured)"))
     return lines
 
 
@@ -373,18 +583,34 @@ def different_models(d: dict) -> str | None:
     return (d.get("models") or {}).get("line")
 
 
+def verdict_line(d: dict, regressions: list[dict] | None) -> str:
+    """The line every rendering of a diff ends with: "Verdict: no regressions" or "Verdict: N regressions: …" —
+    under the gate's rules when gated, else under the default rules, and it says which."""
+    from .gate import GateRules
+    from .gate import regressions as judge
+    gated = regressions is not None
+    regs = regressions if gated else judge(d, GateRules())
+    rules = "" if gated else " (the default gate rules; not gated)"
+    if not regs:
+        return f"Verdict{rules}: no regressions"
+    return (f"Verdict{rules}: {len(regs)} regression{'s' if len(regs) != 1 else ''}: "
+            + "; ".join(f"{r['target']} {r['what']}" for r in regs))
+
+
 def diff_text(d: dict, regressions: list[dict] | None = None) -> str:
     """The diff for a terminal or a CI log: every name and message from the two reports one printable line
-    (`printable_line`), so none can break a line or drive the terminal."""
+    (`printable_line`), so none can break a line or drive the terminal. Ends with the verdict line."""
     show = printable_line
     out = [f"NOTE: {show(different_models(d))}"] if different_models(d) else []
     out += [f"base: {show(d['base']['name'])} ({show(d['base']['sha256'][:12])})",
             f"new:  {show(d['new']['name'])} ({show(d['new']['sha256'][:12])})"]
     lines = change_lines(d)
     out += [f"  {show(tid):24} {show(line)}" for tid, line in lines] or ["  no change in any compiler decision"]
+    out += [f"  {show(tid):24} {show(line)}" for tid, line in time_notes(d)]
     if regressions is not None:
         out.append(f"gate: {len(regressions)} regression(s)" if regressions else "gate: no regression")
         out += [f"  REGRESSION {show(r['target'])}: {show(r['what'])}" for r in regressions]
+    out.append(show(verdict_line(d, regressions)))
     return "\n".join(out) + "\n"
 
 
@@ -420,7 +646,13 @@ def diff_markdown(d: dict, regressions: list[dict] | None = None, max_rows: int 
         out += ["", "</details>", ""]
     else:
         out += ["No change in any compiler decision.", ""]
-    return "\n".join(out)
+    notes = time_notes(d)
+    if notes:
+        out += [f"- {code(tid)} {text(line)}" for tid, line in notes] + [""]
+    if any((t.get("time") or {}).get("compared") for t in d["targets"].values()):
+        out += [f"Time test (measured on this host's CPU): {text(noise_test())}.", ""]
+    out.append(f"**{text(verdict_line(d, regressions))}**")
+    return "\n".join(out) + "\n"
 
 
 def _arrow(pair: dict) -> str:

@@ -25,17 +25,19 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from .. import evidence as ev
-from ..analysis.drift import passes_at
+from ..analysis.drift import output_flags, passes_at
 from ..analysis.drift_attribution import attribution_rows
 from ..analysis.fusion_diff import not_fired_by_pattern
 from ..errors import visible
 from ..views import figures, topology
 from ..views import graph_layout as topo
 from ..views.fallbacks import accelerated_targets, fallback_rows, split_summary
+from ..views.target_counts import SPLIT_COLUMN, count_check, count_findings
 from ..views.rows import (
     catalogue_rows,
     divergence_counts,
     divergence_rows,
+    drift_flags,
     fmt_sci,
     layout_move_rows,
     layout_summary_rows,
@@ -61,8 +63,9 @@ DEFAULT_FIG_HEIGHT = 450                # plotly's, for a figure whose layout se
 # with only the targets they apply to, so no table is wider than the page.
 TARGET_COLS = ("target", "status", "ops", "fused groups", "precision", "worst drift (rel L2)", "evidence",
                "checklist")
-FAMILY_TABLES = (("Accelerated targets: partitioning and fallbacks",
-                  ("accelerated share", "partitions", "fallbacks", "ORT verdict", "latency cliff (est.)")),
+FAMILY_TABLES = (("Accelerated targets: where their compiled ops run",
+                  (SPLIT_COLUMN, "partitions", "runtime's own count", "weights on the accelerator",
+                   "as shipped (dynamic dims)", "ORT verdict", "latency cliff (est.)")),
                  ("Core ML: predicted compute units", ("Core ML units", "casts", "MIL ops")))
 
 CSS = """
@@ -285,6 +288,16 @@ def _overview(report: dict, figs: _Figures) -> str:
         out.append(_note("No reference run: the source is a compiled artifact, so there are no drift figures."))
     elif ref.get("status") == "error":
         out.append(_note(f"The reference failed: {_e(ref.get('error'))}", "error"))
+    # Before any target's figure: the route's own error (xc's, said once) and what the drift figures cannot tell.
+    route = onnx_route_lines(report)
+    if route:
+        out.append(f"<h3>ONNX → PyTorch route {_badge('measured')}</h3>"
+                   + "".join(_caption(_e(line)) for line in route))
+        rows = onnx_route_rows(report)
+        if rows:
+            out.append(_table(rows, cls="fit"))
+    for flag in drift_flags(report):
+        out.append(_note(_e(flag), "error"))
     out.append("<h3>Evidence kinds</h3>")
     out.append('<dl class="legend">' + "".join(f"<dt>{_badge(k)}</dt><dd>{_e(EVIDENCE_HELP[k])}</dd>"
                                                  for k in ev.ALL) + "</dl>")
@@ -308,8 +321,11 @@ def _overview(report: dict, figs: _Figures) -> str:
                                   or "no checklist"))
         main.append(cells)
     out.append(_table(main, html_cols=TARGET_COLS, cls="fit"))
-    out.append(_caption("One row per target. The evidence column says how each block was obtained; the "
-                        "checklist column counts the verdicts of the Checklist section."))
+    out.append(_caption("One row per target. Ops: compute ops of the captured (source) graph → of the target's "
+                        "compiled graph. The evidence column says how each block was obtained; the checklist column "
+                        "counts the verdicts of the Checklist section."))
+    for tid, finding in count_findings(report):     # a runtime's own count xc's placement does not match
+        out.append(_note(f"<code>{_e(tid)}</code> {_e(finding)}", "error"))
     for title, cols in FAMILY_TABLES:
         family = [{"target": _tid(r["target"]), **{c: _e(r.get(c, "—")) for c in cols}}
                   for r in rows if any(c in r for c in cols)]
@@ -325,12 +341,6 @@ def _overview(report: dict, figs: _Figures) -> str:
         out.append(_caption("Each compiled node's median time over the profiled runs, as its runtime's profiler "
                             "measured it on this host's CPU (not the device's): which ops dominate on which target, "
                             "not the device's latency."))
-    route = onnx_route_lines(report)
-    if route:
-        out.append(f"<h3>ONNX → PyTorch route {_badge('measured')}</h3>" + "".join(_caption(_e(line)) for line in route))
-        rows = onnx_route_rows(report)
-        if rows:
-            out.append(_table(rows, cls="fit"))
     failed = [(t, b) for t, b in report["targets"].items() if b.get("status") != "ok"]
     for tid, b in failed:
         out.append(_note(f"<code>{_e(tid)}</code> {_e(b.get('status'))}"
@@ -422,18 +432,29 @@ def _fusion(report: dict, figs: _Figures) -> str:
 PASS_COL = f"pass @ atol=rtol={DRIFT_ATOL:g}"
 
 
-def _metric_row(tid: str, name: str, m: dict, evidence: str | None) -> dict:
-    """One row of the drift table, as the drift page builds it at its default tolerances (cells are HTML)."""
+def _metric_row(tid: str, name: str, m: dict, evidence: str | None, against: str | None = None) -> dict:
+    """One row of the drift table, as the drift page builds it at its default tolerances (cells are HTML): a pass
+    against a constant reference is "not informative", a figure beyond any plausible range "implausible"."""
     if "error" in m:
-        return {"target": _e(tid), "output": _e(name), PASS_COL: _verdict("fail"), "error": _e(m["error"]),
-                "evidence": _badge(evidence)}
+        return {"target": _e(tid), "output": _e(name), "against": _e(against), PASS_COL: _verdict("fail"),
+                "error": _e(m["error"]), "evidence": _badge(evidence)}
     ok = passes_at(m["details"], DRIFT_ATOL, DRIFT_RTOL) if m.get("details") else False
-    row = {"target": tid, "output": name, PASS_COL: "pass" if ok else "fail",
+    not_informative, bad = output_flags(m)
+    row = {"target": tid, "output": name, "against": against or "—",
            "max abs": fmt_sci(m.get("max_abs")), "mean abs": fmt_sci(m.get("mean_abs")),
            "rel L2": fmt_sci(m.get("rel_l2")), "cosine": f"{m['cosine']:.6f}" if m.get("cosine") is not None else "—",
-           "SNR dB": f"{m['snr_db']:.1f}" if m.get("snr_db") else "∞",
-           "min atol": fmt_sci(m.get("min_atol")), "min rtol": fmt_sci(m.get("min_rtol"))}
-    return {**{k: _e(v) for k, v in row.items()}, PASS_COL: _verdict(row[PASS_COL]), "evidence": _badge(evidence)}
+           "SNR dB": f"{m['snr_db']:.1f}" if m.get("snr_db") is not None else "—" if not_informative else "∞",
+           "min atol": fmt_sci(m.get("min_atol")), "min rtol": fmt_sci(m.get("min_rtol")),
+           "check": f"implausible: {bad}" if bad else f"not informative: {not_informative}" if not_informative else ""}
+    if bad:
+        verdict = _verdict("fail") + " implausible"
+    elif not_informative and ok:
+        verdict = _verdict("warn") + " not informative"
+    else:
+        verdict = _verdict("pass" if ok else "fail")
+    cells = {k: _e(v) for k, v in row.items()}
+    return {**{k: cells.pop(k) for k in ("target", "output", "against")}, PASS_COL: verdict, **cells,
+            "evidence": _badge(evidence)}
 
 
 def _drift(report: dict, figs: _Figures) -> str:
@@ -441,8 +462,9 @@ def _drift(report: dict, figs: _Figures) -> str:
     if not targets:
         return _note("No drift figures: " + ("this source has no reference (a compiled artifact)."
                                              if report.get("reference") is None else "no target ran."))
-    out = []
-    rows = [_metric_row(tid, name, m, report["targets"][tid]["drift"].get("evidence"))
+    out = [_note(_e(flag), "error") for flag in drift_flags(report)]      # what the figures below cannot tell
+    rows = [_metric_row(tid, name, m, report["targets"][tid]["drift"].get("evidence"),
+                        report["targets"][tid]["drift"].get("reference"))
             for tid in targets for name, m in (report["targets"][tid]["drift"].get("outputs") or {}).items()]
     if rows:
         out.append(_table(rows, html_cols=tuple(dict.fromkeys(k for r in rows for k in r))))
@@ -559,23 +581,25 @@ def _fallbacks(report: dict, figs: _Figures) -> str:
                   f"split decided by {_e(s['decided_by'])}")
         parts = (f" · {_e(s['partitions'])} {_e(s['partitions_label'].lower())}, sizes {_e(s['partition_sizes'])}"
                  if s["partitions"] is not None else "")
-        out.append(f"<h3>{_e(tid)}</h3><p>{_badge(s['evidence'])} {judged} · {_e(s['on_accelerator'])}/"
-                   f"{_e(s['nodes'])} nodes on {_e(s['accelerator'])}{parts} · {_e(s['boundaries'])} "
-                   f"boundary(ies), {s['boundary_bytes']:,} bytes cross</p>")
+        out.append(f"<h3>{_e(tid)}</h3><p>{_badge(s['evidence'])} {judged} · {_e(s['split']['text'])}{parts} · "
+                   f"{_e(s['boundaries'])} boundary(ies), {s['boundary_bytes']:,} bytes cross</p>")
+        check = count_check(report, tid)
+        if check:
+            out.append(_caption(_e(check["text"])) if check["agree"] else _note(_e(check["text"]), "error"))
         cliff, a = s["cliff"], s["cliff_assumptions"]
         if cliff and a:
             out.append(f"<p>Latency cliff (est.): <b>{cliff['estimate_ms']:.2f} ms</b> = "
                        f"{cliff['transfer_ms']:.3f} ms transfer + {cliff['overhead_ms']:.2f} ms overhead "
-                       f"{_badge(s['boundary_evidence'])}</p>"
+                       # the boundaries are the toolchain's; the cost of crossing them is the model's assumption
+                       f"{_badge(ev.ASSUMED)} (boundaries {_badge(s['boundary_evidence'])})</p>"
                        + _caption(f"{_e(a.get('formula'))}, at {_e(a.get('bandwidth_gb_s'))} GB/s and "
                                   f"{_e(a.get('transition_overhead_ms'))} ms per transition; excludes "
                                   f"{_e(a.get('excludes'))}. The dashboard's Fallbacks page recomputes it for "
                                   "other assumptions."))
         else:
             out.append(_note("No latency-cliff estimate in this report."))
-        if s["ops_on_cpu"]:
-            out.append(_caption(f"{_e(s['ops_on_cpu_label'])}: " + ", ".join(f"<code>{_e(o)}</code>"
-                                                                            for o in s["ops_on_cpu"])))
+        for line in s["cpu_type_lines"]:
+            out.append(_caption(_e(line)))
         shipped = s["shipped"]
         if shipped:
             out.append(f"<p><b>As shipped, with its dynamic dims</b> {_badge(shipped.get('evidence'))} ORT verdict: "
@@ -640,14 +664,14 @@ def _topology(report: dict, figs: _Figures) -> str:
                                                                  if b["kind"] == "node" and b["id"] in gaps]})
         except topology.GraphvizMissing as e:
             svg = _note(str(e), "error")
-        n_fb = sum(1 for n in tr.prep.nodes if n.get("fallback"))
         n_fused = sum(1 for i in range(len(tr.prep.ids)) if tr.prep.is_fused(i))
         evid = (t.get("graph") or {}).get("evidence")
         panes.append(f"<div><h3>{_e(tid)}</h3><p>{_badge(evid)} assignment evidence: <b>{_e(evid or 'unknown')}"
                      "</b>" + ("" if t["status"] == "ok" else f" · status <b>{_e(t['status'])}</b>") + "</p>"
                      + f'<div class="graph">{svg}</div>'
-                     + _caption(f"{v['n_nodes']} nodes → {v['n_boxes']} boxes, {len(v['clusters'])} groups open · "
-                                f"{n_fb} fallback · {n_fused} fused · {len(gaps)} without counterpart")
+                     + _caption(_e(topology.count_caption(t, v)) + f", {len(v['clusters'])} groups open · "
+                                f"{_e(topology.fallback_caption(t, tr.prep.nodes))} · {n_fused} fused · "
+                                f"{len(gaps)} without counterpart")
                      + "</div>")
     out.append(f'<div class="grid2">{"".join(panes)}</div>' if len(panes) == 2 else panes[0])
     return "".join(out)

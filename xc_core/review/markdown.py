@@ -9,13 +9,17 @@ or sorted — so the comment for the same run is the same text, and it stays und
 from __future__ import annotations
 
 from ..analysis.checklist import SHORT_QUESTION, VERDICT
+from ..analysis.drift import output_flags
 from ..analysis.fusion_diff import not_fired_by_pattern
-from ..views.fallbacks import accelerated_targets, fallback_rows
+from ..analysis.layer_drift import unverified_rows
+from ..views.fallbacks import accelerated_targets, fallback_rank, fallback_rows
+from ..views.target_counts import SPLIT_COLUMN, count_findings, op_counts
 from ..views.rows import (
     catalogue_rows,
     default_pairs,
     divergence_counts,
     divergence_rows,
+    drift_flags,
     fmt_sci,
     layout_summary_rows,
     onnx_route_lines,
@@ -45,7 +49,15 @@ def _render(report: dict, cap: int) -> str:
     parts = [f"### xc: {text(src['name'])}",
              f"{text(src['kind'])} · sha256 {code(src['sha256'][:12])} · reference "
              f"{code((report.get('reference') or {}).get('id') or 'none')} · xc {text(report.get('xc_version', '?'))}",
-             "", "\n".join(headlines(report)), ""]
+             ""]
+    # Before any target's figure: the route's own error (xc's, said once) and what the drift figures cannot tell.
+    route = onnx_route_lines(report)
+    if route:
+        parts += ["#### ONNX → PyTorch route (measured)", "", text(" ".join(route)), ""]
+    flags = drift_flags(report)
+    if flags:
+        parts += ["\n".join(f"> ⚠️ {text(flag)}  " for flag in flags), ""]
+    parts += ["\n".join(headlines(report)), ""]
     pairs = pair_lines(report)
     if pairs:
         parts += ["#### Where the targets shipped together differ", "", "\n".join(pairs), ""]
@@ -53,9 +65,6 @@ def _render(report: dict, cap: int) -> str:
     timed = time_lines(report, cap)
     if timed:
         parts += ["#### Where the time goes (measured)", "", timed, ""]
-    route = onnx_route_lines(report)
-    if route:
-        parts += ["#### ONNX → PyTorch route (measured)", "", text(" ".join(route)), ""]
     parts += ["#### Checklist", "", checklist_table(report), ""]
     parts += [details(report, qid, cap) for qid in _question_ids(report)]
     stages = stages_details(report, cap)
@@ -84,11 +93,13 @@ def headlines(report: dict) -> list[str]:
         if t["status"] != "ok":
             lines.append(f"- **{text(tid)}** — {text(t['status'])}: {text(t.get('error') or '')}")
             continue
-        bits = [f"{text(row['ops'])} ops", f"{text(row['fused groups'])} fused"]
-        if "accelerated share" in row:
-            bits.append(f"{text(row['accelerated share'])} accelerated, {text(row['fallbacks'])} CPU fallback(s), "
-                        f"{text(row['partitions'])} partition(s)")
-        if "Core ML units" in row:
+        # The counts in the dashboard's and the CLI's words (views/target_counts.py).
+        bits = [text((op_counts(t) or {}).get("text", "no compiled ops")), f"{text(row['fused groups'])} fused"]
+        if SPLIT_COLUMN in row:
+            bits.append(text(row[SPLIT_COLUMN]))
+            if "partitions" in row:
+                bits.append(f"{text(row['partitions'])} partition(s)")
+        elif "Core ML units" in row:
             bits.append(f"units {text(row['Core ML units'])}")
         bits.append(f"drift {text(row['worst drift (rel L2)'])}")
         c = counts.get(tid, {})
@@ -98,11 +109,17 @@ def headlines(report: dict) -> list[str]:
 
 
 def target_table(report: dict) -> str:
+    """The Overview's target table; under it, each runtime's own count that xc's placement does not match, as one
+    labelled finding."""
     rows = [[code(tid), text(t["status"]), text(r["ops"]), text(r["fused"]), text(r["accelerator"]),
              text(r["precision"]), text(r["worst drift (rel L2)"]), text(r["evidence"])]
             for (tid, t), r in zip(report["targets"].items(), target_summary_rows(report))]
-    return table(["target", "status", "ops before → after", "fused", "accelerator", "precision",
-                  "worst drift (rel L2)", "evidence (assignment · numbers)"], rows)
+    out = table(["target", "status", "ops (source → compiled)", "fused", "accelerator (compiled ops)", "precision",
+                 "worst drift (rel L2)", "evidence (assignment · numbers)"], rows)
+    findings = count_findings(report)
+    if findings:
+        out += "\n\n" + "\n".join(f"- ⚠️ **{text(tid)}** {text(finding)}" for tid, finding in findings)
+    return out
 
 
 def pair_lines(report: dict) -> list[str]:
@@ -156,14 +173,14 @@ def time_lines(report: dict, cap: int) -> str:
 
 
 def _fallback_evidence(report: dict, cap: int) -> str:
-    rows = sorted((r for tid in accelerated_targets(report) for r in fallback_rows(report, tid)),
-                  key=lambda r: -r["cost µs"])
+    # Ranked by the measured kernel time; the copies the cost model assumes in a column of their own, never summed.
+    rows = sorted((r for tid in accelerated_targets(report) for r in fallback_rows(report, tid)), key=fallback_rank)
     if not rows:
         return ""
     body = [[code(r["target"]), code(r["node"]), text(r["op_type"]), text(r["module_path"]), text(r["reason"]),
-             text(r["boundary bytes"]), _us(r["kernel µs"]), _us(r["cost µs"])] for r in rows[:cap]]
+             text(r["boundary bytes"]), _us(r["kernel µs"]), _us(r["copies µs (assumed)"])] for r in rows[:cap]]
     return (table(["target", "node", "op", "module", "reason", "boundary bytes", "kernel µs (measured)",
-                   "cost µs (+ copies est.)"], body)
+                   "copies µs (assumed)"], body)
             + _more(len(rows), cap, "fallback node"))
 
 
@@ -195,14 +212,18 @@ def _drift_evidence(report: dict, cap: int) -> str:
         d = t.get("drift") or {}
         for name, m in sorted((d.get("outputs") or {}).items()):
             if "error" in m:
-                body.append([code(tid), code(name), "—", "—", "—", text(m["error"]), text(d.get("evidence", ""))])
+                body.append([code(tid), code(name), text(d.get("reference") or "—"), "—", "—", "—",
+                             text(m["error"]), text(d.get("evidence", ""))])
             else:
-                body.append([code(tid), code(name), fmt_sci(m.get("rel_l2")), fmt_sci(m.get("max_abs")),
+                not_informative, bad = output_flags(m)
+                flag = " (implausible)" if bad else " (not informative)" if not_informative else ""
+                body.append([code(tid), code(name), text(d.get("reference") or "—"),
+                             fmt_sci(m.get("rel_l2")) + flag, fmt_sci(m.get("max_abs")),
                              f"{m['cosine']:.6f}" if m.get("cosine") is not None else "—",
                              fmt_sci(m.get("min_atol")), text(d.get("evidence", ""))])
     if not body:
         return ""
-    return (table(["target", "output", "rel L2", "max abs", "cosine", "min atol", "evidence"], body[:cap])
+    return (table(["target", "output", "against", "rel L2", "max abs", "cosine", "min atol", "evidence"], body[:cap])
             + _more(len(body), cap, "output") + _attribution_evidence(report, cap))
 
 
@@ -214,11 +235,18 @@ def _attribution_evidence(report: dict, cap: int) -> str:
         for j in att.get("jumps") or []:
             body.append([code(tid), code(j["module_path"]), f"{round(100 * j['share'])} %", text(j["kind"]),
                          text(j["sentence"]), text(att.get("evidence", ""))])
-    if not body:
-        return ""
-    return ("\n\nWhere the drift jumps, and the compiler decision there (share of the drift each jump explains):\n\n"
-            + table(["target", "boundary", "share", "decision", "finding", "evidence"], body[:cap])
-            + _more(len(body), cap, "jump"))
+    out = ("\n\nWhere the drift jumps, and the compiler decision there (share of the drift each jump explains):\n\n"
+           + table(["target", "boundary", "share", "decision", "finding", "evidence"], body[:cap])
+           + _more(len(body), cap, "jump")) if body else ""
+    # Per-layer points that failed verification (analysis/layer_drift.py): apart, with why — not findings.
+    apart = unverified_rows({tid: t["layer_drift"] for tid, t in report["targets"].items() if t.get("layer_drift")})
+    if apart:
+        out += ("\n\nPer-layer points left out as unverified (not drawn, not attributed):\n\n"
+                + table(["target", "boundary", "rel L2", "check", "why", "evidence"],
+                        [[code(r["target"]), code(r["boundary"]), text(r["rel L2"]), text(r["check"]), text(r["why"]),
+                          text(r["evidence"] or "")] for r in apart[:cap]])
+                + _more(len(apart), cap, "point"))
+    return out
 
 
 def _precision_evidence(report: dict, cap: int) -> str:

@@ -397,8 +397,9 @@ def execute_target(target: Target, captured, inputs: dict, workdir: str,
         on_phase("profile")
         t0 = time.perf_counter()
         try:
-            attach_node_times(result, target._profile(compiled, inputs, captured, result, runs),
-                              target.profile_method, runs)
+            before = cpu_wait_snapshot()
+            samples = target._profile(compiled, inputs, captured, result, runs)
+            attach_node_times(result, samples, target.profile_method, runs, cpu_wait_share(before))
         except Exception as e:  # noqa: BLE001 — the time per node is optional; say why it is missing
             result.notes.append(f"time per node unavailable: {type(e).__name__}: {first_line(e, 300)}")
         result.timings["profile"] = round(time.perf_counter() - t0, 4)
@@ -449,19 +450,25 @@ def profile_runs(target: Target, nodes: int = 0) -> int:
     return max(MIN_PROFILE_RUNS, PROFILED_NODE_RUNS // nodes)
 
 
-def attach_node_times(result: TargetResult, samples: dict[str, list[float]], method: str, runs: int) -> None:
+def attach_node_times(result: TargetResult, samples: dict[str, list[float]], method: str, runs: int,
+                      cpu_wait: float | None = None) -> None:
     """Each compiled node's median time over the profiled runs into its `measured_us`, and the `node_times`
-    block: evidence `measured`, the host CPU, the method, the coverage of compute nodes, and what the profiler
-    timed that is no node of the graph (its own copies, the runtime's glue) as `unattributed_us`."""
+    block: evidence `measured`, the host CPU, the method, the coverage of compute nodes, what the profiler timed
+    that is no node of the graph (its own copies, the runtime's glue) as `unattributed_us`, the per-run samples
+    behind every median (`samples_us`: each node's, the whole run's, the timed total's) with the spread of the run
+    and of the total, and `cpu_wait_share` (see cpu_wait_share): a later comparison tells a change from noise by
+    them (analysis/node_time.py)."""
     import statistics
 
     from .. import evidence as ev
+    from ..analysis.node_time import per_run_totals, spread
     from ..ir import COMPUTE
     if not any(values for key, values in samples.items() if key != RUN_KEY):
         return      # the profiler timed no node (ort-nnapi with nothing on the CPU): no block, no evidence
     whole = samples.get(RUN_KEY)
     by_id = result.graph.by_id()
     unattributed = 0.0
+    node_samples: dict[str, list[float]] = {}
     for node_id, values in samples.items():
         if node_id == RUN_KEY or not values:
             continue
@@ -471,8 +478,11 @@ def attach_node_times(result: TargetResult, samples: dict[str, list[float]], met
             unattributed += median
         else:
             node.measured_us = round(median, 3)
+            node_samples[node_id] = [round(float(v), 3) for v in values]
     compute = [n for n in result.graph.nodes if n.kind == COMPUTE]
     timed = [n for n in result.graph.nodes if n.measured_us is not None]
+    totals = per_run_totals(node_samples)
+    run_samples = [round(float(v), 3) for v in whole] if whole else None
     result.evidence["time"] = ev.MEASURED
     result.node_times = {
         "evidence": ev.MEASURED, "method": method, "host_cpu": host_cpu(), "runs": runs,
@@ -482,7 +492,43 @@ def attach_node_times(result: TargetResult, samples: dict[str, list[float]], met
         "total_us": round(sum(n.measured_us for n in timed), 3),
         "unattributed_us": round(unattributed, 3),
         "run_us": round(float(statistics.median(whole)), 3) if whole else None,
+        "samples_us": {"nodes": node_samples, "run": run_samples, "total": totals},
+        "spread": {"run_us": spread(run_samples), "total_us": spread(totals)},
+        "cpu_wait_share": cpu_wait,
     }
+
+
+def cpu_wait_snapshot() -> dict[str, tuple[int, int]] | None:
+    """Each thread of this process: (ns on a CPU, ns runnable but waiting for one), from Linux's schedstat; None
+    where the kernel does not say."""
+    import os
+    out = {}
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{tid}/schedstat") as f:
+                    on_cpu, waiting = f.read().split()[:2]
+                out[tid] = (int(on_cpu), int(waiting))
+            except (OSError, ValueError):
+                continue        # a thread that ended meanwhile
+    except OSError:
+        return None
+    return out or None
+
+
+def cpu_wait_share(before: dict | None) -> float | None:
+    """The share of its runnable time this process's threads spent waiting for a CPU since `before`: 0 on a quiet
+    host; near 0.5 when every core has another busy process. A busy host inflates times far past any run-to-run
+    spread — tts-mini's Inductor kernels took 300× longer in every profiled run at 0.62 than at 0.21 — so a time
+    comparison reads it (analysis/node_time.HOST_BUSY_SHARE). None where the kernel does not say."""
+    after = cpu_wait_snapshot()
+    if before is None or after is None:
+        return None
+    on_cpu = waiting = 0
+    for tid, (c, w) in after.items():
+        c0, w0 = before.get(tid, (0, 0))
+        on_cpu, waiting = on_cpu + c - c0, waiting + w - w0
+    return round(waiting / (on_cpu + waiting), 3) if on_cpu + waiting > 0 else None
 
 
 def host_cpu() -> str:

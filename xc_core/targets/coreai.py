@@ -67,6 +67,8 @@ class CoreAICompiled:
     asset: str                      # the .aimodel folder
     odix: str                       # the folder with the ODIX executable (+ debug info) the runtime loads
     odix_ops: dict = field(default_factory=dict)   # Core AI op id → how many ODIX ops it became
+    # captured op id → (FX node of the decomposed program, output index) carrying its value (per-layer drift)
+    value_nodes: dict = field(default_factory=dict)
     input_dtypes: list = field(default_factory=list)
 
 
@@ -131,7 +133,8 @@ class CoreAITarget(Target):
         # What `asset.executable()` does on Linux, with the runtime's debug info kept (the op mapping and the
         # intermediate values need it): lower the program to ODIX into a folder the runtime loads.
         saved._write_odix(pathlib.Path(odix), enable_debug_info=True)
-        compiled = CoreAICompiled(program=program, converted=converted[0], origin=origin, asset=asset, odix=odix)
+        compiled = CoreAICompiled(program=program, converted=converted[0], origin=origin, asset=asset, odix=odix,
+                                  value_nodes=value_nodes(decomposed, origin))
         compiled.odix_ops = _run_async(_odix_ops(odix))
         result.info["conversion"] = ("torch.export → run_decompositions(coreai_torch.get_decomp_table()) → "
                                      "TorchConverter.to_coreai() (+ the pre-compilation rewrite) → .aimodel → ODIX")
@@ -216,23 +219,94 @@ class CoreAITarget(Target):
         from coreai_torch.debugging.torch_utils import (
             get_torch_to_coreai_output_mapping,
         )
-        wanted = set(probes)
-        mapping = {}
-        for torch_name, m in get_torch_to_coreai_output_mapping(compiled.program).items():
-            src = compiled.origin.get(torch_name)
-            if src in wanted and m.target_output == 0:
-                mapping.setdefault(src, m.target_op_id)   # the first FX node of a source op carries its value
-        if not mapping:
+        carriers, left_out = probe_carriers(probes, compiled.value_nodes,
+                                            get_torch_to_coreai_output_mapping(compiled.program), result.graph)
+        result.info["intermediates_coverage"] = {"probes": len(set(probes)), "mapped": len(carriers),
+                                                 **({"left_out": left_out} if left_out else {})}
+        if not carriers:
             return {}
         feeds = {k: v.numpy() for k, v in self._feeds(compiled, inputs, captured).items()}
-        values = _run_async(_intermediate_values(compiled.odix, sorted(set(mapping.values())), feeds))
+        values = _run_async(_intermediate_values(compiled.odix, sorted({oid for oid, _ in carriers.values()}),
+                                                 feeds))
         out = {}
-        for src, oid in mapping.items():
+        for src, (oid, index) in carriers.items():
             vals = values.get(oid) or []
-            if vals and vals[0] is not None:
-                a = np.asarray(vals[0])
+            if index < len(vals) and vals[index] is not None:
+                a = np.asarray(vals[index])
                 out[src] = a.astype(np.float32) if a.dtype == np.float16 else a
+        # The logger may return nothing for an op it mapped (seen on programs with dynamic dims): say how many came.
+        result.info["intermediates_coverage"]["logged"] = len(out)
         return out
+
+
+MAX_LISTED = 20   # probes named per reason in `intermediates_coverage.left_out` (the count says how many in all)
+
+
+def value_nodes(decomposed_ep, origin: dict[str, str]) -> dict[str, tuple[str, int]]:
+    """captured op id -> (FX node of the decomposed program, output index) whose value is that op's output: the
+    last of the op's FX nodes whose value is used outside them (by another op's node, or as a graph output). Not
+    the first: a linear decomposes into the weight's transpose, a matmul and a reshape, and the first is the
+    weight's transpose. A getitem names the output of the node it selects from."""
+    import operator
+    out = {}
+    for n in decomposed_ep.graph.nodes:
+        src = origin.get(n.name)
+        if src is None or n.op != "call_function":
+            continue
+        if any(u.op == "output" or origin.get(u.name) != src for u in n.users):
+            if n.target is operator.getitem and hasattr(n.args[0], "name") and isinstance(n.args[1], int):
+                out[src] = (n.args[0].name, n.args[1])
+            else:
+                out[src] = (n.name, 0)
+    return out
+
+
+def probe_carriers(probes: list[str], values: dict[str, tuple[str, int]], mapping: dict,
+                   program: Graph) -> tuple[dict[str, tuple[int, int]], dict[str, dict]]:
+    """source op id -> (Core AI op id, output index) the runtime logs that source op's value under, from
+    coreai-torch's FX node → Core AI output mapping (`mapping`, for the FX node `values` names), and the probes
+    left out, by reason ({reason: {"count", "examples"}}). `program` is the rewritten program as read back.
+
+    Two things the mapping does not know, from the rewritten program:
+    * An op id given to more than one op is left out: the pre-compilation rewrite numbers some ops it makes with
+      ids already in use, and the runtime's logger returns one value per id, which may be the other op's. On
+      tts-mini the residual add before encoder.norm1 and the encoder.norm2 layer norm are both op 171: per-layer
+      drift compared the add's value with the layer norm's (rel L2 0.79 at a layer whose output matches to 3e-7).
+    * An op a batch norm was folded into (`_mark_folded`) computes the batch norm's value, not its own source
+      op's: that value is the batch norm's, and the convolution's own is nowhere (vision-mini's convolutions
+      showed rel L2 0.35-8 against the convolution's value before the batch norm)."""
+    ids: dict[int, list] = {}
+    for n in program.nodes:
+        oid = n.attributes.get("coreai_op_id")
+        if oid is not None:
+            ids.setdefault(oid, []).append(n)
+    wanted = dict.fromkeys(probes)
+    carriers: dict[str, tuple[int, int]] = {}
+    left_out: dict[str, list[str]] = {}
+    for src in wanted:
+        if src in carriers:       # a batch norm whose value its convolution's op carries (below)
+            continue
+        fx, index = values.get(src, (None, 0))
+        m = mapping.get(fx) if fx is not None else None
+        nodes = ids.get(m.target_op_id, []) if m is not None else []
+        if m is None or m.source_output != index:
+            why = "no Core AI op carries its value (fused or folded into another)"
+        elif len(nodes) > 1:
+            why = "its Core AI op id is shared with another op of the rewritten program"
+        elif nodes and _folded_into(nodes[0]) and nodes[0].source_ops[-1] != src:
+            why = "a later op was folded into its Core AI op, which computes that op's value"
+            folded = nodes[0].source_ops[-1]
+            if folded in wanted and folded not in carriers:
+                carriers[folded] = (m.target_op_id, m.target_output)
+        else:
+            carriers.setdefault(src, (m.target_op_id, m.target_output))
+            continue
+        left_out.setdefault(why, []).append(src)
+    return carriers, {why: {"count": len(ops), "examples": ops[:MAX_LISTED]} for why, ops in left_out.items()}
+
+
+def _folded_into(node) -> bool:
+    return any("folded" in str(b) for b in node.attributes.get("fused_by") or [])
 
 
 def compiled_input_names(compiled) -> list[str]:

@@ -66,8 +66,9 @@ class OrtMobileTarget(Target):
         if self.fp16:
             return ("the fp16-emulation model (as run for the numbers, ORT_DISABLE_ALL) with the source ops' tensors it "
                     "still has added as graph outputs and run again; they come back as the graph types them (fp16, "
-                    "widened to fp32 here), although ORT's CPU EP runs fp16 ops it has no fp16 kernel for in fp32 "
-                    "between its own inserted casts")
+                    "widened to fp32 here). ORT's CPU EP computes fp16 ops it has no fp16 kernel for in fp32 "
+                    "between its own inserted casts; the emulation's guards keep each result stored in fp16, so the "
+                    "values match the run the output figure comes from")
         return ("the model ORT optimized at ORT_ENABLE_ALL from the basic-optimized graph (as run for the numbers), "
                 "with the source ops' tensors that survived added as graph outputs, run again with graph "
                 "optimizations disabled (ORT_DISABLE_ALL) so nothing fuses further")
@@ -284,7 +285,7 @@ class OrtMobileTarget(Target):
         result.artifacts.append(em.path)
         compiled.numerics_model = em.path
         assumption = self.fp16_assumption
-        if em.method == "converted-partly":
+        if em.kept_fp32_ops:   # converted rungs: op types the converter leaves in fp32
             assumption += (f"; {', '.join(em.kept_fp32_ops)} nodes kept in fp32 (the converter cannot type them in "
                            "fp16)")
         elif em.method == "rounded":

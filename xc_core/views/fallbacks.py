@@ -3,8 +3,10 @@ CPU, every node left on the CPU with its reason, and the boundaries between the 
 the HTML report and the Markdown report all render from here.
 
 Whether a target is accelerated is what its report block says (`accelerated`, `accelerator`), whichever toolchain
-decided the split: ORT's partition checker for its mobile EPs, xc's rule table for Core ML's compute units. ORT's
-checker adds its own figures (partitions, its verdict, the model as shipped), shown where they exist.
+decided the split: ORT's partition checker for its mobile EPs, xc's rule table for Core ML's compute units. The split
+itself — compiled ops on the accelerator and on the CPU, unsupported or outside the delegated partition — is counted
+in target_counts.py, as every other view counts it. ORT's checker adds its own figures (partitions, its verdict, the
+model as shipped), shown where they exist.
 """
 from __future__ import annotations
 
@@ -13,24 +15,10 @@ from ..analysis.boundaries import (
     DEFAULT_TRANSITION_OVERHEAD_MS,
     latency_cliff,
 )
+from .. import evidence as ev
 from ..analysis.node_time import fallback_costs
 from .rows import not_compiled
-
-
-def accelerator_of(t: dict, tid: str | None = None) -> str | None:
-    """The accelerator a target block can fall back from, or None. A report written before blocks said so (no
-    `accelerated` key) is read by what its accelerated targets always recorded: accelerator ↔ CPU boundaries, or,
-    for a target that did not compile, what the registered target of that id has."""
-    if "accelerated" in t:
-        return (t.get("accelerator") or "an accelerator") if t["accelerated"] else None
-    if (t.get("info") or {}).get("boundaries"):
-        return "an accelerator"
-    from ..errors import XcInputError
-    from ..targets import make_target
-    try:
-        return make_target(t.get("identity") or tid or t.get("id") or "").accelerator
-    except XcInputError:       # an imported report's target this xc does not know
-        return None
+from .target_counts import accelerator_of, cpu_kind, cpu_type_lines, split_counts
 
 
 def accelerated_targets(report: dict) -> list[str]:
@@ -45,16 +33,16 @@ def not_compiled_accelerated(report: dict) -> dict[str, str]:
 
 def split_summary(report: dict, tid: str, bandwidth_gb_s: float | None = None,
                   transition_overhead_ms: float | None = None) -> dict:
-    """How one accelerated target splits its graph, in the figures every view shows: nodes on the accelerator,
-    the boundaries and the latency-cliff estimate (recomputed for other assumptions when given), the ops left on
-    the CPU; and, where ORT's partition checker decided, its partitions, its verdict and the model as shipped."""
+    """How one accelerated target (one with a compiled graph) splits it, in the figures every view shows: its
+    compiled ops on the accelerator and on the CPU (target_counts.split_counts), the boundaries and the
+    latency-cliff estimate (recomputed for other assumptions when given), the op types left on the CPU; and, where
+    ORT's partition checker decided, its partitions, its verdict and the model as shipped."""
     t = report["targets"][tid]
     info = t.get("info") or {}
     part = info.get("partitioning")
     delegates = bool(part and part.get("delegates") is not None)
     bounds = info.get("boundaries") or {}
-    compute = [n for n in (t.get("graph") or {}).get("nodes", []) if n.get("kind") == "compute"]
-    on_cpu = [n for n in compute if n.get("fallback")]
+    split = split_counts(report, tid)
     assumed = ((bounds.get("latency_cliff") or {}).get("assumptions")) or {}
     bandwidth = bandwidth_gb_s or assumed.get("bandwidth_gb_s") or DEFAULT_BANDWIDTH_GB_S
     overhead = transition_overhead_ms if transition_overhead_ms is not None else \
@@ -64,16 +52,18 @@ def split_summary(report: dict, tid: str, bandwidth_gb_s: float | None = None,
         "accelerator": accelerator_of(t, tid),
         "decided_by": part.get("decided_by", "ONNX Runtime's partition checker") if part else "xc's rule table" if
         (t.get("evidence") or {}).get("assignment") == "predicted-rules" else "the toolchain",
-        "evidence": part["evidence"] if part else (t.get("graph") or {}).get("evidence"),
-        "nodes": part["num_nodes"] if part else len(compute),
-        "on_accelerator": part["num_supported_nodes"] if part else len(compute) - len(on_cpu),
+        # The split as every view counts it (target_counts.split_counts): compiled ops, from xc's placement.
+        "evidence": (t.get("graph") or {}).get("evidence"),
+        "split": split,
+        "nodes": split["compute"],
+        "on_accelerator": split["on_accelerator"],
+        "on_cpu": split["on_cpu"],
         "partitions": part["num_partitions"] if part else None,
         "partition_sizes": part["partition_sizes"] if part else None,
         "verdict": part.get("suitability") if part else None,      # ORT's own word on the model
-        # ORT names the op types it has no kernel for; elsewhere, the op types left on the CPU.
-        "ops_on_cpu": list(part["unsupported_ops"]) if part else sorted({n["op_type"] for n in on_cpu}),
-        "ops_on_cpu_label": ("Ops left to the CPU kernels" if delegates else "Unsupported ops") if part else
-        "Ops left on the CPU",
+        "ops_on_cpu": sorted(set(split["unsupported_types"]) | set(split["outside_types"])),
+        # The op types on the CPU in two labelled lines: unsupported, and supported but outside the partition.
+        "cpu_type_lines": cpu_type_lines(split),
         # ExecuTorch calls its partitions delegates (one executorch_call_delegate each)
         "partitions_label": "Delegates" if delegates else "Partitions",
         "boundaries": bounds.get("count", 0),
@@ -88,7 +78,7 @@ def split_summary(report: dict, tid: str, bandwidth_gb_s: float | None = None,
         "caveats": list(part.get("unchecked_caveats") or []) if part else [],
         "shipped": None,
     }
-    out["share"] = out["on_accelerator"] / out["nodes"] if out["nodes"] else None
+    out["share"] = split["share"]
     shipped = info.get("partitioning_as_shipped") if part else None
     if shipped:
         sb = shipped.get("boundaries") or {}
@@ -106,15 +96,17 @@ def split_summary(report: dict, tid: str, bandwidth_gb_s: float | None = None,
 
 def fallback_rows(report: dict, tid: str, bandwidth_gb_s: float | None = None,
                   transition_overhead_ms: float | None = None) -> list[dict]:
-    """Every CPU-fallback node of a target with its reason, provenance, neighbours, boundary bytes and cost: its
-    kernel's measured time plus the estimated copies at its boundaries (analysis/node_time.fallback_costs, at the
-    cost model's assumptions, or those given); costliest first."""
+    """Every CPU-fallback node of a target with its reason, provenance, neighbours, boundary bytes and its two
+    costs in columns of their own (analysis/node_time.fallback_costs): the kernel's time, measured by the runtime's
+    profiler, and the copies at its boundaries, assumed by the cost model (its parameters, or those given;
+    evidence `assumed`). Ranked by `fallback_rank`: measured time first, never the assumed copies."""
     t = report["targets"][tid]
     s = split_summary(report, tid, bandwidth_gb_s, transition_overhead_ms)
     costs = fallback_costs((t.get("graph") or {}).get("nodes", []),
                            ((t.get("info") or {}).get("boundaries") or {}).get("items", []),
                            s["bandwidth_gb_s"], s["transition_overhead_ms"])
     time_ev = (t.get("node_times") or {}).get("evidence")
+    assumed = f"copies {ev.ASSUMED} ({s['bandwidth_gb_s']:g} GB/s, {s['transition_overhead_ms']:g} ms per transition)"
     nodes = (t.get("graph") or {}).get("nodes", [])
     producer = {o["name"]: n for n in nodes for o in n["outputs"]}
     consumers: dict[str, list[dict]] = {}
@@ -136,21 +128,29 @@ def fallback_rows(report: dict, tid: str, bandwidth_gb_s: float | None = None,
             "target": tid,
             "node": n["id"],
             "op_type": n["op_type"],
-            "cost µs": cost["cost_us"],
             "kernel µs": cost["kernel_us"],
-            "copies µs (est.)": cost["copy_us_est"],
+            "copies µs (assumed)": cost["copies_us_assumed"],
+            "on the CPU as": cpu_kind(n),
             "reason": n.get("fallback_reason") or "—",
             "module_path": n.get("module_path") or "—",
             "source ops": ", ".join(n.get("source_ops") or []),
             "inputs from": ", ".join(f"{p['id']} ({p['backend']})" for p in before) or "graph input",
             "outputs to": ", ".join(f"{c['id']} ({c['backend']})" for c in after) or "graph output",
             "boundary bytes": crossing_bytes.get(n["id"], 0),
-            "time evidence": f"kernel {time_ev}, copies predicted" if cost["kernel_us"] is not None
-            else "kernel not timed, copies predicted",
+            "time evidence": (f"kernel {time_ev}" if cost["kernel_us"] is not None else "kernel not timed")
+            + f" · {assumed}",
         })
-    # Costliest first: a timed kernel's measured cost plus its copies; untimed ones by their copies alone.
-    rows.sort(key=lambda r: -r["cost µs"])
+    rows.sort(key=fallback_rank)
     return rows
+
+
+def fallback_rank(row: dict) -> tuple:
+    """The order fallback rows are listed in, on every page and report: by the kernel's measured time, largest
+    first; nodes no profiler timed after them, by the bytes that cross their boundaries (the graph's shapes). The
+    assumed copies never rank: with one constant per transition they would order nodes by how many boundaries
+    they touch, and put a 5 µs Gather above a whole model."""
+    kernel = row.get("kernel µs")
+    return (kernel is None, -(kernel or 0.0), -(row.get("boundary bytes") or 0), row["target"], row["node"])
 
 
 def boundary_rows(report: dict, targets: list[str]) -> list[dict]:

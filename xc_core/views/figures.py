@@ -9,6 +9,7 @@ import math
 
 import plotly.graph_objects as go
 
+from ..analysis.layer_drift import unverified_points, verified_points
 from .rows import HEAT_CATEGORIES, heatmap_rows, not_compiled, plotly_text
 
 HEAT_COLORS = {"accelerator": "#1a9850", "accelerator (fused)": "#91cf60", "CPU": "#4575b4",
@@ -158,13 +159,17 @@ def drift_histogram_figure(report: dict, tid: str, output: str, atol: float = 1e
     fig = go.Figure(go.Bar(x=centers, y=h["counts"], marker_color="#1f77b4"))
     fig.add_vline(x=math.log10(atol) if atol > 0 else min(centers), line_dash="dash", line_color="red",
                   annotation_text="atol")
-    fig.update_layout(height=320, xaxis_title="log10 |target − reference|", yaxis_title="elements", margin=MARGIN)
+    # |target − what it was compared with|: the reference, or the route's program for a target that compiled it.
+    against = (report["targets"][tid].get("drift") or {}).get("reference") or "reference"
+    fig.update_layout(height=320, xaxis_title=plotly_text(f"log10 |{tid} − {against}|"), yaxis_title="elements",
+                      margin=MARGIN)
     return fig
 
 
 def drift_scatter_figure(report: dict, tid: str, output: str, *, webgl: bool = True) -> go.Figure | None:
-    """Reference vs target values of a seeded sample of one output's elements, with y = x. webgl=False draws
-    SVG (at most drift.SCATTER_POINTS points), for a file opened where WebGL may be off. None without a sample."""
+    """Reference (what the target was compared with) vs target values of a seeded sample of one output's elements,
+    with y = x. webgl=False draws SVG (at most drift.SCATTER_POINTS points), for a file opened where WebGL may be
+    off. None without a sample."""
     sc = (_drift_details(report, tid, output) or {}).get("scatter") or {}
     if not sc.get("reference"):
         return None
@@ -173,7 +178,9 @@ def drift_scatter_figure(report: dict, tid: str, output: str, *, webgl: bool = T
     lo, hi = min(sc["reference"]), max(sc["reference"])
     fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", line=dict(color="gray", dash="dot"),
                              name="y = x"))
-    fig.update_layout(height=320, xaxis_title="reference", yaxis_title=plotly_text(tid), showlegend=False,
+    # What the target was compared with: the reference, or the route's program for a target that compiled it.
+    against = (report["targets"][tid].get("drift") or {}).get("reference") or "reference"
+    fig.update_layout(height=320, xaxis_title=plotly_text(against), yaxis_title=plotly_text(tid), showlegend=False,
                       margin=MARGIN)
     return fig
 
@@ -186,17 +193,27 @@ def layer_drift_series(report: dict) -> dict[str, dict]:
 
 def layer_drift_figure(report: dict) -> go.Figure | None:
     """rel L2 vs the reference at each module boundary along the depth of the captured graph, one line per
-    target, with the divergence threshold. None when no target exposed intermediate values."""
+    target through its verified points, with the divergence threshold. Points that failed verification
+    (analysis/layer_drift.py) are not on the line: grey crosses, the failed check on hover. None when no target
+    exposed intermediate values."""
     layer = layer_drift_series(report)
     if not layer:
         return None
     fig = go.Figure()
     for t, ld in layer.items():
-        pts = ld["points"]
+        pts = verified_points(ld["points"])
         fig.add_trace(go.Scatter(x=[p["depth"] for p in pts], y=[max(p["rel_l2"] or 0, 1e-12) for p in pts],
                                  mode="lines+markers", name=plotly_text(t),
                                  text=[plotly_text(p["module_path"]) for p in pts],
                                  hovertemplate="%{text}<br>rel L2 %{y:.2e}<extra>" + plotly_text(t) + "</extra>"))
+        apart = [p for p in unverified_points(ld["points"]) if p.get("rel_l2") is not None]
+        if apart:
+            fig.add_trace(go.Scatter(
+                x=[p["depth"] for p in apart], y=[max(p["rel_l2"], 1e-12) for p in apart], mode="markers",
+                marker=dict(symbol="x", size=9, color="gray"), name=plotly_text(f"{t}: unverified, not a finding"),
+                text=[plotly_text(f"{p['module_path']} — {p.get('check')} check: {p.get('unverified_reason')}")
+                      for p in apart],
+                hovertemplate="%{text}<br>rel L2 %{y:.2e}<extra></extra>"))
     threshold = next(iter(layer.values()))["threshold_rel_l2"]
     fig.add_hline(y=threshold, line_dash="dash", line_color="red", annotation_text="divergence threshold")
     fig.update_layout(height=380, yaxis_type="log", xaxis_title="depth (op index in the captured graph)",

@@ -16,24 +16,22 @@ def fmt_sci(x) -> str:
 
 
 def overview_rows(report: dict) -> list[dict]:
+    """One row per target with every column a view may show. Counts come from views/target_counts.py and say what
+    they count: "53 source → 41 compiled" ops (compute ops), an accelerated target's split of its compiled ops
+    (xc's placement on the graph), the runtime's own count beside it where the runtime stated one."""
+    from .target_counts import SPLIT_COLUMN, count_check, op_counts, split_counts
     rows = []
     for tid, t in report["targets"].items():
         mix = (t.get("precision") or {}).get("mix") or {}
         total = sum(mix.values()) or 1
-        worst = ((t.get("drift") or {}).get("worst")) or {}
         ev = t.get("evidence") or {}
         rows.append({
             "target": tid,
             "status": t["status"],
-            "ops": (f"{t['op_count_before']} → {t['op_count_after']}" if t.get("op_count_after") is not None
-                    else "—"),
+            "ops": (op_counts(t) or {}).get("cell", "—"),
             "fused groups": (t.get("fusions") or {}).get("count", "—") if t.get("fusions") else "—",
             "precision": ", ".join(f"{k} {100 * v / total:.0f}%" for k, v in mix.items()) or "—",
-            "worst drift (rel L2)": ("emulation failed (xc's)" if (t.get("drift") or {}).get("failed") else
-                                     "not run here" if (t.get("info") or {}).get("numerics_not_run") else
-                                     worst.get("error") or
-                                     (f"{fmt_sci(worst.get('rel_l2'))} ({worst.get('output')})"
-                                      if worst else "—")),
+            "worst drift (rel L2)": worst_drift_cell(t),
             "evidence": ", ".join(f"{k}: {v}" for k, v in ev.items()),
             "error": t.get("error"),
         })
@@ -50,16 +48,26 @@ def overview_rows(report: dict) -> list[dict]:
             })
         part = (t.get("info") or {}).get("partitioning")
         bounds = (t.get("info") or {}).get("boundaries")
+        split = split_counts(report, tid)
+        if split:
+            rows[-1][SPLIT_COLUMN] = split["text"]
+            check = count_check(report, tid)
+            if check:
+                count = check["runtime"]
+                rows[-1]["runtime's own count"] = (
+                    f"{count['by']}: {count['on_accelerator']} of {count['total']} ops ({count['evidence']}) — "
+                    + ("xc's placement agrees" if check["agree"] else f"xc's placement counts {check['placed']}"))
         if part:
-            share = part["accelerated_share_nodes"]
+            # ORT's checker's own figures: the weights its partitions hold, and its share with the dims symbolic.
             pshare = part.get("accelerated_share_param_bytes")
             shipped = (t.get("info") or {}).get("partitioning_as_shipped")
+            if pshare is not None:
+                rows[-1]["weights on the accelerator"] = f"{100 * pshare:.0f}% ({part.get('evidence')})"
+            if shipped:
+                rows[-1]["as shipped (dynamic dims)"] = (f"{100 * shipped['accelerated_share_nodes']:.0f}% of the "
+                                                         f"nodes ORT's checker counts ({shipped.get('evidence')})")
             rows[-1].update({
-                "accelerated share": f"{100 * share:.0f}% nodes" + (f", {100 * pshare:.0f}% weights"
-                                                                   if pshare is not None else "")
-                + (f" (as shipped: {100 * shipped['accelerated_share_nodes']:.0f}%)" if shipped else ""),
                 "partitions": part["num_partitions"],
-                "fallbacks": sum(1 for n in (t.get("graph") or {}).get("nodes", []) if n.get("fallback")),
                 "ORT verdict": part.get("suitability") or "—",
                 "latency cliff (est.)": (f"{bounds['latency_cliff']['estimate_ms']:.2f} ms" if bounds else "—"),
             })
@@ -74,37 +82,116 @@ def all_columns_rows(report: dict) -> list[dict]:
     return [{c: str(r[c]) if r.get(c) is not None else "—" for c in columns} for r in rows]
 
 
+def worst_drift_cell(t: dict) -> str:
+    """A target's worst drift in one cell: rel L2 and output, what it was measured against when that is the
+    route's program, and why the figure says nothing (not informative) or cannot be right (implausible)."""
+    from ..analysis.drift import ROUTE_REFERENCE, output_flags
+    d = t.get("drift") or {}
+    worst = d.get("worst") or {}
+    if d.get("failed"):
+        return "emulation failed (xc's)"
+    if (t.get("info") or {}).get("numerics_not_run"):
+        return "not run here"
+    if not worst:
+        return "—"
+    if worst.get("error"):
+        return worst["error"]
+    not_informative, bad = output_flags({**(d.get("outputs") or {}).get(worst.get("output"), {}), **worst})
+    where = worst.get("output") + ("; vs the route's program" if d.get("reference") == ROUTE_REFERENCE else "")
+    if bad:
+        return f"{fmt_sci(worst.get('rel_l2'))} ({where}) — implausible"
+    if not_informative:
+        return f"not informative ({where}: {_reference_is(not_informative)})"
+    return f"{fmt_sci(worst.get('rel_l2'))} ({where})"
+
+
+def _reference_is(why: str) -> str:
+    """"the reference output is all zeros" as "reference all zeros", for a table cell."""
+    return "reference " + why.removeprefix("the reference output ").removeprefix("is ")
+
+
 def drift_output_rows(t: dict) -> list[dict]:
-    """A target's drift against the reference, one row per output: the metrics as text, or why it has none."""
+    """A target's drift, one row per output: the metrics as text, or why it has none; a `check` column when a
+    figure is not informative (its reference is constant) or implausible, with the check that failed."""
+    from ..analysis.drift import output_flags
     rows = []
     for name, m in ((t.get("drift") or {}).get("outputs") or {}).items():
         if "error" in m:
             rows.append({"output": name, "error": m["error"]})
-        else:
-            rows.append({"output": name, "max abs": fmt_sci(m["max_abs"]), "mean abs": fmt_sci(m["mean_abs"]),
-                         "rel L2": fmt_sci(m["rel_l2"]),
-                         "cosine": f"{m['cosine']:.6f}" if m["cosine"] is not None else "—",
-                         "SNR dB": f"{m['snr_db']:.1f}" if m["snr_db"] is not None else "∞",
-                         "min atol": fmt_sci(m["min_atol"]), "min rtol": fmt_sci(m["min_rtol"])})
+            continue
+        not_informative, bad = output_flags(m)
+        rows.append({"output": name, "max abs": fmt_sci(m["max_abs"]), "mean abs": fmt_sci(m["mean_abs"]),
+                     "rel L2": fmt_sci(m["rel_l2"]),
+                     "cosine": f"{m['cosine']:.6f}" if m["cosine"] is not None else "—",
+                     # SNR is null when the target is exact (infinite) or the reference all zeros (undefined)
+                     "SNR dB": f"{m['snr_db']:.1f}" if m["snr_db"] is not None else "—" if not_informative else "∞",
+                     "min atol": fmt_sci(m["min_atol"]), "min rtol": fmt_sci(m["min_rtol"])})
+        if bad or not_informative:
+            rows[-1]["check"] = f"implausible: {bad}" if bad else f"not informative: {not_informative}"
     return rows
 
 
+def route_headline(report: dict) -> str | None:
+    """The ONNX → PyTorch route in one line, said first and once on every surface: whether xc's conversion
+    departs from ONNX Runtime (where, and at which ONNX node first), as xc's error; and that the targets that
+    compile its program are measured against it. None without a route."""
+    from ..analysis.checklist import departure_words, route_departure
+    from ..analysis.drift import ROUTE_REFERENCE
+    route = (report.get("capture") or {}).get("onnx_route")
+    if not route:
+        return None
+    names = route.get("targets") or []
+    targets = ", ".join(names) or "none"
+    if route.get("error"):
+        return f"The ONNX could not be made a PyTorch program, so {targets} did not compile it: {route['error']}"
+    if route.get("skipped"):
+        why = route["skipped"]["why"].removeprefix("skipped: ")
+        return f"The ONNX was not made a PyTorch program, so {targets} did not compile it: {why}."
+    departure = route["departure"] if "departure" in route else route_departure(route)
+    against = [tid for tid in names if ((report["targets"].get(tid) or {}).get("drift") or {}).get("reference")
+               == ROUTE_REFERENCE]
+    drifts = [m["rel_l2"] for m in (route.get("conversion_drift") or {}).values() if m.get("rel_l2") is not None]
+    if departure:
+        head = (f"xc's ONNX → PyTorch conversion {departure_words(departure)} — xc's own error (measured), not "
+                "the compilers'")
+    else:
+        head = (f"xc's ONNX → PyTorch conversion matches ONNX Runtime (worst rel L2 "
+                f"{fmt_sci(max(drifts)) if drifts else '—'}, measured)")
+    if against:
+        return head + f"; {', '.join(against)} compile its program, and their drift is measured against it " \
+                      "(each compiler's own)."
+    if names and departure:      # a report from before routed targets were measured against the program
+        return head + f"; the drift of {targets} includes it."
+    return head + (f"; {targets} compile its program." if names else ".")
+
+
+def route_departs(report: dict) -> bool:
+    """Whether the report's ONNX → PyTorch route failed or departs from ONNX Runtime (a warning, not a note)."""
+    from ..analysis.checklist import route_departure
+    route = (report.get("capture") or {}).get("onnx_route")
+    if not route:
+        return False
+    return bool(route.get("error") or (route["departure"] if "departure" in route else route_departure(route)))
+
+
 def onnx_route_lines(report: dict) -> list[str]:
-    """An ONNX source's ONNX → PyTorch route in plain sentences (empty when there was none): how it ended, which
-    targets compiled its program, the worst conversion drift, and whether the program is a float model."""
+    """An ONNX source's ONNX → PyTorch route in plain sentences (empty when there was none): `route_headline`
+    first, then the program, whether it is a float model, and the inputs it does not read."""
     route = (report.get("capture") or {}).get("onnx_route")
     if not route:
         return []
-    targets = ", ".join(route.get("targets") or []) or "none"
-    if route.get("error"):
-        return [f"The ONNX could not be made a PyTorch program, so {targets} did not compile it: {route['error']}"]
-    if route.get("skipped"):
-        why = route["skipped"]["why"].removeprefix("skipped: ")
-        return [f"The ONNX was not made a PyTorch program, so {targets} did not compile it: {why}."]
-    drift = [m["rel_l2"] for m in (route.get("conversion_drift") or {}).values() if "rel_l2" in m]
-    lines = [f"{route['route']}: {route.get('program_nodes', '?')} ops in {route.get('seconds', 0):.1f} s, compiled "
-             f"by {targets}. Its own error against ONNX Runtime (optimizations off), measured apart so no target "
-             f"is blamed for it: worst rel L2 {fmt_sci(max(drift)) if drift else '—'}."]
+    lines = [route_headline(report)]
+    if route.get("error") or route.get("skipped"):
+        return lines
+    lines.append(f"{route['route']}: {route.get('program_nodes', '?')} ops in {route.get('seconds', 0):.1f} s; its "
+                 "outputs are compared with ONNX Runtime's (optimizations off), output by output.")
+    first = route.get("first_departure") or {}
+    if first.get("compared") is not None:
+        found = (f"the first to depart is '{first['node']}' ({first.get('op_type')}), output '{first.get('output')}'"
+                 if first.get("node") else first.get("note") or "none departs")
+        lines.append(f"Node by node against ONNX Runtime ({first['compared']} node output(s) compared): {found}.")
+    elif first.get("error"):
+        lines.append(f"Node by node against ONNX Runtime: {first['error']}.")
     if route.get("float_model"):
         lines.append(route["float_model"][0].upper() + route["float_model"][1:] + ".")
     unread = [name for name in ((report.get("inputs") or {}).get("resolution") or {}).get("inputs") or {}
@@ -116,9 +203,44 @@ def onnx_route_lines(report: dict) -> list[str]:
 
 
 def onnx_route_rows(report: dict) -> list[dict]:
-    """The ONNX → PyTorch conversion's own drift, one row per output (as `drift_output_rows`)."""
+    """The ONNX → PyTorch conversion's own drift, one row per output (as `drift_output_rows`), with whether its
+    shape and dtype match ONNX Runtime's where the route compared them."""
     route = (report.get("capture") or {}).get("onnx_route") or {}
-    return drift_output_rows({"drift": {"outputs": route.get("conversion_drift") or {}}})
+    drift = route.get("conversion_drift") or {}
+    rows = drift_output_rows({"drift": {"outputs": drift}})
+    for row, m in zip(rows, drift.values()):
+        for key in ("shape", "dtype"):
+            if f"{key}_match" in m:
+                row[key] = "same" if m[f"{key}_match"] else \
+                    f"{m.get(key)} vs ONNX Runtime's {m.get('reference_' + key)}"
+        if "dtype" in row and m.get("note"):      # integer values held in float32: the same numbers
+            row["dtype"] += f" ({m['note']})"
+    return rows
+
+
+def drift_flags(report: dict) -> list[str]:
+    """What makes drift figures say nothing or cannot be right, said before any of them: a reference output that
+    is constant, all zeros or not finite ("drift is not informative"), and a target figure beyond any plausible
+    range (with the check that failed). Empty when every comparison can tell."""
+    from ..analysis.drift import output_flags
+    lines, said = [], set()
+    for name, o in ((report.get("reference") or {}).get("outputs") or {}).items():
+        if o.get("not_informative"):
+            said.add(name)
+            lines.append(f"Drift is not informative: {o['not_informative']} (output '{name}') — every target that "
+                         "outputs the same agrees with it, right or wrong (if the model should vary here, analyse "
+                         "with other inputs).")
+    for tid, t in report["targets"].items():
+        d = t.get("drift") or {}
+        for name, m in (d.get("outputs") or {}).items():
+            not_informative, bad = output_flags(m)
+            if not_informative and name not in said:
+                lines.append(f"Drift of {tid} is not informative: {not_informative} (output '{name}', "
+                             f"{d.get('reference')}).")
+            if bad:
+                lines.append(f"{tid}'s drift on '{name}' is implausible: {bad} — a broken run or read-back, not "
+                             "rounding; the target ran, but its numbers do not hold.")
+    return lines
 
 
 def run_status(report: dict) -> tuple[str, str]:
@@ -288,6 +410,10 @@ def _finding(report: dict, tid: str, qid: int, verdict: str) -> str | None:
         rel = f" (rel L2 {fmt_sci(worst['rel_l2'])})" if worst.get("rel_l2") is not None else ""
         if verdict == "not applicable" and (t.get("info") or {}).get("numerics_not_run"):
             return "not run here"
+        from ..analysis.drift import output_flags
+        not_informative, bad = output_flags(worst)
+        if bad or (not_informative and verdict == "warn"):
+            return "implausible drift figures" if bad else f"drift not informative: {_reference_is(not_informative)}"
         return {"pass": "outputs match", "warn": "outputs drift" + rel,
                 "fail": "outputs differ" + rel if rel else "outputs could not be compared"}.get(
                     verdict, "outputs not compared")
@@ -301,7 +427,11 @@ def _finding(report: dict, tid: str, qid: int, verdict: str) -> str | None:
         return "devices predicted by xc's rules" if t["graph"].get("evidence") == "predicted-rules" \
             else "compilation report not read"
     if qid == 2:
-        n = sum(1 for x in t["graph"]["nodes"] if x.get("fallback"))
+        from .target_counts import fallback_count
+        # Compiled ops on the CPU as the split counts them; a target the split does not know: its fallback flags.
+        n = fallback_count(report, tid)
+        if n is None:
+            n = sum(1 for x in t["graph"]["nodes"] if x.get("fallback"))
         return "nothing falls back to the CPU" if not n else f"{_ops(n)} fall{'s' if n == 1 else ''} back to the CPU"
     if qid == 3:
         n = len(catalogue_rows(report, [tid], only_failed=True))
@@ -503,17 +633,15 @@ def fmt_count(x) -> str:
 def target_summary_rows(report: dict) -> list[dict]:
     """The Overview / Markdown target table: eight short columns (a failed target's status is in its first cell;
     the Markdown leaves out the checklist tally, which has its own table there). The rest of overview_rows
-    (partitions, ORT's verdict, the latency-cliff estimate, casts, MIL op counts, every evidence key) is one click
-    away."""
+    (partitions, ORT's verdict, the runtime's own count, the latency-cliff estimate, casts, MIL op counts, every
+    evidence key) is one click away."""
+    from .target_counts import SPLIT_COLUMN
     out = []
     for row in overview_rows(report):
         t = report["targets"][row["target"]]
-        accel = "—"
-        if "accelerated share" in row:
-            # Node share and ops on the CPU; the weight share and the as-shipped share are under "All columns".
-            accel = f"{row['accelerated share'].split(',', 1)[0].split(' (', 1)[0]} · {fmt_count(row['fallbacks'])} on CPU"
-        elif "Core ML units" in row:
-            accel = row["Core ML units"] or "—"
+        # An accelerated target's split of its compiled ops, worded as on every page (target_counts.split_counts);
+        # a Core ML target that runs on the CPU anyway: its predicted compute units.
+        accel = row.get(SPLIT_COLUMN) or row.get("Core ML units") or "—"
         ev = t.get("evidence") or {}
         # A target that did not compile says so in its first cell (the table keeps to eight columns).
         out.append({"target": row["target"] if row["status"] == "ok" else f"{row['target']} ({row['status']})",
@@ -554,8 +682,9 @@ def default_pairs(report: dict, limit: int = 3) -> list[tuple[str, str]]:
 
 
 def pair_sentence(report: dict, a: str, b: str) -> str:
-    """One sentence on what differs between two targets a user ships together: the ops that fall back to the CPU
-    on one and not the other, how much each fused (when that differs), then each one's worst drift and its cause."""
+    """One sentence on what differs between two targets a user ships together: the source ops that fall back to the
+    CPU on one and not the other (counted by source op, as the heat map rows are: one source op may be several
+    compiled ops), how much each fused (when that differs), then each one's worst drift and its cause."""
     rows = (report.get("alignment") or {}).get("source_ops") or []
 
     def fallbacks(x, y):
@@ -568,15 +697,16 @@ def pair_sentence(report: dict, a: str, b: str) -> str:
         if only:
             names = ", ".join(f"{r['source_op']}" + (f" ({r['module_path']})" if r.get("module_path") else "")
                               for r in only[:3]) + (f" and {len(only) - 3} more" if len(only) > 3 else "")
-            parts.append(f"{len(only)} op(s) fall back to the CPU on {x} and not on {y}: {names}")
+            parts.append(f"{len(only)} source op(s) fall back to the CPU on {x} and not on {y}: {names}")
     if not parts:
-        parts.append("the same ops run on the CPU on both" if any(
+        parts.append("the same source ops run on the CPU on both" if any(
             (r["targets"].get(a) or {}).get("status") == "fallback" for r in rows) else "neither falls back to the CPU")
     parts += _neural_engine_phrases(report, a, b)
     fused = {x: ((report["targets"][x].get("fusions") or {}).get("count"), report["targets"][x].get("op_count_after"))
              for x in (a, b)}
     if fused[a] != fused[b] and None not in (fused[a][0], fused[b][0]):
-        parts.append(f"{a} fuses {fused[a][0]} group(s) into {fused[a][1]} ops, {b} {fused[b][0]} into {fused[b][1]}")
+        parts.append(f"{a} fuses {fused[a][0]} group(s) into {fused[a][1]} compiled ops, {b} {fused[b][0]} into "
+                     f"{fused[b][1]}")
     drift = "; ".join(_drift_phrase(report, x) for x in (a, b))
     return f"{a} vs {b}: " + "; ".join(parts) + f". Drift: {drift}."
 
@@ -603,9 +733,10 @@ def _neural_engine_phrases(report: dict, a: str, b: str) -> list[str]:
         only = sorted((ane_x - ane_y) & all_y, key=lambda k: (pos.get(k, 1 << 30), k))
         if only:
             names = ", ".join(only[:3]) + (f" and {len(only) - 3} more" if len(only) > 3 else "")
-            out.append(f"{len(only)} op(s) wholly on the Neural Engine on {x}, not wholly (or not predictably) on {y}: {names}")
+            out.append(f"{len(only)} source op(s) wholly on the Neural Engine on {x}, not wholly (or not predictably) "
+                       f"on {y}: {names}")
     kinds = {x: (report["targets"][x].get("evidence") or {}).get("assignment", "—") for x in (a, b)}
-    out = out or ["the same ops on the Neural Engine on both"]
+    out = out or ["the same source ops on the Neural Engine on both"]
     out[-1] += f" (devices: {a} {kinds[a]}, {b} {kinds[b]})"
     return out
 
@@ -618,15 +749,22 @@ def _drift_phrase(report: dict, tid: str) -> str:
     if (t.get("info") or {}).get("numerics_not_run"):
         return f"{tid} not run here"
     worst = d.get("worst") or {}
+    from ..analysis.drift import ROUTE_REFERENCE, output_flags
+    not_informative, bad = output_flags({**(d.get("outputs") or {}).get(worst.get("output"), {}), **worst})
+    if bad:
+        return f"{tid} implausible on '{worst.get('output')}' ({bad})"
+    if not_informative:
+        return f"{tid} not informative on '{worst.get('output')}' ({not_informative})"
     if worst.get("rel_l2") is None:
         return f"{tid} not compared"
+    against = " against the route's program" if d.get("reference") == ROUTE_REFERENCE else ""
     mix = (t.get("precision") or {}).get("mix") or {}
     lowered = [k for k in ("fp16", "bf16", "int8", "uint8") if mix.get(k)]
     cause = (f"{'/'.join(lowered)} compute" if lowered else "fp32 rounding only")
     part = (t.get("info") or {}).get("partitioning")
     if part and not part.get("decided_by") and not lowered:      # ORT's mobile EPs, run on the CPU EP
         cause = "the CPU EP's numbers for its partitions; the device's own rounding is not predicted"
-    return f"{tid} {fmt_sci(worst['rel_l2'])} on '{worst.get('output')}' ({cause}; {d.get('evidence')})"
+    return f"{tid} {fmt_sci(worst['rel_l2'])} on '{worst.get('output')}'{against} ({cause}; {d.get('evidence')})"
 
 
 # ------------------------------------------------------------------------------------------------ stages
@@ -932,18 +1070,26 @@ def model_explorer_command(report: dict) -> str:
 
 # ---- where the time goes ----------------------------------------------------------------------------------------
 def time_rows(report: dict) -> list[dict]:
-    """One row per target that timed its compiled nodes: how many, the timed total, its three costliest nodes and
-    the share per backend, with the evidence and the CPU the times are from."""
+    """One row per target that timed its compiled nodes: how many, the timed total with its run-to-run spread
+    (the interquartile range of the profiled runs' totals; "spread unknown" for a report of an older xc, which kept
+    no per-run samples), its three costliest nodes and the share per backend, with the evidence and the CPU the
+    times are from."""
     rows = []
     for tid, t in report["targets"].items():
         nt = t.get("node_times") or {}
         if not nt.get("timed_us"):
             continue
         top = ", ".join(f"{n['node']} ({n['op_type']}) {100 * n['share']:.0f}%" for n in nt["top"][:3])
+        total = ((nt.get("spread") or {}).get("total_us")) or {}
+        # The sum of the nodes' medians is not the median of the runs' totals: both said, so they never look like
+        # two answers to one question.
+        spread = (f"the nodes' medians summed; the runs' totals: median {total['median']:,.0f}, IQR "
+                  f"{total['q1']:,.0f}–{total['q3']:,.0f}" if "q1" in total else "spread unknown")
         rows.append({"target": tid,
                      "nodes timed": f"{nt['compute_nodes_timed']}/{nt['compute_nodes']} compute",
-                     "timed µs": f"{nt['timed_us']:,.0f}",
+                     "timed µs": f"{nt['timed_us']:,.0f} ({spread})",
                      "costliest nodes": top,
                      "per backend": ", ".join(f"{b['key']} {100 * b['share']:.0f}%" for b in nt["by_backend"]),
-                     "evidence": f"{nt['evidence']} · {nt['runs']} runs, median · {nt['host_cpu']}"})
+                     "evidence": f"{nt['evidence']} · {nt['runs']} runs, median and interquartile range · "
+                                 f"{nt['host_cpu']}"})
     return rows

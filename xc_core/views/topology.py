@@ -297,6 +297,27 @@ def view(tree: Tree, expanded: set[str]) -> dict:
             "assigned": any(n.get("backend") for n in prep.nodes)}
 
 
+def count_caption(target: dict, v: dict) -> str:
+    """A pane's node count as what it is, beside the op counts every other view gives: "137 nodes drawn: 127
+    compiled ops + 10 layout moves → 40 boxes" — the drawing holds every node but constants and graph
+    inputs/outputs, so layout moves and casts make its count differ from the target's compiled ops."""
+    from .target_counts import drawn_text
+    ops_are = "ops at this step" if target.get("stage_of") else "compiled ops"
+    return f"{drawn_text((target.get('graph') or {}).get('nodes') or [], ops_are)} → {v['n_boxes']} boxes"
+
+
+def fallback_caption(target: dict, nodes: list[dict]) -> str:
+    """The drawn nodes on the CPU as fallback, counted as the split counts them: "75 compiled ops on the CPU as
+    fallback", and apart from them any layout move or cast the target flags ("… and 2 layout moves")."""
+    from .target_counts import KIND_WORDS, plural
+    ops_are = "ops at this step" if target.get("stage_of") else "compiled ops"
+    flagged = [n for n in nodes if n.get("fallback")]
+    ops = sum(n.get("kind") == "compute" for n in flagged)
+    others = Counter(n.get("kind") for n in flagged if n.get("kind") != "compute")
+    extra = "".join(f" and {plural(k, KIND_WORDS.get(kind, str(kind)))}" for kind, k in sorted(others.items()))
+    return f"{ops} {ops_are.replace('ops', 'op', 1) if ops == 1 else ops_are} on the CPU as fallback{extra}"
+
+
 def _shape(shape) -> str:
     if shape is None:
         return ""

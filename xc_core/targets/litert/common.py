@@ -378,13 +378,18 @@ def delegated_ops(ops_details: list[dict], n_model_ops: int) -> dict[int, int]:
     return taken
 
 
-def partition_summary(g: Graph, ep: str, decided_by: str, sizes: list[int], evidence: str, **extra) -> dict:
-    """The report's partitioning record for a LiteRT delegate: ops it took, ops left, partitions."""
+def partition_summary(g: Graph, ep: str, decided_by: str, sizes: list[int], evidence: str,
+                      outside_reason: str | None = None, **extra) -> dict:
+    """The report's partitioning record for a LiteRT delegate: compute ops it took, ops left, partitions. The op
+    types left are two lists: those the delegate cannot run (`unsupported_ops`) and those it can that sit outside
+    the partition it takes (`outside_partition_ops`: the nodes whose reason is `outside_reason`)."""
     compute = [n for n in g.nodes if n.kind == COMPUTE]
     on_cpu = [n for n in compute if n.backend == "cpu"]
+    outside = {n.id for n in on_cpu if outside_reason and n.fallback_reason == outside_reason}
     return {"ep": ep, "decided_by": decided_by, "num_nodes": len(compute),
             "num_supported_nodes": len(compute) - len(on_cpu), "num_partitions": len(sizes),
-            "partition_sizes": sizes, "unsupported_ops": sorted({n.op_type for n in on_cpu}),
+            "partition_sizes": sizes, "unsupported_ops": sorted({n.op_type for n in on_cpu if n.id not in outside}),
+            "outside_partition_ops": sorted({n.op_type for n in on_cpu if n.id in outside}),
             "accelerated_share_nodes": round((len(compute) - len(on_cpu)) / len(compute), 4) if compute else 0.0,
             **extra, "evidence": evidence}
 

@@ -8,8 +8,11 @@ operators it cannot take and why, and how many ops it runs ("Following operation
 delegate: CUMSUM: Input/output must be float type …  34 operations will run on the GPU, and the remaining 2
 operations will run on the CPU" — ml_drift_delegate/tflite/model_builder.cc, GetOpsToReplaceWithOptions). It takes
 only its largest partition (max_delegated_partitions defaults to 1, same file); supported ops outside it stay on the
-CPU too. Those words are per op type, so the assignment is the delegate's decision as xc applies it to each node:
-`predicted-runtime` (the runtime's own checker; a phone's OpenCL backend shares it).
+CPU too. Its words are per op type, and name the tensor where the check is about one ("RESHAPE: Tensor dimensions
+must be less than 5. <tensor>"): xc refuses the nodes of that type that read or write it, or the whole type when no
+tensor is named. The assignment is the delegate's decision as xc applies it to each node: `predicted-runtime` (the
+runtime's own checker; a phone's OpenCL backend shares it). The delegate's own count ("34 operations will run on the
+GPU") is kept beside xc's placement (`runtime_count`), so a view can say whether the two agree.
 
 Numerics are `emulated`: the delegate's own shaders, computed by SwiftShader. SwiftShader has no fp16 shader
 arithmetic, so they compute in fp32 — a phone's GPU computes in fp16 unless the app sets
@@ -23,7 +26,7 @@ import os
 import re
 
 from ... import evidence as ev
-from ...ir import COMPUTE
+from ...ir import COMPUTE, CONSTANT, IO
 from ...lowering import IMPORT, graph_step
 from ..base import register
 from .common import (
@@ -38,6 +41,11 @@ from .common import (
 # Where Debian's chromium package puts SwiftShader's Vulkan driver manifest (XC_VULKAN_ICD overrides).
 SWIFTSHADER_ICDS = ("/usr/lib/chromium/vk_swiftshader_icd.json", "/usr/lib/chromium-browser/vk_swiftshader_icd.json")
 GPU_DELEGATE = "LiteRT GPU delegate (ML Drift)"
+CPU_FALLBACK_KERNELS = "LiteRT CPU (XNNPACK / built-in kernels)"
+# The reason of a supported op the delegate leaves on the CPU; views/target_counts.py reads it as "outside the
+# delegated partition", not "unsupported".
+OUTSIDE_PARTITION_REASON = ("supported, but outside the GPU delegate's largest partition (it delegates one partition: "
+                            "max_delegated_partitions = 1)")
 _UNSUPPORTED = re.compile(r"Following operations are not supported by GPU delegate:\n(.*?)\n(?:(\d+) operations will "
                           r"run on the GPU, and the remaining (\d+)|No operations will run on the GPU, and all (\d+))"
                           r"(?: operations will run on the CPU\.)?",
@@ -102,14 +110,16 @@ class LiteRTGpu(LiteRTTarget):
         said = _delegate_words(text)
         final = self.converted_graph(compiled, captured, "litert-gpu")
         given = self.before_delegation(final)
-        reasons = said["reasons"]
+        # The delegate's words decide, not is_fully_accelerated(): it answered True for a model whose delegate said
+        # it leaves 5 of its 7 ops to the CPU (the CPU accelerator, also requested, takes them).
+        refused, unmatched = _refused_nodes(final, said["refusals"]) if said["said"] else ({}, [])
         for n in final.nodes:
             n.backend, n.kernel = "gpu", GPU_DELEGATE
-            if not fully and n.op_type in reasons:
-                n.backend, n.kernel = "cpu", "LiteRT CPU (XNNPACK / built-in kernels)"
-                n.fallback, n.fallback_reason = True, f"the GPU delegate: {reasons[n.op_type]}"
-        if not fully and said["on_gpu"] is not None:
-            _outside_largest_partition(final, said["on_gpu"], result)
+            if n.id in refused:
+                n.backend, n.kernel = "cpu", CPU_FALLBACK_KERNELS
+                n.fallback, n.fallback_reason = True, f"the GPU delegate: {refused[n.id]}"
+        if said["on_gpu"] is not None:
+            _outside_largest_partition(final)
         for n in final.nodes:
             if n.kind != COMPUTE:
                 n.fallback = False
@@ -119,7 +129,8 @@ class LiteRTGpu(LiteRTTarget):
         on_gpu = sum(n.kind == COMPUTE and n.backend == "gpu" for n in final.nodes)
         result.partitioning = partition_summary(
             final, "GPU", "LiteRT's GPU delegate (its partitioning, on SwiftShader)", [on_gpu] if on_gpu else [],
-            self.evidence["assignment"], fully_accelerated=fully, delegate_said=said["said"])
+            self.evidence["assignment"], outside_reason=OUTSIDE_PARTITION_REASON, fully_accelerated=fully,
+            delegate_said=said["said"], **_delegate_count(final, said, fully, unmatched))
         result.boundaries = delegate_boundaries(final, self.options, self.evidence["assignment"])
         result.info["gpu_device"] = "SwiftShader (software Vulkan) through WebGPU"
         result.stages.append(graph_step(
@@ -163,24 +174,79 @@ def _signature(model) -> str:
 
 
 def _delegate_words(text: str) -> dict:
-    """What the GPU delegate said: {op type: reason}, how many ops it runs, its message."""
+    """What the GPU delegate said: its refusals [(op type, reason)] in its order, how many ops it runs on the GPU
+    and leaves to the CPU, its message."""
     m = _UNSUPPORTED.search(text)
     if not m:
-        return {"reasons": {}, "on_gpu": None, "said": None}
-    reasons = {}
+        return {"refusals": [], "on_gpu": None, "on_cpu": None, "said": None}
+    refusals = []
     for line in m.group(1).splitlines():
         op, _, why = line.partition(":")
         if op.strip() and why.strip():
-            reasons.setdefault(op.strip(), why.strip())
-    on_gpu = int(m.group(2)) if m.group(2) is not None else 0
-    return {"reasons": reasons, "on_gpu": on_gpu, "said": m.group(0).strip()}
+            refusals.append((op.strip(), why.strip()))
+    if m.group(2) is not None:
+        on_gpu, on_cpu = int(m.group(2)), int(m.group(3))
+    else:
+        on_gpu, on_cpu = 0, int(m.group(4))
+    return {"refusals": refusals, "on_gpu": on_gpu, "on_cpu": on_cpu, "said": m.group(0).strip()}
 
 
-def _outside_largest_partition(g, on_gpu: int, result) -> None:
+def _refused_nodes(g, refusals: list[tuple[str, str]]) -> tuple[dict[str, str], list[str]]:
+    """{node id: the delegate's reason} for the nodes it refuses, and the op types of refusals naming a tensor no
+    node of that type has. The delegate words one line per op type and reason (model_builder.cc collects them in a
+    set), and ends the reason with the tensor its check failed on where the check is about one ("RESHAPE: Tensor
+    dimensions must be less than 5. <tensor>"): such a line refuses the nodes of that type that read or write that
+    tensor; a line without one refuses every node of the type."""
+    by_type: dict[str, list] = {}
+    for n in g.nodes:
+        by_type.setdefault(n.op_type, []).append(n)
+    refused: dict[str, list[str]] = {}
+    unmatched = []
+    for op, why in refusals:
+        nodes = by_type.get(op, [])
+        named = [(n, t.name) for n in nodes for t in n.inputs + n.outputs
+                 if t.name and why.endswith(" " + t.name)]
+        if named:
+            for n, name in named:
+                reason = why[:-len(name)].rstrip()
+                if reason not in refused.setdefault(n.id, []):
+                    refused[n.id].append(reason)
+            continue
+        if re.search(r"\.\s+\S+$", why) and nodes:
+            unmatched.append(op)      # names something no node of that type has: the whole type, as before
+        for n in nodes:
+            if why not in refused.setdefault(n.id, []):
+                refused[n.id].append(why)
+    return {nid: "; ".join(reasons) for nid, reasons in refused.items()}, sorted(set(unmatched))
+
+
+def _delegate_count(g, said: dict, fully: bool, unmatched: list[str]) -> dict:
+    """{"runtime_count": the delegate's own count of the ops it runs} ({} when it said none): every op of the
+    .tflite, layout ops (TRANSPOSE) included, as the delegate counts them; views/target_counts.py counts xc's
+    placement on the same basis beside it. `gap` says why the two differ, when xc knows."""
+    ops = [n for n in g.nodes if n.kind not in (CONSTANT, IO)]
+    placed = sum(n.backend == "gpu" for n in ops)
+    if said["on_gpu"] is not None:
+        on, total = said["on_gpu"], said["on_gpu"] + said["on_cpu"]
+        words = said["said"].rsplit("\n", 1)[-1]
+    elif fully:         # it refused nothing: every op on the GPU
+        on, total, words = len(ops), len(ops), "no operation refused; the compiled model is fully accelerated"
+    else:
+        return {}
+    count = {"by": "the GPU delegate", "on_accelerator": on, "total": total, "words": words,
+             "counted": "every op of the .tflite, layout ops included", "evidence": ev.PREDICTED_RUNTIME}
+    if placed != on:
+        count["gap"] = (f"the delegate refuses {', '.join(unmatched)} naming a tensor xc's graph does not have, so "
+                        "xc refused every node of that type" if unmatched else "not explained")
+    return {"runtime_count": count}
+
+
+def _outside_largest_partition(g) -> None:
     """The delegate runs its largest partition only. Its partitions are TFLite's independent node subsets
     (PartitionGraphIntoIndependentNodeSubsets, tflite/graph_info.cc): walking the ops in order, each subset takes
     every op of one kind — supported or not — whose inputs are ready, until none is; then the other kind. Supported
-    ops outside the largest supported subset stay on the CPU. The delegate's own count is checked."""
+    ops outside the largest supported subset stay on the CPU. The delegate's own count is kept beside the result
+    (`runtime_count`)."""
     produced = {t.name for n in g.nodes for t in n.outputs}
     ready = {t.name for n in g.nodes for t in n.inputs if t.name not in produced}
     remaining = list(g.nodes)
@@ -205,11 +271,6 @@ def _outside_largest_partition(g, on_gpu: int, result) -> None:
             if members is largest:
                 continue
             for n in members:
-                n.backend, n.kernel = "cpu", "LiteRT CPU (XNNPACK / built-in kernels)"
+                n.backend, n.kernel = "cpu", CPU_FALLBACK_KERNELS
                 n.fallback = n.kind == COMPUTE
-                n.fallback_reason = ("supported, but outside the GPU delegate's largest partition (it delegates one "
-                                     "partition: max_delegated_partitions = 1)")
-    placed = sum(n.backend == "gpu" for n in g.nodes)
-    if placed != on_gpu:
-        result.notes.append(f"the GPU delegate said {on_gpu} op(s) run on the GPU; xc placed {placed} from its "
-                            "words per op type (an op type it refuses only in some nodes is marked CPU everywhere)")
+                n.fallback_reason = OUTSIDE_PARTITION_REASON

@@ -2,8 +2,10 @@ FROM python:3.11-slim
 WORKDIR /app
 # torch==2.13.0 resolves to the CPU wheel index below; PyPI's default torch wheel pulls several GB of CUDA.
 # Graphviz's dot draws the Topology view; g++ is TorchInductor's compiler for the inductor-cpu target; chromium's
-# SwiftShader (a software Vulkan GPU) with the Vulkan loader runs LiteRT's GPU delegate for litert-gpu.
-RUN apt-get update && apt-get install -y --no-install-recommends graphviz g++ chromium libvulkan1 \
+# SwiftShader (a software Vulkan GPU) with the Vulkan loader runs LiteRT's GPU delegate for litert-gpu. DejaVu:
+# the font for the symbols xc writes (✓ ✗ ⚠ → ◆ ▸ µ …), which Graphviz sizes the Topology's boxes with and the
+# image's Chromium draws; the slim image has no font at all.
+RUN apt-get update && apt-get install -y --no-install-recommends graphviz g++ chromium libvulkan1 fonts-dejavu-core \
  && rm -rf /var/lib/apt/lists/*
 COPY requirements.txt requirements-nodeps.txt ./
 RUN pip install --no-cache-dir --extra-index-url https://download.pytorch.org/whl/cpu -r requirements.txt \

@@ -4,11 +4,13 @@ cache), one browser opening it at once, timed from the server's start.
     python bench/first_paint.py [--runs 3] [--visit-after 0]
 
 Per run, from the moment the server process is started:
+- answer:   the server answers GET / (the port opens well before: a server still starting holds the request);
 - page:     the first time the page shows anything of the app (a sidebar or a status panel);
 - progress: the progress panel ("Compiling…" or "Waiting for a free analysis slot…") is on screen;
 - table:    the default sample's Overview shows its table (the report is there and drawn).
 The sidebar's page list is read every 0.1 s until the table is drawn; a private module's name in it (Streamlit's
-legacy pages/ listing) is counted. `--visit-after S` waits S seconds after the server answers before the browser
+legacy pages/ listing) is counted. `--until page|progress` ends a run there (the first paint alone: no wait for
+the analysis). `--visit-after S` waits S seconds after the server answers before the browser
 opens it (a first visitor who comes a little later). Prints the median of each and every run.
 """
 from __future__ import annotations
@@ -17,6 +19,7 @@ import argparse
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -45,7 +48,21 @@ def _private_seen(nav: str) -> bool:
     return bool(lines & {"ui", "app"}) or any(p in nav for p in PRIVATE)
 
 
-def one_run(browser, visit_after: float, timeout_s: float) -> dict:
+def _time_answer(url: str, t0: float, out: dict) -> None:
+    """out["answer"]: when GET / first comes back from the server, in seconds from t0."""
+    import urllib.request
+    while time.monotonic() - t0 < 300:
+        try:
+            urllib.request.urlopen(url, timeout=300).read()
+            out["answer"] = time.monotonic() - t0
+            return
+        except OSError:
+            time.sleep(0.05)
+
+
+def one_run(browser, visit_after: float, timeout_s: float, until: str = "table") -> dict:
+    import threading
+
     from browser import free_port
     home = tempfile.mkdtemp(prefix="bench-xc-first-paint-")
     port = free_port()
@@ -53,7 +70,7 @@ def one_run(browser, visit_after: float, timeout_s: float) -> dict:
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
                              "--server.port", str(port), "--browser.gatherUsageStats", "false"],
                             cwd=ROOT, env={**os.environ, "XC_HOME": home}, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+                            stderr=subprocess.DEVNULL, start_new_session=True)
     out = {"private": False}
     try:
         while True:
@@ -63,6 +80,8 @@ def one_run(browser, visit_after: float, timeout_s: float) -> dict:
                 raise SystemExit("the server did not open its port in 120 s")
             time.sleep(0.05)
         out["port"] = time.monotonic() - t0
+        answer = threading.Thread(target=_time_answer, args=(f"http://127.0.0.1:{port}/", t0, out), daemon=True)
+        answer.start()
         time.sleep(visit_after)
         ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
         page = ctx.new_page()
@@ -77,6 +96,8 @@ def one_run(browser, visit_after: float, timeout_s: float) -> dict:
             if "progress" not in out and any(page.get_by_text(w).count() for w in PROGRESS):
                 out["progress"] = now
                 out.setdefault("page", now)
+            if until in out:
+                break
             if page.locator('[data-testid="stMain"] [data-testid="stDataFrame"]').count():
                 out["table"] = now
                 break
@@ -86,9 +107,15 @@ def one_run(browser, visit_after: float, timeout_s: float) -> dict:
         else:
             raise SystemExit(f"no Overview table within {timeout_s:.0f} s")
         ctx.close()
+        answer.join(timeout=60)
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+        # A run ended by --until leaves the analysis's workers running: they go with the server's process group,
+        # before its XC_HOME is removed (else they write into it again).
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        time.sleep(0.5)
         shutil.rmtree(home, ignore_errors=True)
     return out
 
@@ -99,6 +126,8 @@ def main() -> int:
     ap.add_argument("--visit-after", type=float, default=0.0, help="seconds between the server answering and the "
                                                                    "first visit")
     ap.add_argument("--timeout", type=float, default=1800.0)
+    ap.add_argument("--until", choices=("page", "progress", "table"), default="table",
+                    help="end each run when this is on screen (default: the Overview's table)")
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -107,15 +136,15 @@ def main() -> int:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         for i in range(args.runs):
-            r = one_run(browser, args.visit_after, args.timeout)
+            r = one_run(browser, args.visit_after, args.timeout, args.until)
             runs.append(r)
             print(f"run {i + 1}: " + ", ".join(f"{k} {v:.2f} s" for k, v in r.items() if isinstance(v, float))
                   + f"; private module names in the sidebar: {'yes' if r['private'] else 'no'}", flush=True)
         browser.close()
     print(f"fresh server (empty XC_HOME), default sample, every available target, first visit "
           f"{args.visit_after:g} s after the port opened · {len(runs)} run(s), seconds from the server's start:")
-    for k, words in (("page", "first paint of the app"), ("progress", "progress panel on screen"),
-                     ("table", "Overview table drawn")):
+    for k, words in (("answer", "GET / answered"), ("page", "first paint of the app"),
+                     ("progress", "progress panel on screen"), ("table", "Overview table drawn")):
         vals = [r[k] for r in runs if k in r]
         if vals:
             print(f"  {words}: median {statistics.median(vals):.2f} s (runs: {', '.join(f'{v:.2f}' for v in vals)})")

@@ -98,6 +98,7 @@ def render(sb, source_key: str, report: dict | None, needs_shapes: list[str]) ->
             st.markdown(f"**{_t(i['name'])}** · {_t(i['dtype'])} · {_code(_shape_text(i))}")
             if i.get("note"):
                 st.caption(_t(i["note"]))
+        _constants(report)
         for name, v in auto["dims"].items():
             st.number_input(f"dim '{_t(name)}'", min_value=1, max_value=1 << 20, value=v, step=1,
                             key=_k(source_key, "dim", name), help="every dim of this name, in every input")
@@ -124,6 +125,18 @@ def render(sb, source_key: str, report: dict | None, needs_shapes: list[str]) ->
                         and not str(k).endswith(("|auto", "|needs"))]:
                 del st.session_state[key]
             st.rerun()
+
+
+def _constants(report: dict) -> None:
+    """The constant inputs the export recorded (use_cache=False), read-only: the program was re-exported with
+    them baked in, so there is nothing to set — but the panel shows every input the model was given."""
+    constants = (report.get("source") or {}).get("constant_inputs") or {}
+    if not constants:
+        return
+    from xc_core.sources.pt2_constants import baked_in_note
+    for name, value in constants.items():
+        st.markdown(f"**{_t(name)}** · constant · {_code(repr(value))}")
+    st.caption(_t(baked_in_note(constants)) + "; to analyse other values, export the model again with them.")
 
 
 def _shape_text(i: dict) -> str:

@@ -9,8 +9,7 @@ import streamlit as st
 
 from pages import _auth, _inputs_panel
 from xc_core.service import DONE, FAILED
-from xc_core.store import run_key
-from xc_core.sources.samples import DEFAULT_SAMPLE, SAMPLES
+from xc_core.run_keys import run_key_of
 from xc_core.targets import REGISTRY, base_id, target_ids
 from xc_core.evidence import HELP as EVIDENCE_HELP  # noqa: F401 — the pages read it as _ui.EVIDENCE_HELP
 from xc_core.views.progress import progress_lines
@@ -47,8 +46,20 @@ def default_targets() -> list[str]:
 
 def request_key(source_key: str, targets: list[str], options: dict, edits: dict, limits) -> str:
     """The run key of what the sidebar asks for; the server's start-up hook computes it here too, so that the
-    analysis it starts is the one a new session names."""
-    return run_key(source=source_key, targets=targets, options=options, edits=edits, limits=limits.to_dict())
+    analysis it starts is the one a new session names. `source_key` is `sample:NAME`, or an upload's digest and its
+    inputs file's sha256 joined by '|'. The recipe is the CLI's and `xc batch`'s (xc_core/run_keys.py): a run of
+    the same file, inputs, targets and limits made there opens here without analysing again."""
+    from xc_core.run_keys import cell_keys, request_parts, source_digest
+    if source_key.startswith("sample:"):
+        source_sha, inputs_sha = source_digest(source_key), None
+    else:
+        source_sha, _, inputs_sha = source_key.partition("|")
+        inputs_sha = None if inputs_sha in ("", _NO_INPUTS_FILE) else inputs_sha
+    parts = request_parts(source_sha, inputs_sha, **{k: edits.get(k) for k in ("shapes", "dims", "values", "ranges")})
+    return run_key_of(cell_keys(parts, targets, options), limits)
+
+
+_NO_INPUTS_FILE = hashlib.sha256(b"").hexdigest()     # the digest an upload without an inputs file is keyed by
 
 
 def session_limits(timeout_s: float, memory_gib: float):
@@ -63,6 +74,7 @@ def warm_start() -> str | None:
     session computes, so the first visitor joins it rather than starting it (not with XC_WARM_START=0). Returns
     the analysis's key, or None."""
     from xc_core.service import warm_start_enabled
+    from xc_core.sources.samples import DEFAULT_SAMPLE
     import pandas  # noqa: F401
     import xc_core.api  # noqa: F401
     import xc_core.views.rows  # noqa: F401
@@ -81,6 +93,32 @@ def warm_start() -> str | None:
     return key
 
 
+KEPT_WIDGET_PREFIX = "_xc_widget_"
+
+
+def kept_widget(key: str, default) -> dict:
+    """The keyword arguments that draw a sidebar widget over a value the app keeps in session state under `key`.
+
+    What is analysed must change only when the user changes it. Streamlit sends the browser a widget's value only in
+    the run that set it through session state, and keeps a widget's state only while the widget is drawn; a run cut
+    short by a page click (the Overview still drawing) after the value was set but before the widget reached the
+    browser, or a page switch that drops the state, leaves the browser to re-create the widget at its default index
+    (the first sample) under the server's description, and send that back on the next click as if the user had
+    picked it. So the value lives under `key`, which only the app and this widget's change callback write (pages and
+    links too: `st.session_state["sample"]`), and every run hands it to the widget: the browser is told the value
+    each time and never falls back to a default."""
+    if key not in st.session_state:
+        st.session_state[key] = default
+    widget_key = KEPT_WIDGET_PREFIX + key
+    st.session_state[widget_key] = st.session_state[key]
+    return {"key": widget_key, "on_change": _keep_widget_value, "args": (key,)}
+
+
+def _keep_widget_value(key: str) -> None:
+    """A kept widget's change callback: the user's new value becomes the app's (before the script runs)."""
+    st.session_state[key] = st.session_state[KEPT_WIDGET_PREFIX + key]
+
+
 def sidebar_and_analyze() -> None:
     st.session_state.update(_xc_routed=True, busy=False)   # busy: refused by this session's bound, in this run
     sb = st.sidebar
@@ -89,21 +127,21 @@ def sidebar_and_analyze() -> None:
     wanted_run = st.query_params.get("run")
     if wanted_run and "source_mode" not in st.session_state:
         st.session_state.update(source_mode=SAVED_RUN, saved_run_ref=wanted_run)
-    mode = sb.radio("Source", ["Bundled sample", "Upload", SAVED_RUN], key="source_mode", horizontal=True)
+    mode = sb.radio("Source", ["Bundled sample", "Upload", SAVED_RUN], horizontal=True,
+                    **kept_widget("source_mode", "Bundled sample"))
     if mode == SAVED_RUN:
         _saved_run(sb)
         return
     upload = npz = None
     if mode == "Bundled sample":
+        from xc_core.sources.samples import DEFAULT_SAMPLE, SAMPLES    # torch: imported after the page list is drawn
         names = list(SAMPLES)
         # ?sample=NAME in the URL opens that sample (links for demos and PR comments).
         wanted = st.query_params.get("sample")
         if "sample" not in st.session_state and wanted in SAMPLES:
             st.session_state["sample"] = wanted
-        if "sample" not in st.session_state:
-            st.session_state["sample"] = DEFAULT_SAMPLE
-        sample = sb.selectbox("Sample", names, key="sample",
-                              format_func=lambda n: n, help="Defined in code with seeded weights")
+        sample = sb.selectbox("Sample", names, format_func=lambda n: n, help="Defined in code with seeded weights",
+                              **kept_widget("sample", DEFAULT_SAMPLE))
         sb.caption(SAMPLES[sample].description)
     else:
         upload = sb.file_uploader("Model", type=UPLOAD_TYPES, key="upload", accept_multiple_files=True,
@@ -122,8 +160,9 @@ def sidebar_and_analyze() -> None:
         st.session_state["targets"] = wanted_targets
         st.session_state["target_variants"] = [t for t in wanted_targets if t not in REGISTRY]
     variants = st.session_state.setdefault("target_variants", [])
-    targets = sb.multiselect("Targets", target_ids() + variants, default=available, key="targets",
-                             format_func=lambda t: f"{t} — {REGISTRY[base_id(t)].label}")
+    targets = sb.multiselect("Targets", target_ids() + variants,
+                             format_func=lambda t: f"{t} — {REGISTRY[base_id(t)].label}",
+                             **kept_widget("targets", available))
     _variant_form(sb)
     options = _target_options(sb, targets)
     if not targets:
@@ -218,7 +257,7 @@ def _saved_run(sb) -> None:
     if st.session_state.get("saved_run") not in keys:
         st.session_state["saved_run"] = keys[0]
     labels = {r["key"]: run_label(r) for r in runs}
-    key = sb.selectbox("Run", keys, key="saved_run", format_func=lambda k: labels[k])
+    key = sb.selectbox("Run", keys, format_func=lambda k: labels[k], **kept_widget("saved_run", keys[0]))
     if st.session_state.get("report_key") != key or st.session_state.get("report") is None:
         report = store.get(key)
         st.session_state.update(report=report, report_key=key if report else None, pending=None, failed=None,
@@ -249,10 +288,12 @@ def _worker_limits(sb):
     with sb.expander("Worker limits"):
         st.caption("Every target compiles in its own worker process; one that crashes, hangs or runs out of "
                    "memory becomes that target's error.")
-        timeout = st.number_input("Time per target (s)", 5.0, 3600.0, float(base.timeout_s), 5.0,
-                                  key="limit_timeout", help=f"default {DEFAULT_TIMEOUT_S:g} s (XC_TIMEOUT_S)")
-        memory = st.number_input("Memory per target (GiB)", 0.5, 256.0, float(base.memory_gib), 0.5,
-                                 key="limit_memory", help=f"default {DEFAULT_MEMORY_GIB:g} GiB (XC_MEMORY_GIB)")
+        timeout = st.number_input("Time per target (s)", 5.0, 3600.0, step=5.0,
+                                  help=f"default {DEFAULT_TIMEOUT_S:g} s (XC_TIMEOUT_S)",
+                                  **kept_widget("limit_timeout", float(base.timeout_s)))
+        memory = st.number_input("Memory per target (GiB)", 0.5, 256.0, step=0.5,
+                                 help=f"default {DEFAULT_MEMORY_GIB:g} GiB (XC_MEMORY_GIB)",
+                                 **kept_widget("limit_memory", float(base.memory_gib)))
     return session_limits(timeout, memory)
 
 
@@ -331,17 +372,17 @@ def _target_options(sb, targets: list[str]) -> dict[str, dict]:
         return options
     with sb.expander("Target options"):
         if "ort-nnapi" in mobile:
-            if st.checkbox("NNAPI: relaxed fp16 (emulated)", value=False, key="opt_nnapi_fp16",
+            if st.checkbox("NNAPI: relaxed fp16 (emulated)", **kept_widget("opt_nnapi_fp16", False),
                            help="NNAPI_FLAG_USE_FP16: the NNAPI partitions are emulated in fp16"):
                 options["ort-nnapi"] = {"fp16": True}
         if "ort-coreml" in mobile:
-            if not st.checkbox("CoreML EP: fp16 compute (emulated)", value=True, key="opt_coreml_fp16",
+            if not st.checkbox("CoreML EP: fp16 compute (emulated)", **kept_widget("opt_coreml_fp16", True),
                                help="MLProgram partitions on the GPU / Neural Engine compute in fp16"):
                 options["ort-coreml"] = {"fp16": False}
-        bw = st.number_input("Boundary copy bandwidth (GB/s)", 0.1, 100.0, DEFAULT_BANDWIDTH_GB_S, 0.5,
-                             key="opt_bandwidth")
-        ov = st.number_input("Overhead per transition (ms)", 0.0, 10.0, DEFAULT_TRANSITION_OVERHEAD_MS, 0.05,
-                             key="opt_overhead")
+        bw = st.number_input("Boundary copy bandwidth (GB/s)", 0.1, 100.0, step=0.5,
+                             **kept_widget("opt_bandwidth", DEFAULT_BANDWIDTH_GB_S))
+        ov = st.number_input("Overhead per transition (ms)", 0.0, 10.0, step=0.05,
+                             **kept_widget("opt_overhead", DEFAULT_TRANSITION_OVERHEAD_MS))
         for t in mobile:
             if bw != DEFAULT_BANDWIDTH_GB_S:
                 options.setdefault(t, {})["bandwidth_gb_s"] = bw

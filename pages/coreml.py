@@ -35,10 +35,11 @@ for col, tid in zip(_ui.target_columns(targets, failed), targets):
     with col:
         st.subheader(_ui.plain(tid))
         st.markdown(f"{_ui.evidence_badge(units['evidence'])} {_ui.plain(t['label'])}")
-        # The first metric wider: "MIL ops before → after" and "198 → 49" were cut off in a third.
-        a, b, c = st.columns([1.6, 1, 1])
-        a.metric("MIL ops before → after", f"{info.get('mil_ops_before', '—')} → {info.get('mil_ops_after', '—')}",
-                 help="non-const MIL ops after the frontend (+ fp16 casts) vs after the default pass pipeline")
+        # A card is a third of the page: "MIL ops before → after" and "198 → 49" were cut off beside two other
+        # metrics at 1280 px, so it has a row of its own and the two counts share the next one.
+        st.metric("MIL ops before → after", f"{info.get('mil_ops_before', '—')} → {info.get('mil_ops_after', '—')}",
+                  help="non-const MIL ops after the frontend (+ fp16 casts) vs after the default pass pipeline")
+        b, c = st.columns(2)
         b.metric("Casts", (info.get("casts") or {}).get("count", 0),
                  help=", ".join(f"{k}: {v}" for k, v in (info.get("casts") or {}).get("by_type", {}).items()))
         c.metric("Fused ops", (t.get("fusions") or {}).get("count", 0))

@@ -9,11 +9,14 @@ from pages import _ui
 from xc_core.errors import XcInputError
 from xc_core.fleet.matrix import grid, matrix_problem, parse_matrix
 from xc_core.fleet.render import COLOUR_BY, cell_colours, cell_evidence, families, grid_table, summary_line
+from xc_core.views.target_groups import target_groups
 
 _ui.guard_page()
 st.title("Fleet")
 store = _ui._service().store
 GRID_KEY = "fleet_grid"
+FLEET_COLUMNS = 3       # target columns side by side: with the model's, four of CELL_WIDTH fit 1280 px
+CELL_WIDTH = 195        # px
 
 
 def _label(entry: dict) -> str:
@@ -59,6 +62,16 @@ models, targets, labels = grid_table(matrix, kept)
 if not targets:
     st.info("No target of the chosen families in this matrix.")
     st.stop()
+# A few targets at a time, by toolchain family: fifteen columns of "ok 94% acc · 2 fb · drift …" need sideways
+# scrolling at 1280 px; a group of FLEET_COLUMNS fits, the others a click away.
+groups = target_groups(targets, FLEET_COLUMNS)
+if len(groups) > 1:
+    titles = [title for title, _ in groups]
+    shown = st.radio("Targets shown", range(len(groups)), format_func=titles.__getitem__, horizontal=True,
+                     key="fleet_group", help="The matrix's targets by toolchain family, a few columns at a time: "
+                     "pick a group, or narrow the families above.")
+    keep = [targets.index(t) for t in groups[shown if shown is not None and shown < len(groups) else 0][1]]
+    targets, labels = [targets[k] for k in keep], [[row[k] for k in keep] for row in labels]
 colours = cell_colours(matrix, targets, colour_by)
 table = pd.DataFrame(labels, index=pd.Index(models, name="model"), columns=targets)
 styled = table.style.apply(lambda _df: pd.DataFrame([[f"background-color: {c}" for c in row] for row in colours],
@@ -86,7 +99,8 @@ def _open_cell() -> None:
 
 if st.session_state.pop("fleet_go", False):
     st.switch_page("pages/overview.py")
-st.dataframe(styled, key=GRID_KEY, on_select=_open_cell, selection_mode="single-cell", width="stretch")
+st.dataframe(styled, key=GRID_KEY, on_select=_open_cell, selection_mode="single-cell", width="stretch",
+             column_config={c: st.column_config.TextColumn(width=CELL_WIDTH) for c in ["_index", *targets]})
 st.caption("Click a cell to open that model's run on every page. acc: share of compute nodes on the accelerator · "
            "fb: CPU fallbacks · drift: the worst output's relative L2 against the reference · time: one run "
            "measured on the CPU named above. Each figure's evidence kind is listed below.")

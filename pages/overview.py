@@ -13,10 +13,12 @@ import streamlit as st
 from pages import _ui
 from xc_core.analysis.advice import advice_line
 from xc_core.analysis.drift import ROUTE_REFERENCE
+from xc_core.analysis.common_cause import ROUTE, cause_body, cause_head, causes, covered_targets
 from xc_core.views.figures import time_by_op_type_figure
 from xc_core.views.target_counts import count_findings, run_counts, target_notes
 from xc_core.views.rows import (
     all_columns_rows,
+    colour_verdicts,
     default_pairs,
     drift_flags,
     drift_output_rows,
@@ -64,6 +66,21 @@ if route_lines:
     route = cap["onnx_route"]
     (st.warning if route_departs(report) else st.info)(
         f"**ONNX → PyTorch route** {_ui.evidence_badge(route.get('evidence'))} " + _ui.plain(route_lines[0]))
+if route_lines and route.get("error"):
+    # What to do about the route's refusal (its owner and its cause are said in the box above).
+    for cause in causes(report):
+        if cause["owner"] == ROUTE:
+            st.caption(f"What to do: {_ui.plain(cause['fix'])}")
+# Failures with one cause in the model or in what xc fed it: one block each, naming the cause, whose it is and the
+# fix; the targets it stopped say "not run: see above" instead of blaming their toolchains one by one.
+covered = covered_targets(report)
+for cause in causes(report):
+    if cause["owner"] == ROUTE and route_lines:
+        continue
+    st.error(f"**{_ui.plain(cause_head(cause))}** {_ui.evidence_badge(cause.get('evidence'))}: "
+             + _ui.plain(cause_body(cause)))
+    if cause["reference_failed"]:
+        _ui.full_message((report.get("reference") or {}).get("error_detail"))
 for flag in drift_flags(report):
     st.warning(_ui.plain(flag))
 if route_lines and not route.get("error") and not route.get("skipped"):
@@ -78,7 +95,8 @@ if route_lines and not route.get("error") and not route.get("skipped"):
 
 st.subheader("Each target in one line")
 # Its checklist, summed up: the symbols and words of the Checklist page and the Markdown report.
-st.markdown("  \n".join(f"**{_ui.plain(tid)}** {_ui.plain(line)}" for tid, line in verdict_lines(report)))
+st.markdown("  \n".join(f"**{_ui.plain(tid)}** {colour_verdicts(_ui.plain(line))}"
+                        for tid, line in verdict_lines(report)))
 checks = report.get("checklist", {}).get("targets", {})
 fails = sum(i["verdict"] == "fail" for items in checks.values() for i in items)
 if counts["failing"] or counts["warning"]:
@@ -127,12 +145,9 @@ if time_table:
                "target — not the device's latency. The heat map's time colouring and the Topology's show it per "
                "module and per node.")
 
-ref = report.get("reference") or {}
-if ref.get("status") == "error":
-    st.error(f"**The reference ({_ui.plain(ref['id'])}) failed** with the inputs xc picked, so no target can be "
-             f"compared: {_ui.plain(ref.get('error') or '')}. Set the input shapes or values in the Inputs panel.")
-    _ui.full_message(ref.get("error_detail"))
 for tid, t in report["targets"].items():
+    if tid in covered:       # said once, in its cause's block above
+        continue
     if t["status"] != "ok":
         box = st.error if t["status"] == "error" else st.info
         advice = advice_line(t.get("advice"))

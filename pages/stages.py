@@ -16,6 +16,9 @@ from xc_core.views.rows import (
     stage_targets,
     step_rows,
 )
+from xc_core.views.target_groups import target_groups
+
+STAGE_COLUMNS = 6       # targets side by side in one stage table: a cell of ~110 px each at 1280 px
 
 report = _ui.require_report()
 _ui.header(report, "Stages")
@@ -25,11 +28,17 @@ if not targets:
     st.info("No target recorded its lowering steps (every target failed, or this report predates stages).")
     st.stop()
 
-# A static table: every target's column visible at once, long cells wrapped (a wide grid would scroll).
+# Static tables, long cells wrapped: every target's column visible at once without sideways scrolling, a few
+# targets a table (by toolchain family) — 15 columns in one table would not fit 1280 px.
 # st.table renders its cells and headers as Markdown: target ids and step names from a report are text.
-matrix = pd.DataFrame(stage_matrix(report)).set_index("stage").map(_ui.plain)
-matrix.columns = [_ui.plain(c) for c in matrix.columns]
-st.table(matrix)
+matrix = pd.DataFrame(stage_matrix(report)).set_index("stage")
+groups = target_groups(targets, STAGE_COLUMNS)
+for title, members in groups:
+    if len(groups) > 1:
+        st.markdown(f"**{_ui.plain(title)}**")
+    part = matrix[members].map(_ui.plain)
+    part.columns = [_ui.plain(c) for c in members]
+    st.table(part)
 st.caption("Each cell: what the target's toolchain did in that stage. Ops are compute ops (casts, reorders and "
            "constants counted apart); *fused nodes* carry two or more source ops. ORT: one optimized model per "
            "optimization level, dumped by ORT. OpenVINO: the model as read, after its common transformations, "

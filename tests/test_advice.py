@@ -17,7 +17,7 @@ SEEN = [
      "mul", None),
     ("coreml-ane", "no PyTorch program from the ONNX: no PyTorch converter for STFT (domain ai.onnx, opset 17; first "
                    "at node 'stft') in onnx2torch or xc — export the model with the STFT as a convolution", XC,
-     "onnx2torch", "stft", "STFT"),
+     "xc's ONNX → PyTorch route", "stft", "STFT"),
     ("openvino-cpu[precision=f32]", "killed by SIGSEGV in run", TOOLCHAIN, "OpenVINO", None, None),
     ("inductor-cpu", "exceeded 300 s in compile", LIMITS, "time limit", None, None),
     ("ort-nnapi", "exceeded the 6 GiB memory limit in compile (resident 6.0 GiB)", LIMITS, "memory limit", None, None),
@@ -58,5 +58,5 @@ def test_the_report_and_the_cli_carry_the_advice(tmp_path, capsys):
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     t = report["targets"]["coreml-cpu"]
     assert t["status"] == "error" and t["advice"]["op"] == "Binarizer" and t["advice"]["owner"] == XC
-    assert "↳ whose: xc's ONNX → PyTorch route (onnx2torch) (xc's limitation)" in out
+    assert "↳ whose: xc's ONNX → PyTorch route (xc's limitation)" in out
     assert report["targets"]["ort-cpu"]["status"] == "ok" and "advice" not in report["targets"]["ort-cpu"]

@@ -22,7 +22,8 @@ def run_app(**state):
 def test_opens_on_tts_mini_overview():
     at = run_app()
     assert not at.exception
-    assert at.selectbox(key="sample").value == "tts-mini"
+    assert at.session_state["sample"] == "tts-mini"                 # the app's own key …
+    assert at.selectbox(key="_xc_widget_sample").value == "tts-mini"    # … drawn by the sidebar's widget
     assert at.title[0].value == "Overview"
     table = at.table[0].value                                  # a static table: nothing cut off
     from xc_core.targets import target_ids

@@ -143,3 +143,28 @@ def test_fp32_takes_the_frontend_program_as_before_without_copying_it(tmp_path, 
         assert t["info"]["mil_ops_before"] > t["info"]["mil_ops_after"]      # conv + batch_norm fused
     assert befores["coreml-cpu"] == 0                       # before is the frontend program itself
     assert befores["coreml-ane"] > 0                        # the fp16 casts, added to the copy
+
+
+def test_an_op_the_emulator_cannot_run_keeps_the_compile_and_names_the_emulator(tmp_path, monkeypatch):
+    """The program compiled; only xc's numpy emulation of it stopped at one op. The target keeps its compile facts
+    (predicted units, MIL counts), its numerics say they were not run and why, and coremltools is not blamed."""
+    import torch
+
+    from xc_core.analysis.advice import XC, advise
+    from xc_core.api import analyze
+    from xc_core.emulate import mil_interpreter
+
+    class Small(torch.nn.Module):
+        def forward(self, x):
+            return torch.relu(x * 2.0) + 1.0
+
+    path = tmp_path / "small.pt2"
+    torch.export.save(torch.export.export(Small().eval(), (torch.randn(2, 8),)), str(path))
+    monkeypatch.delitem(mil_interpreter.OPS, "relu")              # an op the interpreter does not know
+    report = analyze(str(path), ["coreml-cpu"], isolate=False)   # the patch lives here
+    t = report["targets"]["coreml-cpu"]
+    assert t["status"] == "ok", t["error"]
+    assert "cannot emulate op relu" in t["info"]["numerics_not_run"]
+    assert t["info"]["mil_ops_after"] > 0 and not (t.get("drift") or {}).get("outputs")
+    advice = advise("coreml-cpu", "EmulationError: cannot emulate op concat (concat_3): zero-dimensional arrays")
+    assert advice["owner"] == XC and advice["op"] == "concat" and "emulator" in advice["who"]

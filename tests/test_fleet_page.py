@@ -68,3 +68,30 @@ def test_a_kept_matrix_renders_under_every_colouring_and_filter(tmp_path):
     assert list(at.dataframe[0].value.columns) == ["openvino-cpu"]
     at.multiselect(key="fleet_families").set_value([]).run()
     assert not at.exception and any("No target of the chosen families" in i.value for i in at.info)
+
+
+FIFTEEN = ["ort-cpu", "ort-nnapi", "ort-coreml", "ort-cpu-int8", "coreml-ane", "coreml-cpu", "openvino-cpu",
+           "inductor-cpu", "executorch-xnnpack", "executorch-vulkan", "executorch-coreml", "coreai-cpu", "coreai-ane",
+           "litert-xnnpack", "litert-gpu"]
+
+
+def test_fifteen_targets_are_shown_a_family_group_at_a_time(tmp_path):
+    """Fifteen target columns need sideways scrolling at 1280 px: the grid shows a group of families at a time
+    (at most FLEET_COLUMNS targets), and every target is in one group."""
+    from xc_core.store import RunStore
+    m = _matrix("fifteen.txt")
+    m["targets"] = FIFTEEN
+    m["cells"] = [_cell(model["name"], t) for model in m["models"] for t in FIFTEEN]
+    fid = RunStore().put_fleet(m, str(tmp_path / "c"))
+    at = _fleet_page({"fleet": fid})
+    assert not at.exception
+    groups = at.radio(key="fleet_group")
+    seen = []
+    for k in range(len(groups.options)):
+        at.radio(key="fleet_group").set_value(k).run()
+        assert not at.exception
+        columns = list(at.dataframe[0].value.columns)
+        assert 1 <= len(columns) <= 3 and len({family(t) for t in columns}) <= 3
+        seen += columns
+    assert seen == [t for t in FIFTEEN if t in seen] and sorted(seen) == sorted(FIFTEEN)
+    assert at.radio(key="fleet_group").options[0].startswith("ONNX Runtime")

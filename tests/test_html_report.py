@@ -99,6 +99,60 @@ def _degraded(report: dict, kind: str) -> dict:
     return r
 
 
+def _sixteen_targets(report: dict) -> dict:
+    """The report with every target twice (a '-b' copy beside each), for the layout of 16 target columns."""
+    r = copy.deepcopy(report)
+    for tid in list(r["targets"]):
+        r["targets"][f"{tid}-b"] = {**copy.deepcopy(r["targets"][tid]), "id": f"{tid}-b"}
+        r["checklist"]["targets"][f"{tid}-b"] = copy.deepcopy(r["checklist"]["targets"][tid])
+    for p in (r.get("fusion_matrix") or {}).get("patterns") or []:
+        p["targets"].update({f"{t}-b": n for t, n in list(p["targets"].items())})
+    assert len(r["targets"]) >= 16
+    return r
+
+
+class _TargetColumns(HTMLParser):
+    """Per table: the header cells that name a target."""
+
+    def __init__(self, targets):
+        super().__init__()
+        self.targets, self.tables, self._in_th = set(targets), [], False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table":
+            self.tables.append([])
+        self._in_th = tag == "th"
+
+    def handle_endtag(self, tag):
+        self._in_th = self._in_th and tag != "th"
+
+    def handle_data(self, data):
+        if self._in_th and data in self.targets:
+            self.tables[-1].append(data)
+
+
+def test_tables_with_a_column_per_target_are_grouped_by_family(sample_report):
+    """15+ targets side by side ran 3,800–4,900 px wide: the Fusion patterns, Stages and Checklist grids hold at most
+    TARGET_COLUMNS targets a table, by toolchain family, and every target still has its column."""
+    from xc_core.review.html import TARGET_COLUMNS
+    from xc_core.views.figures import fusion_targets
+    from xc_core.views.rows import stage_targets
+    report, _ = sample_report("vision-mini")
+    r = _sixteen_targets(report)
+    html = report_html(r)
+    _assert_sane(html)
+    for sid in ("fusion", "stages", "checklist"):
+        section = html.split(f'<section id="{sid}">', 1)[1].split("</section>", 1)[0]
+        parser = _TargetColumns(r["targets"])
+        parser.feed(section)
+        grids = [cols for cols in parser.tables if len(cols) > 1]
+        assert len(grids) >= 2, sid
+        assert all(len(cols) <= TARGET_COLUMNS for cols in grids), (sid, grids)
+        expected = {"fusion": fusion_targets(r), "stages": stage_targets(r), "checklist": r["checklist"]["targets"]}
+        assert len(expected[sid]) >= 14 and {t for cols in grids for t in cols} >= set(expected[sid]), sid
+    assert "<h3>ONNX Runtime</h3>" in html                        # each group titled by its families
+
+
 def test_report_whose_targets_all_errored_renders_and_escapes():
     html = report_html(_all_errored())
     _assert_sane(html)
@@ -252,6 +306,17 @@ def test_html_report_draws_figures_when_scrolled_to_or_opened_offline(sample_rep
                 page.wait_for_function(drawn, arg=fig.get_attribute("id"), timeout=120_000)
             assert page.evaluate(states) == ["drawn"] * n_figures
             page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+
+            # 16 targets: no table of any section scrolls sideways at 1280 px, nor does the page (the tables with
+            # a column per target are grouped by family; long names wrap).
+            wide = tmp_path / "report-16-targets.html"
+            wide.write_text(report_html(_sixteen_targets(r)), encoding="utf-8")
+            page.goto(wide.as_uri(), wait_until="load", timeout=120_000)
+            overflowing = page.evaluate("""() => [...document.querySelectorAll('div.scroll')]
+                .filter(d => d.scrollWidth > d.clientWidth + 1)
+                .map(d => [d.closest('section').id, d.scrollWidth, d.clientWidth])""")
+            assert overflowing == [], overflowing
+            assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
         finally:
             browser.close()
     assert not outside, outside

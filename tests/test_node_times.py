@@ -199,7 +199,7 @@ def test_report_carries_where_the_time_goes_and_views_render_it(analysed):
     # Ranked by the measured kernel, the assumed copies in their own column with their own evidence.
     assert [r["kernel µs"] for r in rows] == sorted((r["kernel µs"] for r in rows), reverse=True)
     assert all("copies assumed (4 GB/s, 0.2 ms per transition)" in r["time evidence"] for r in rows)
-    md = report_markdown(analysed)
+    md = report_markdown(analysed, full=True)      # the time table: in the full text (the HTML by default)
     assert "#### Where the time goes (measured)" in md and "`openvino-cpu`" in md.split("Where the time goes")[1]
     assert "kernel µs (measured)" in md and "copies µs (assumed)" in md
     page = report_html(analysed)

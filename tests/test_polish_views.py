@@ -61,32 +61,32 @@ def _report():
 
 def test_checklist_grid_uses_the_markdown_reports_symbols():
     grid = views.checklist_grid(_report())
-    assert grid[0] == {"target": "npu", "(1) report read": "✅ pass", "(2) CPU fallback": "❌ fail",
-                       "(3) fusions fired": "✅ pass", "(4) outputs match": "✅ pass", "(5) same precision": "⚠️ warn"}
+    assert grid[0] == {"target": "npu", "(1) report read": "✓ pass", "(2) CPU fallback": "✗ FAIL",
+                       "(3) fusions fired": "✓ pass", "(4) outputs match": "✓ pass", "(5) same precision": "⚠ warn"}
     assert {c for r in grid for k, c in r.items() if k != "target"} <= set(VERDICT.values())
 
 
 def test_tally_puts_the_worst_first_and_says_when_nothing_was_judged():
     r = _report()
-    assert views.checklist_tally(r, "npu") == "❌ 1 · ⚠️ 1"
-    assert views.checklist_tally(r, "cpu") == "⚠️ 1"
-    assert views.checklist_tally(r, HOSTILE) == "➖ n/a"
+    assert views.checklist_tally(r, "npu") == "✗ 1 FAIL · ⚠ 1 warn"
+    assert views.checklist_tally(r, "cpu") == "⚠ 1 warn"
+    assert views.checklist_tally(r, HOSTILE) == "– n/a"
     r["checklist"]["targets"]["cpu"][3]["verdict"] = "pass"
-    assert views.checklist_tally(r, "cpu") == "✅ pass"
+    assert views.checklist_tally(r, "cpu") == "✓ pass"
 
 
 def test_one_line_verdict_per_target():
     lines = dict(views.verdict_lines(_report()))
-    assert lines["npu"] == "❌ 2 ops fall back to the CPU · ✅ outputs match · ⚠️ runs fp16"
-    assert lines["cpu"] == "⚠️ outputs drift (rel L2 5.00e-03)"
+    assert lines["npu"] == "✗ FAIL 2 ops fall back to the CPU · ✓ pass outputs match · ⚠ warn runs fp16"
+    assert lines["cpu"] == "⚠ warn outputs drift (rel L2 5.00e-03)"
     # A target that did not compile: its status and the start of its error, cut at a word.
-    assert lines[HOSTILE] == "➖ error: compile failed: killed by SIGSEGV in compile while reading <img src=x …"
+    assert lines[HOSTILE] == "error: compile failed: killed by SIGSEGV in compile while reading <img src=x …"
     assert list(lines) == ["npu", "cpu", HOSTILE]                       # every target, in the report's order
 
 
 def test_verdict_cells_are_coloured_escaped_and_kept_on_one_line():
-    rows = [{"target": "a*b", "checklist": "❌ 1 · ⚠️ 2", "ops": "53 → 41"},
-            {"target": "c", "checklist": "✅ pass", "ops": "1 → 1"}]
+    rows = [{"target": "a*b", "checklist": "✗ 1 FAIL · ⚠ 2 warn", "ops": "53 → 41"},
+            {"target": "c", "checklist": "✓ pass", "ops": "1 → 1"}]
     styler = views.style_verdicts(rows, ["checklist"], nowrap=("ops",), text=lambda s: str(s).replace("*", "\\*"))
     assert list(styler.data["target"]) == ["a\\*b", "c"]                 # every cell went through `text`
     html = styler.set_uuid("t").to_html()
@@ -101,7 +101,7 @@ def test_summary_table_carries_the_checklist_tally():
     for tid in r["targets"]:
         r["targets"][tid].setdefault("fusions", None)
     rows = views.target_summary_rows(r)
-    assert [row["checklist"] for row in rows] == ["❌ 1 · ⚠️ 1", "⚠️ 1", "➖ n/a"]
+    assert [row["checklist"] for row in rows] == ["✗ 1 FAIL · ⚠ 1 warn", "⚠ 1 warn", "failed: its error is below"]
     assert list(rows[0])[:2] == ["target", "checklist"]
 
 

@@ -30,6 +30,8 @@ ADDED_SINCE = {"assignment_source", "assignment_sources_compared", "assignment_u
 # Added by issue 50: each per-layer point's verification, and whether a reference output can tell targets apart.
 ADDED_SINCE |= {"verified", "check", "unverified_reason", "unverified", "verification", "informative",
                 "not_informative", "implausible"}
+# Added by issue 51: one cause said once for several targets, and what the reference ran with (a .tflite's delegate).
+ADDED_SINCE |= {"common_causes", "ran_with"}
 # Corrected by issue 50: ONNX Runtime folded the fp16 emulation's casts away, so ort-coreml's numbers were fp32's;
 # its outputs, drift, per-layer drift and checklist now carry the fp16 rounding they always claimed. Left out on both sides.
 CORRECTED_SINCE = {"ort-coreml"}

@@ -109,7 +109,7 @@ def test_question_4_judges_the_compiler_and_names_the_conversion(runs):
         assert "the compiler's own drift" in q4["detail"]
         assert "the conversion (xc's ONNX → PyTorch route) departs from ONNX Runtime on 'cumsum'" in q4["detail"]
         assert "(CumSum" in q4["detail"] and "xc's error" in q4["detail"] and "not this compiler's" in q4["detail"]
-        assert verdict_line(bad, tid).count("✅ outputs match") == 1
+        assert verdict_line(bad, tid).count("✓ pass outputs match") == 1
     assert "conversion" not in bad["checklist"]["targets"]["ort-cpu"][3]["detail"]   # it compiles the ONNX itself
 
 

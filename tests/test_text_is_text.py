@@ -69,13 +69,16 @@ def test_node_names_reach_no_output_raw(tmp_path):
     home = tmp_path / "home"
     evil, plain = tmp_path / "evil", tmp_path / "plain"
     run = _xc("analyze", _onnx(tmp_path / "evil.onnx", EVIL + MENTION), "--targets", "ort-cpu", "--out", evil,
-              "--md", tmp_path / "report.md", "--html", tmp_path / "report.html", "--no-store", home=home)
+              "--md", tmp_path / "report.md", "--md-full", "--html", tmp_path / "report.html", "--no-store", home=home)
     assert run.returncode == 0, run.stderr
+    short = _xc("report", evil, "--format", "md", home=home)     # the default, shorter Markdown: no name raw either
+    assert short.returncode == 0, short.stderr
     assert _xc("analyze", _onnx(tmp_path / "plain.onnx", ""), "--targets", "ort-cpu", "--out", plain, "--quiet",
                "--no-store", home=home).returncode == 0
     outputs = {"analyze stdout": run.stdout, "analyze stderr": run.stderr,
                "report.md": (tmp_path / "report.md").read_text(encoding="utf-8"),
-               "report.html": (tmp_path / "report.html").read_text(encoding="utf-8")}
+               "report.html": (tmp_path / "report.html").read_text(encoding="utf-8"),
+               "report md (short)": short.stdout}
     for fmt in ("text", "md"):
         d = _xc("diff", plain, evil, "--format", fmt, home=home)
         assert d.returncode == 0, d.stderr

@@ -95,7 +95,7 @@ def capture(source: Source, workdir: str, example_inputs: dict, exported=None) -
     if source.kind == "coreml":
         # A compiled Core ML model is its own "before": there is no ONNX for ONNX-consuming targets.
         from .readers.mil import mil_ir_graph
-        g = mil_ir_graph(source.mil_program, "mil")
+        g = source.coreml_graph if source.mil_program is None else mil_ir_graph(source.mil_program, "mil")
         for n in g.nodes:
             n.source_ops = [n.id] if n.kind != CONSTANT else []
         return Captured(source, None, g, g, [o.name for o in g.outputs])

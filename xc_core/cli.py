@@ -72,11 +72,14 @@ def build_parser() -> argparse.ArgumentParser:
                    f"./{DEFAULT_OUT_ROOT}/MODEL-DATE-TIME/, never an earlier run's)")
     a.add_argument("--quiet", action="store_true", help="print nothing but errors")
     a.add_argument("--md", metavar="FILE", help="also write the report as Markdown for a pull-request comment")
+    a.add_argument("--md-full", action="store_true",
+                   help="with --md: every table whole (up to GitHub's 65,536-character cap), not the ~20 KB "
+                        "summary whose long tables are left to --html")
     a.add_argument("--html", metavar="FILE", help="also write the report as one self-contained HTML file")
     a.add_argument("--reuse", action="store_true",
                    help="when the run store holds a run of the same source, inputs, targets, options and limits "
-                        "made by this xc version, write that run to --out instead of compiling again (a CI "
-                        "baseline that did not change)")
+                        "made by this xc version — here, in the dashboard or by xc batch — write that run to --out "
+                        "instead of compiling again (a CI baseline that did not change)")
     _worker_flags(a, "targets compiled at once (default: the machine's cores)")
     a.add_argument("--no-store", action="store_true",
                    help="do not record the run in xc's run store ($XC_HOME, default the user data dir)")
@@ -87,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="model-explorer: Google Model Explorer's graph, overlay and sync files (--out DIR, or "
                         "--out FILE.zip)")
     r.add_argument("--out", metavar="FILE", help="write here instead of stdout")
+    r.add_argument("--full", action="store_true",
+                   help="with --format md: every table whole (up to GitHub's 65,536-character cap), not the ~20 KB "
+                        "summary whose long tables are left to the HTML report")
     _step_summary_flag(r)
     d = sub.add_parser("diff", help="what changed in the compilers' decisions between two runs; --gate for CI")
     d.add_argument("base", help="the baseline: a run id, a run folder or a report.json")
@@ -332,11 +338,12 @@ def _size(n: float) -> str:
     return f"{n:.1f} TB"
 
 
-def render(report: dict, fmt: str) -> str:
-    """The report as md (a PR comment), html (one offline file) or json (as written by analyze)."""
+def render(report: dict, fmt: str, full: bool = False) -> str:
+    """The report as md (a PR comment; `full`: every table whole), html (one offline file) or json (as written by
+    analyze)."""
     if fmt == "md":
         from .review.markdown import report_markdown
-        return report_markdown(report)
+        return report_markdown(report, full=full)
     if fmt == "html":
         from .review.html import report_html
         return report_html(report)
@@ -385,7 +392,7 @@ def _report(args) -> int:
     if args.format == "model-explorer":
         _model_explorer(report, args.out)
     else:
-        _write(render(report, args.format), args.out)
+        _write(render(report, args.format, full=args.full), args.out)
     if args.step_summary:
         _append_step_summary(render(report, "md"))
     return EXIT_OK
@@ -768,7 +775,7 @@ def _finish(args, report: dict, made_out: bool) -> int:
     """What every analysis ends with: the reviewer's files, then the tables (unless --quiet)."""
     for fmt, path in (("md", args.md), ("html", args.html)):
         if path:
-            _write(render(report, fmt), path)
+            _write(render(report, fmt, full=getattr(args, "md_full", False)), path)
     if not args.quiet:
         print(inputs_table(report))
         print(summary_table(report))
@@ -802,31 +809,38 @@ def new_out_dir(source: str, root: str = DEFAULT_OUT_ROOT, now: float | None = N
     raise XcInputError(f"./{root}: every folder name for {os.path.basename(base)} is taken; give one with --out")
 
 
-def _run_key(args, source_sha: str, targets, options, shapes, limits) -> str:
-    """The store's key for this analysis: everything that changes its result (store.run_key)."""
-    from dataclasses import asdict
-
-    from .store import run_key
-    return run_key(source=source_sha, npz=_file_sha(args.inputs), targets=targets, options=options, shapes=shapes,
-                   dims=args.dim, values=args.value, ranges=args.range, limits=asdict(limits))
+def _run_keys(args, source_sha: str, targets, options, shapes, limits) -> tuple[dict[str, str], str]:
+    """This analysis's cell keys (target identity → key) and run key, by the recipe the dashboard and `xc batch`
+    use too (xc_core/run_keys.py), so a run any of them stored is found here."""
+    from .inputs.values import parse_dim_flags, parse_range_flags, parse_value_flags
+    from .run_keys import cell_keys, inputs_digest, request_parts, run_key_of
+    from .worker import WorkerLimits
+    parts = request_parts(source_sha, inputs_digest(args.inputs), shapes=shapes, dims=parse_dim_flags(args.dim),
+                          values=parse_value_flags(args.value), ranges=parse_range_flags(args.range), limits=limits)
+    cells = cell_keys(parts, targets, options)
+    return cells, run_key_of(cells, WorkerLimits.from_env(args.timeout, args.memory))
 
 
 def _stored_run(args, targets, options, shapes, limits) -> dict | None:
     """--reuse: the stored run this analysis would make again, written to --out; None when there is none (or the
-    store cannot be read), and the analysis runs."""
+    store cannot be read), and the analysis runs. Found by its run key (the same request under the same worker
+    limits, made here, in the dashboard or by `xc batch`), else by its cells (the same targets, made under other
+    worker limits, none of them stopped by one)."""
+    from .run_keys import source_digest
     from .store import RunStore
-    if args.source.startswith("sample:"):
-        from .sources.pytorch import load_sample
-        source_sha = load_sample(args.source.split(":", 1)[1]).sha256
-    elif os.path.isfile(args.source):
-        source_sha = _file_sha(args.source)
-    else:
-        return None
-    key = _run_key(args, source_sha, targets, options, shapes, limits)
+    try:
+        source_sha = source_digest(args.source)
+    except XcInputError:
+        return None         # not a file: the analysis says why
+    cells, key = _run_keys(args, source_sha, targets, options, shapes, limits)
     try:
         store = RunStore()
         report = store.get(key) if store.available else None
-        if report is None or (report.get("source") or {}).get("sha256") != source_sha:
+        if report is None and store.available:
+            found = store.run_with_cells(cells)
+            report = store.get(found) if found else None
+            key = found or key
+        if report is None:
             return None
         store.materialize(key, args.out)
     except OSError as e:
@@ -835,7 +849,7 @@ def _stored_run(args, targets, options, shapes, limits) -> dict | None:
         return None
     if not args.quiet:
         print(f"reused run {key[:12]} from the store (--reuse: same source, inputs, targets, options, limits and xc "
-              "version); nothing compiled", file=sys.stderr)
+              "version, whoever made it); nothing compiled", file=sys.stderr)
     return report
 
 
@@ -845,22 +859,17 @@ def _record(args, report: dict, targets, options, shapes, limits) -> None:
     from .report.sidecar import write as write_report
     from .store import RunStore
     try:
-        key = _run_key(args, report["source"]["sha256"], targets, options, shapes, limits)
+        from .run_keys import source_digest
+        cells, key = _run_keys(args, source_digest(args.source), targets, options, shapes, limits)
         report.setdefault("run", {})["key"] = key      # report.json names its run: `report ID`, `?run=ID`
+        report["run"]["cell_keys"] = cells              # each target alone: a batch or the dashboard reuses it
         write_report(report, args.out)
         RunStore().put(key, report, args.out, origin="cli")
         if not args.quiet:
             print(f"recorded as run {key[:12]} (xc report {key[:12]}; dashboard ?run={key[:12]})",
                   file=sys.stderr)
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError) as e:      # XcInputError too (a ValueError)
         print(f"xc: warning: the run was not recorded in the store ({printable_line(e)})", file=sys.stderr)
-
-
-def _file_sha(path: str | None) -> str | None:
-    if not path:
-        return None
-    from .paths import sha256_file
-    return sha256_file(path)
 
 
 def inputs_table(report: dict) -> str:
@@ -872,10 +881,17 @@ def inputs_table(report: dict) -> str:
     for p in probe_rows(report):
         if not p["result"].startswith("ran"):
             lines.append(f"  tried {p['tried']}: {p['result']}")
+    from .sources.facts import source_fact_lines
+    lines += [f"  {line}" for line in source_fact_lines(report)]      # a .tflite's labels, a Core ML spec's facts
     ref = report.get("reference") or {}
     if ref.get("status") == "error":
-        lines.append(f"  the reference failed with these inputs: {ref.get('error')} — set them with --shape, --dim, "
-                     "--value or --inputs")
+        from .analysis.common_cause import causes, set_inputs_advised
+        # Its error is said once, as the run's common cause under the table; the flags only when the failure is
+        # about the inputs.
+        said_below = any(c.get("reference_failed") for c in causes(report))
+        lines.append("  the reference failed with these inputs"
+                     + (" (why: under the table)" if said_below else f": {ref.get('error')}")
+                     + (" — set them with --shape, --dim, --value or --inputs" if set_inputs_advised(report) else ""))
     return "\n".join(visible(line) for line in lines) + "\n"      # input names, notes, errors: the model's text
 
 
@@ -899,8 +915,14 @@ def summary_table(report: dict) -> str:
     # A runtime's own count that xc's placement does not match: one labelled finding per target, under the table.
     lines += [f"{printable_line(tid)}: {printable_line(finding)}" for tid, finding in count_findings(report)]
     from .analysis.advice import advice_line
+    from .analysis.common_cause import NOT_RUN, cause_line, causes, covered_targets
+    # A cause several targets share is said once; the targets it stopped say "not run: see above".
+    lines += [f"error: {printable_line(cause_line(c))}" for c in causes(report)]
+    covered = covered_targets(report)
     for r in rows:
-        if r.get("error"):
+        if r["target"] in covered:
+            lines.append(f"{printable_line(r['target'])}: {NOT_RUN}")
+        elif r.get("error"):
             lines.append(f"{printable_line(r['target'])}: {printable_line(r['error'])}")
             advice = advice_line((report["targets"].get(r["target"]) or {}).get("advice"))
             if advice:

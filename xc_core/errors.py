@@ -163,3 +163,63 @@ def printable_line(text) -> str:
     space and every other character that would act is shown as an escape (`visible`), so a name can neither break
     a log line nor drive the terminal."""
     return visible(" ".join(str(text).split()))
+
+
+# --- a message that names a stage but not why it failed -----------------------------------------------------------
+# torch.fx's PassManager (ExecuTorch's to_edge / to_backend passes) raises "An error occurred when running the
+# 'FuseBatchNormPass' pass after the following passes: [...]" *from* the pass's own exception: the reason is only in
+# the chained exception, i.e. in the traceback (or after the first line of the whole message).
+_STAGE_WITHOUT_REASON = _re.compile(r"An error occurred when running the '[^']+' pass after the following passes: "
+                                    r"\[[^\]]*\]\s*$")
+_CHAIN = ("The above exception was the direct cause of the following exception:",
+          "During handling of the above exception, another exception occurred:")
+_EXCEPTION_LINE = _re.compile(r"^([\w.]+(?:Error|Exception|Warning|Exit|Interrupt)|[\w.]*Error\w*): ?(.*)$")
+
+
+def kept_cause(error: str | None, detail: str | None = None, traceback: str | None = None,
+               limit: int = 300) -> str | None:
+    """`error` with the first line of its cause appended when it names a pass or stage without saying why ("… the
+    'FuseBatchNormPass' pass after the following passes: []: <cause>"); any other error as it is. The cause is
+    the chained exception's line in `traceback`, else the first further line of `detail`."""
+    if not error or not _STAGE_WITHOUT_REASON.search(error.strip()):
+        return error
+    cause = _chained_cause(traceback) or next(
+        (ln.strip() for ln in (detail or "").splitlines()[1:] if ln.strip()), None)
+    return f"{error.rstrip()}: {_cut(hide_paths(cause), limit)}" if cause else error
+
+
+def _chained_cause(traceback: str | None) -> str | None:
+    """The last exception line before Python's "direct cause" marker: what the outer exception was raised from."""
+    if not traceback:
+        return None
+    lines = traceback.splitlines()
+    at = next((i for i, ln in enumerate(lines) if ln.strip() in _CHAIN), None)
+    if at is None:
+        return None
+    for ln in reversed(lines[:at]):
+        m = _EXCEPTION_LINE.match(ln.strip())
+        if m:
+            kind = m.group(1).rsplit(".", 1)[-1]
+            return f"{kind}: {m.group(2)}" if m.group(2) else kind
+    return None
+
+
+# LiteRT logs "ERROR: [./litert/cc/litert_compiled_model.h:1961]" — where, not what — and says what failed on the
+# next line ("Failed to modify graph with delegate").
+_LOCATION_ONLY = _re.compile(r"^ERROR: \[[^\]]+:\d+\]\s*$")
+
+
+def litert_said(log_text: str) -> list[str]:
+    """LiteRT's ERROR lines from its log, each bare source location joined with the line after it that says what
+    failed ("ERROR: [litert_compiled_model.h:1961] Failed to modify graph with delegate")."""
+    lines = [ln.strip() for ln in (log_text or "").splitlines()]
+    out = []
+    for i, ln in enumerate(lines):
+        if not ln.startswith("ERROR"):
+            continue
+        if _LOCATION_ONLY.match(ln):
+            nxt = next((x for x in lines[i + 1:] if x), "")
+            if nxt and not nxt.startswith(("ERROR", "WARNING", "INFO")):
+                ln = f"{ln} {nxt}"
+        out.append(ln)
+    return out

@@ -364,7 +364,8 @@ def captured_summary(run_dir: str) -> Captured:
     data = _read(run_dir)
     s = data["source"]
     src = Source(kind=s["kind"], name=s["name"], sha256=s["sha256"], inputs=_specs(s["inputs"]),
-                 notes=list(s["notes"]))
+                 notes=list(s["notes"]), metadata=s.get("metadata") or {},
+                 constant_inputs=s.get("constant_inputs") or {})
     cap = _captured(src, data, run_dir)
     if data["exported_program"]:
         cap.exported_program_file = os.path.join(run_dir, CAPTURE_DIR, data["exported_program"])

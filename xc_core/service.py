@@ -77,7 +77,6 @@ def take_upload(named: list[tuple[str, bytes]], limits=None) -> Upload:
     files together are bounded like one model file. Whether the model's data files are all there is checked when it
     is loaded (its worker reads the names it references). Raises XcInputError with one line."""
     import hashlib
-    import json
 
     from .limits import Limits, exceeded
     limits = limits or Limits.from_env()
@@ -118,10 +117,10 @@ def take_upload(named: list[tuple[str, bytes]], limits=None) -> Upload:
     if not model.lower().endswith(".onnx"):
         raise XcInputError(f"{model} came with {len(files) - 1} other file(s) ({listed(set(files) - {model})}); "
                            f"only an ONNX model (.onnx) has external-data files — upload {model} alone")
-    # Names count with several files: which one is the model, and the data files by the names the model uses.
-    digest = hashlib.sha256(json.dumps(sorted((n, hashlib.sha256(d).hexdigest()) for n, d in files.items()))
-                            .encode()).hexdigest()
-    return Upload(files, model, digest)
+    # The model and the data files by the names the model uses: the digest the CLI computes for the same files on
+    # disk (run_keys.source_digest), so either finds the other's runs.
+    from .run_keys import upload_digest
+    return Upload(files, model, upload_digest(model, files))
 
 
 def _bound_from_env(name: str, default: int) -> int:
@@ -221,6 +220,24 @@ def shared_service() -> "AnalysisService":
         if _SHARED is None:
             _SHARED = AnalysisService()
         return _SHARED
+
+
+def request_cells(spec: str | None, files: dict[str, bytes], kwargs: dict) -> dict[str, str]:
+    """The cell keys (target identity → key, run_keys.py) of what submit() was asked: `spec` (a sample) or the
+    upload's `files` with kwargs' model_file and inputs_npz, and the analysis keywords (targets, target_options,
+    shapes, dims, values, ranges, limits) — the keys the CLI and `xc batch` compute for the same request."""
+    import hashlib
+
+    from .run_keys import cell_keys, request_parts, source_digest, upload_digest
+    if files:
+        source_sha = upload_digest(kwargs["model_file"], files)
+        npz = kwargs.get("inputs_npz")
+        inputs_sha = hashlib.sha256(files[npz]).hexdigest() if npz else None
+    else:
+        source_sha, inputs_sha = source_digest(spec), None
+    parts = request_parts(source_sha, inputs_sha, shapes=kwargs.get("shapes"), dims=kwargs.get("dims"),
+                          values=kwargs.get("values"), ranges=kwargs.get("ranges"), limits=kwargs.get("limits"))
+    return cell_keys(parts, list(kwargs.get("targets") or []), kwargs.get("target_options"))
 
 
 class AnalysisService:
@@ -326,6 +343,10 @@ class AnalysisService:
         upload_dir = run_dir = None
         self._take_slot(a)
         try:
+            try:
+                cells = request_cells(spec, files, kwargs)
+            except XcInputError:
+                cells = {}      # the analysis itself says what is wrong with the request, in its own words
             if files:
                 upload_dir = scratch_dir("upload")
                 paths = {}
@@ -342,6 +363,7 @@ class AnalysisService:
             report = analyze(spec, out_dir=run_dir, progress=a.events.append, **kwargs)
             # The run folder goes; its files (artifacts/…, as report.json names them) are in the store.
             report.setdefault("run", {})["key"] = a.key
+            report["run"]["cell_keys"] = cells      # each target alone: `xc batch` and `--reuse` find it
             try:
                 self.store.put(a.key, report, run_dir, origin="dashboard", user=a.user)
             except OSError as e:       # the store cannot keep it (unavailable, a full disk): not lost

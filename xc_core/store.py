@@ -75,11 +75,12 @@ def run_summary(report: dict, origin: str) -> dict:
     summary = {"origin": origin, "kind": (report.get("source") or {}).get("kind"),
                "ok": statuses.count("ok"), "error": statuses.count("error"),
                "unavailable": statuses.count("unavailable"), "verdicts": verdicts}
-    cell_keys = (report.get("run") or {}).get("cell_keys")
-    if isinstance(cell_keys, dict):
-        # A batch's run answers for each of its targets alone too (fleet/cache.py): listed here, a later batch finds
-        # the cells it can reuse without opening every report.
-        summary["cell_keys"] = {str(k): str(v) for k, v in cell_keys.items()}
+    from .run_keys import reusable_cells
+    cell_keys = reusable_cells(report)
+    if cell_keys:
+        # Every run answers for each of its targets alone too (run_keys.py): listed here, a batch or `--reuse`
+        # finds the cells it can take without opening every report.
+        summary["cell_keys"] = cell_keys
     return summary
 
 
@@ -226,6 +227,15 @@ class RunStore:
             d["summary"] = summary if isinstance(summary, dict) else {}
             out.append(d)
         return out
+
+    def run_with_cells(self, cells: dict[str, str]) -> str | None:
+        """The newest stored run made of exactly these cells (identity → cell key, run_keys.py), whoever made it and
+        under whatever worker limits; None when there is none. Runs from before cell keys list none: never found."""
+        wanted = dict(cells)
+        for r in self.runs():                # newest first
+            if (r.get("summary") or {}).get("cell_keys") == wanted:
+                return r["key"]
+        return None
 
     def total_bytes(self) -> int:
         return int(self._sql(lambda db: db.execute("SELECT COALESCE(SUM(bytes), 0) FROM runs").fetchone()[0],

@@ -36,9 +36,16 @@ class Known:
 
 _C = re.compile
 # What the ONNX → PyTorch route's failures share: whose they are, and the way around them.
-_ONNX_ROUTE = "xc's ONNX → PyTorch route (onnx2torch)"
-_AS_PT2 = ("upload the model as a .pt2 (torch.export.save) for the targets that compile PyTorch programs; the ONNX "
-           "targets are unaffected")
+_ONNX_ROUTE = "xc's ONNX → PyTorch route"
+_AS_PT2 = ("upload the model as a .pt2 (torch.export.save) for the targets that compile PyTorch programs, or analyse "
+           "the ONNX targets only (--targets ort-cpu,openvino-cpu,…); the ONNX targets are unaffected")
+# The route's refusals in its current words (xc_core/onnx_route/route.py, converters.py): the model never reached
+# the targets' toolchains, so none of them is to blame.
+_ROUTE_REFUSED = (r"no PyTorch program from the ONNX|onnx2torch c(?:ould|annot) convert|failed in PyTorch at the "
+                  r"analysis shapes|opset-\d+ only, and xc cannot lower|preparing the graph for onnx2torch failed|"
+                  r"torch\.export could not capture the traced|xc's converter does not compute this form|"
+                  r"onnx2torch's converter does not compute this form|: its converter failed \(|"
+                  r"the ONNX → PyTorch route did not run")
 KNOWN = [
     # README "Isolation": a worker's crash or limit is named by the parent
     Known(_C(r"^killed by SIG(SEGV|ABRT|BUS|ILL|FPE)"), TOOLCHAIN, None,
@@ -59,10 +66,15 @@ KNOWN = [
     # onnx2torch's converter registry (github.com/ENOT-AutoDL/onnx2torch, "Supported operations") and xc's own
     # converters (xc_core/onnx_route/converters.py)
     Known(_C(r"no PyTorch converter for (\w+) \(domain"), XC, _ONNX_ROUTE, _AS_PT2, op_group=1),
-    Known(_C(r"(?:onnx2torch could not convert|failed in PyTorch at the analysis shapes|opset-\d+ only, and xc "
-             r"cannot lower|preparing the graph for onnx2torch failed|torch\.export could not capture the traced"
-             r"|^no PyTorch program from the ONNX: )"),
-          XC, _ONNX_ROUTE, _AS_PT2),
+    # onnx2torch's Conv/Pool converters take explicit pads only (auto_pad SAME_* raises NotImplementedError)
+    Known(_C(r"\"?(SAME_UPPER|SAME_LOWER)\"? auto_pad is not implemented"), XC, _ONNX_ROUTE,
+          "re-export the ONNX with explicit pads (auto_pad NOTSET; most exporters have a switch for it), or analyse "
+          "the ONNX targets only (--targets ort-cpu,openvino-cpu,…), which are unaffected"),
+    Known(_C(r"(?:onnx2torch c(?:ould|annot) convert|converter does not compute this form)[^\n]*?"
+             r"is not (?:implemented|supported)"), XC, _ONNX_ROUTE,
+          "re-export the ONNX without that attribute or form of the op (it names it), or upload a .pt2, or analyse "
+          "the ONNX targets only; the ONNX targets are unaffected"),
+    Known(_C(_ROUTE_REFUSED), XC, _ONNX_ROUTE, _AS_PT2),
     # coremltools: apple.github.io/coremltools/docs-guides/source/custom-conversion.html (composite operators)
     Known(_C(r"Unsupported fx node (\w+)|convert function for op '(\w+)' not implemented"), TOOLCHAIN,
           "coremltools (its PyTorch frontend)",
@@ -92,6 +104,12 @@ KNOWN = [
           "ExecuTorch's runtime (its CPU kernel library)",
           "the op runs outside every delegate and this runtime build has no kernel for it: build ExecuTorch with "
           "that kernel (a custom or selective kernel build), or change the op so the delegate takes it",
+          op_group=1),
+    # xc's own MIL interpreter (xc_core/emulate/mil_interpreter.py): the program compiled; only xc's emulation of
+    # it on this host (which cannot run Core ML) stopped at this op, so coremltools is not to blame.
+    Known(_C(r"cannot emulate op (\w+)"), XC, "xc's Core ML emulator (MIL interpreter)",
+          "the compile, the predicted compute units and the precision stand; only this target's numerics are "
+          "missing here: run the .mlpackage (Downloads) with Core ML on a Mac, or report the op to xc",
           op_group=1),
     Known(_C(r"refused: .*plain identifier"), XC, "xc's guard on names reaching generated code",
           "the model's names cannot be made safe for this route; the ONNX targets are unaffected"),

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from .drift import ROUTE_REFERENCE, output_flags, route_departing
 
-# How a verdict reads wherever it is shown (Markdown, the dashboard's tables, the CLI): a symbol and a word.
-VERDICT = {"pass": "✅ pass", "warn": "⚠️ warn", "fail": "❌ fail", "not applicable": "➖ n/a"}
+# How a verdict reads wherever it is shown (Markdown, the dashboard's tables, the CLI): a symbol and a word, the
+# word always there and the symbol one a text font draws (DejaVu has them): ✅/❌ are colour emoji, empty boxes on
+# a machine without an emoji font, where a pass and a fail would look alike.
+VERDICT = {"pass": "✓ pass", "warn": "⚠ warn", "fail": "✗ FAIL", "not applicable": "– n/a"}
 
 PASS, WARN, FAIL, NA = "pass", "warn", "fail", "not applicable"
 

@@ -2,7 +2,8 @@
 
 Each model is one ordinary analysis (api.analyze), recorded in the run store like any other run, so every page and
 export works on a matrix's cell. A cell whose run is already in the store — same source content, inputs, target and
-its options, limits, xc and toolchain versions (fleet/cache.py) — is not compiled again: it is marked `cached` and
+its options, limits, xc and toolchain versions: the keys of xc_core/run_keys.py, which `xc analyze` and the dashboard
+use too, so a cell any of them stored counts) — is not compiled again: it is marked `cached` and
 names the run that made it. A model with every cell stored is not run at all; one with some compiles only the
 others, in a run of its own. matrix.json is rewritten after every model, so a batch that is killed leaves the
 models it finished both in the store and in the matrix (`complete: false`), and running it again resumes with the
@@ -24,7 +25,7 @@ from ..errors import XcInputError, first_line, hide_paths
 from ..limits import Limits
 from ..store import REPORT_FILE
 from ..worker import WorkerLimits
-from .cache import cell_keys, model_key, source_sha256, target_identities, toolchain_versions
+from .cache import cell_keys, model_key, model_parts, source_sha256, target_identities, toolchain_versions
 from .manifest import FleetModel, Manifest, folder_name
 from .matrix import (
     RUNS_DIR,
@@ -70,6 +71,7 @@ class Planned:
     targets: list[str] = field(default_factory=list)         # the columns this batch compiles for it
     columns: dict[str, str] = field(default_factory=dict)    # target identity (options included) → its column
     cell_keys: dict[str, str] = field(default_factory=dict)  # column → its cell's key
+    identities: dict[str, str] = field(default_factory=dict)  # column → the target identity it runs as
     reused: dict[str, str] = field(default_factory=dict)     # column → the stored run its cell is taken from
 
 
@@ -100,10 +102,11 @@ def plan(models: list[FleetModel], settings: BatchSettings, toolchains: dict | N
                         "limits": settings.limits, "worker_limits": settings.worker_limits}
             p.sha256 = source_sha256(m.source)
             p.targets = list(settings.targets)
-            p.key = model_key(m, p.sha256, p.targets, options, settings.limits, toolchains)
             identities = target_identities(p.targets, options)
             p.columns = {identity: column for column, identity in identities.items()}
-            p.cell_keys = cell_keys(m, p.sha256, identities, settings.limits, toolchains)
+            p.identities = identities
+            p.cell_keys = cell_keys(model_parts(m, p.sha256, p.kwargs, settings.limits, toolchains), identities)
+            p.key = model_key(p.cell_keys, p.targets, settings.worker_limits)
         except XcInputError as e:
             p.error = e.for_cli()
         out.append(p)
@@ -172,7 +175,7 @@ def run_batch(manifest: Manifest, models: list[FleetModel], settings: BatchSetti
             finish(ModelOutcome(p, error=p.error))
         elif settings.reuse and store.available and store.has(p.key) and (report := store.get(p.key)) is not None:
             finish(ModelOutcome(p, report=report, cached=True))
-        elif _take_reused(p, reusable, settings, toolchains):
+        elif _take_reused(p, reusable, settings):
             finish(ModelOutcome(p, cached=True))           # every cell is in the store, from several runs
         else:
             pending.append(p)
@@ -237,7 +240,7 @@ def _reusable_cells(store) -> dict[str, str]:
     return out
 
 
-def _take_reused(p: Planned, reusable: dict[str, str], settings: BatchSettings, toolchains: dict) -> bool:
+def _take_reused(p: Planned, reusable: dict[str, str], settings: BatchSettings) -> bool:
     """Take the cells of `p` that stored runs hold (p.reused); p.targets and p.key are left for the rest. True
     when nothing is left to compile."""
     for t in p.targets:
@@ -247,7 +250,7 @@ def _take_reused(p: Planned, reusable: dict[str, str], settings: BatchSettings, 
     if not p.reused:
         return False
     p.targets = [t for t in p.targets if t not in p.reused]
-    p.key = model_key(p.model, p.sha256, p.targets, p.kwargs["target_options"], settings.limits, toolchains)
+    p.key = model_key(p.cell_keys, p.targets, settings.worker_limits)
     return not p.targets
 
 
@@ -287,8 +290,9 @@ def _keep(outcome: ModelOutcome, run_dir: str, store, settings: BatchSettings) -
         return p.key
     os.makedirs(run_dir, exist_ok=True)
     report.setdefault("run", {})["key"] = p.key
-    # Each target's cell key (fleet/cache.py): a later batch with other targets reuses this run's cells.
-    report["run"]["cell_keys"] = {t: p.cell_keys[t] for t in p.targets if t in p.cell_keys}
+    # Each target's cell key, by the identity the report names it by (xc_core/run_keys.py): a later batch with
+    # other targets, or `xc analyze --reuse`, reuses this run's cells.
+    report["run"]["cell_keys"] = {p.identities[t]: p.cell_keys[t] for t in p.targets if t in p.cell_keys}
     write_report(report, run_dir)
     if not (settings.record and store.available):
         return None

@@ -1,78 +1,39 @@
 """When a batch may take a model's cells from the run store instead of compiling again.
 
-A run's key covers the source's content, the inputs and their flags, the targets with their options, the limits,
-xc's version and the toolchains' versions (a new onnxruntime compiles differently, so its runs are not reused).
-Each target of a batch's run has a cell key too — the same parts with only that target and its options — kept in
-the run's report (run.cell_keys) and listed by the store, so a batch that adds a target to a manifest compiles only
-that target and takes the others' cells from the runs that made them. A target's cell does not depend on the
-other targets of its run: the reference it drifts against is chosen by the source alone."""
+The keys are xc_core/run_keys.py's, the ones `xc analyze` and the dashboard use: a cell (one model × one target)
+stored by any of them — a CLI run of several targets, a dashboard upload of the same file, an earlier batch — is
+taken, not compiled again. Here a manifest's model becomes the parts of those keys: its source and inputs by
+content, its --shape/--dim/--value/--range flags parsed to what analyze() takes.
+"""
 from __future__ import annotations
 
-import os
-from dataclasses import asdict
-
-from ..errors import XcInputError
+from ..run_keys import (  # noqa: F401 — the fleet's names for them (matrix.json lists the toolchains)
+    TOOLCHAINS,
+    cell_keys as _cell_keys,
+    inputs_digest,
+    request_parts,
+    run_key_of,
+    source_digest as source_sha256,
+    target_identities,
+    toolchain_versions,
+)
 from .manifest import FleetModel
 
-# The distributions whose version changes what a target compiles or how a model is captured (read from the
-# installed metadata: nothing is imported).
-TOOLCHAINS = ("torch", "numpy", "onnx", "onnxscript", "onnxruntime", "openvino", "coremltools", "executorch",
-              "coreai-torch", "coreai-core", "litert-torch", "ai-edge-litert", "ai-edge-quantizer", "onnx2torch")
+
+def model_parts(model: FleetModel, source_sha: str, analysis_kwargs: dict, limits, toolchains: dict) -> dict:
+    """What every cell of this model shares: its source and inputs by content, its input edits as analyze() takes
+    them (`analysis_kwargs`: shapes, dims, values, ranges, already parsed from the manifest's flags)."""
+    return request_parts(source_sha, inputs_digest(model.inputs),
+                         **{k: analysis_kwargs.get(k) for k in ("shapes", "dims", "values", "ranges")},
+                         limits=limits, toolchains=toolchains)
 
 
-def toolchain_versions() -> dict[str, str | None]:
-    from importlib.metadata import PackageNotFoundError, version
-    out = {}
-    for dist in TOOLCHAINS:
-        try:
-            out[dist] = version(dist)
-        except PackageNotFoundError:
-            out[dist] = None
-    return out
+def cell_keys(parts: dict, identities: dict[str, str]) -> dict[str, str]:
+    """column (a target as --targets names it) → the key of that target's cell for this model."""
+    by_identity = _cell_keys(parts, list(dict.fromkeys(identities.values())), None)
+    return {column: by_identity[identity] for column, identity in identities.items()}
 
 
-def source_sha256(source: str) -> str:
-    """The content hash a run's key names its source by; a source that is not there raises XcInputError."""
-    if source.startswith("sample:"):
-        from ..sources.pytorch import load_sample
-        return load_sample(source.split(":", 1)[1]).sha256
-    if not os.path.isfile(source):
-        raise XcInputError(f"{os.path.basename(source)}: no such file (accepted: a model file or sample:NAME)")
-    from ..paths import sha256_file
-    return sha256_file(source)
-
-
-def _parts(model: FleetModel, source_sha: str, limits, toolchains: dict) -> dict:
-    from ..paths import sha256_file
-    inputs_sha = None
-    if model.inputs:
-        if not os.path.isfile(model.inputs):
-            raise XcInputError(f"inputs {os.path.basename(model.inputs)}: no such file (accepted: an .npz written by "
-                               "numpy.savez)")
-        inputs_sha = sha256_file(model.inputs)
-    return {"source": source_sha, "npz": inputs_sha, "shapes": sorted(model.shape), "dims": sorted(model.dim),
-            "values": sorted(model.value), "ranges": sorted(model.range), "limits": asdict(limits),
-            "toolchains": toolchains}
-
-
-def model_key(model: FleetModel, source_sha: str, targets: list[str], options: dict, limits,
-              toolchains: dict) -> str:
-    """The key of the model's run for exactly these targets."""
-    from ..store import run_key
-    return run_key(kind="batch", targets=list(targets), options=options,
-                   **_parts(model, source_sha, limits, toolchains))
-
-
-def target_identities(targets: list[str], options: dict) -> dict[str, str]:
-    """Each column of the batch (a target as --targets names it: 'ort-cpu', 'ort-cpu[level=basic]') → the identity
-    it runs as for this model, its options included ('openvino-cpu[inference_precision=f32]')."""
-    from ..targets import make_targets
-    return {t: make_targets([t], options)[0].identity for t in targets}
-
-
-def cell_keys(model: FleetModel, source_sha: str, identities: dict[str, str], limits,
-              toolchains: dict) -> dict[str, str]:
-    """column → the key of that one target's cell for this model (by the identity it runs as)."""
-    from ..store import run_key
-    parts = _parts(model, source_sha, limits, toolchains)
-    return {column: run_key(kind="batch-cell", target=identity, **parts) for column, identity in identities.items()}
+def model_key(cells_by_column: dict[str, str], columns: list[str], worker_limits) -> str:
+    """The key of the model's run over exactly these columns, as `xc analyze` would name the same run."""
+    return run_key_of({c: cells_by_column[c] for c in columns}, worker_limits)

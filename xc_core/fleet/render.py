@@ -8,6 +8,8 @@ from ..errors import visible
 from ..review.md_text import code, text
 from .matrix import counts, grid
 
+# Markdown only (GitHub draws the emoji), and always beside the status word: where no emoji font is installed they
+# are empty boxes, alike for an ok and an error cell.
 STATUS_MARK = {"ok": "✅", "error": "❌", "unavailable": "➖", "skipped": "⏭"}
 
 
@@ -31,12 +33,14 @@ def fmt_time(cell: dict) -> str | None:
 
 def cell_label(cell: dict | None, marks: bool = False) -> str:
     """'ok 94% acc · 2 fb · drift 2.2e-07 · 0.25 ms' — the figures a cell has, in a fixed order; with `marks`
-    the status is an emoji (Markdown, where GitHub draws them; a canvas grid without an emoji font would not)."""
+    an emoji leads the status word (Markdown, where GitHub draws them; a canvas grid without an emoji font would
+    not, and the word still tells)."""
     if cell is None:
         return "—"
-    parts = [STATUS_MARK.get(cell["status"], cell["status"]) if marks else cell["status"]]
-    if cell["status"] != "ok":
-        return f"{parts[0]} {cell['status']}" if marks else cell["status"]
+    status = cell["status"]
+    parts = [f"{STATUS_MARK[status]} {status}" if marks and status in STATUS_MARK else status]
+    if status != "ok":
+        return parts[0]
     share, drift, t = fmt_share(cell), fmt_drift(cell), fmt_time(cell)
     if share:
         parts.append(share)

@@ -198,3 +198,109 @@ def _options(op) -> dict:
 
 def tflite_graph(data: bytes, name: str, stage: str) -> Graph:
     return TfliteModel(data).graph(name, stage)
+
+
+# -- TFLite Support metadata ----------------------------------------------------------------------------------
+# A .tflite written by the TFLite Support metadata writers (MediaPipe, Model Maker) names a `TFLITE_METADATA` entry
+# in the model's `metadata` list: a buffer holding a ModelMetadata flatbuffer (file identifier "M001"), and the
+# files it associates (labels, vocabularies) are zipped and appended after the model's flatbuffer. The table layouts
+# below are tensorflow/tflite-support, tensorflow_lite_support/metadata/metadata_schema.fbs (schema 1.1.0): no
+# generated module of that schema ships in the wheels xc installs, so fields are read by their slot number.
+METADATA_NAME = "TFLITE_METADATA"
+# AssociatedFileType, in the schema's order.
+ASSOCIATED_FILE_TYPES = ["UNKNOWN", "DESCRIPTIONS", "TENSOR_AXIS_LABELS", "TENSOR_VALUE_LABELS",
+                         "TENSOR_AXIS_SCORE_CALIBRATION", "VOCABULARY", "SCANN_INDEX_FILE"]
+MAX_METADATA_FILES = 64       # associated files listed (a model that declares more is counted, not listed)
+MAX_METADATA_TEXT = 500       # characters kept of a name, description, author or license
+
+
+class _Table:
+    """A flatbuffer table read by field slot (no generated code), every offset checked against the buffer."""
+
+    def __init__(self, buf: bytes, pos: int):
+        from flatbuffers.table import Table
+        if not 0 <= pos < len(buf):
+            raise ValueError("a metadata table points outside its buffer")
+        self.buf, self.tab = buf, Table(buf, pos)
+
+    def _field(self, slot: int) -> int:
+        return self.tab.Offset(4 + 2 * slot)
+
+    def string(self, slot: int) -> str | None:
+        o = self._field(slot)
+        if not o:
+            return None
+        return self.tab.String(o + self.tab.Pos).decode("utf-8", "replace")[:MAX_METADATA_TEXT]
+
+    def byte(self, slot: int) -> int:
+        from flatbuffers import number_types
+        o = self._field(slot)
+        return int(self.tab.Get(number_types.Int8Flags, o + self.tab.Pos)) if o else 0
+
+    def tables(self, slot: int) -> list["_Table"]:
+        o = self._field(slot)
+        if not o:
+            return []
+        n = self.tab.VectorLen(o)
+        if n < 0 or n > len(self.buf) // 4:
+            raise ValueError(f"a metadata vector claims {n} entries in a {len(self.buf)}-byte buffer")
+        start = self.tab.Vector(o)
+        return [_Table(self.buf, self.tab.Indirect(start + 4 * k)) for k in range(n)]
+
+
+def _associated(table: _Table, slot: int, owner: str) -> list[dict]:
+    out = []
+    for f in table.tables(slot):
+        kind = f.byte(2)
+        out.append({"name": f.string(0) or "", "description": f.string(1) or "",
+                    "type": ASSOCIATED_FILE_TYPES[kind] if 0 <= kind < len(ASSOCIATED_FILE_TYPES) else f"type{kind}",
+                    "locale": f.string(3) or "", "owner": owner})
+    return out
+
+
+def read_model_metadata(data: bytes) -> dict | None:
+    """The model's TFLite Support metadata (name, description, version, author, license and every associated file
+    with the tensor it belongs to), or None when the model has no `TFLITE_METADATA` entry. Raises ValueError on a
+    damaged metadata buffer."""
+    from ai_edge_litert import schema_py_generated as schema
+    model = schema.Model.GetRootAs(data, 0)
+    for i in range(min(model.MetadataLength(), len(data) // 4)):
+        entry = model.Metadata(i)
+        if (entry.Name() or b"") != METADATA_NAME.encode():
+            continue
+        if entry.Buffer() >= model.BuffersLength():
+            raise ValueError(f"{METADATA_NAME} names buffer {entry.Buffer()} of {model.BuffersLength()}")
+        buf = model.Buffers(entry.Buffer())
+        if buf.DataLength():
+            meta = buf.DataAsNumpy().tobytes()
+        elif buf.Offset() > 1 and buf.Offset() + buf.Size() <= len(data):   # a >2 GB model keeps buffers outside
+            meta = data[buf.Offset():buf.Offset() + buf.Size()]
+        else:
+            raise ValueError(f"{METADATA_NAME} buffer is empty")
+        return _parse_model_metadata(meta, model)
+    return None
+
+
+def _parse_model_metadata(meta: bytes, model) -> dict:
+    import struct
+    if len(meta) < 8:
+        raise ValueError(f"{METADATA_NAME} buffer is {len(meta)} bytes")
+    (root_pos,) = struct.unpack_from("<I", meta, 0)
+    root = _Table(meta, root_pos)
+    sg = model.Subgraphs(0) if model.SubgraphsLength() else None
+    files = _associated(root, 6, "model")
+    for k, sub in enumerate(root.tables(3)):
+        files += _associated(sub, 4, f"subgraph {k}")
+        for slot, side, count in ((2, "input", sg.InputsLength() if sg else 0),
+                                  (3, "output", sg.OutputsLength() if sg else 0)):
+            for j, tensor in enumerate(sub.tables(slot)):
+                label = tensor.string(0) or f"{side} {j}"
+                files += _associated(tensor, 6, f"{side} {label}" if j < max(count, 1) else f"{side} {j}")
+    try:
+        identifier = meta[4:8].decode("ascii")
+    except UnicodeDecodeError:
+        identifier = ""
+    return {"name": root.string(0) or "", "description": root.string(1) or "", "version": root.string(2) or "",
+            "author": root.string(4) or "", "license": root.string(5) or "",
+            "min_parser_version": root.string(7) or "", "identifier": identifier,
+            "associated_files": files[:MAX_METADATA_FILES], "associated_files_declared": len(files)}

@@ -11,6 +11,7 @@ from .. import evidence as ev
 from ..analysis.advice import advise
 from ..analysis.alignment import coverage, source_op_table
 from ..analysis.checklist import checklist, route_departure
+from ..analysis.common_cause import common_causes
 from ..analysis.drift import (ROUTE_REFERENCE, ReferenceVectors, drift_details, drift_metrics, judged,
                               reference_check, worst)
 from ..analysis.fusion import fusion_groups, pattern_counts
@@ -21,6 +22,7 @@ from ..analysis.node_time import time_summary
 from ..analysis.op_counts import op_counts, other_counts
 from ..analysis.precision import precision_mix
 from ..analysis.stage_trace import GraphStore, divergence_block, stage_block
+from ..errors import kept_cause
 from ..targets import OK, REGISTRY
 
 SCHEMA_VERSION = "1.0"
@@ -79,7 +81,8 @@ def build_report(source, captured, inputs_info: dict, reference, results: list, 
     if reference is not None:
         onnx_side = against(reference.target, reference.outputs)
         report["reference"] = {
-            "id": reference.target, "status": reference.status, "error": reference.error,
+            "id": reference.target, "status": reference.status,
+            "error": kept_cause(reference.error, reference.error_detail, reference.traceback),
             "error_detail": reference.error_detail,
             "advice": advise(reference.target, reference.error, reference.traceback, reference.error_detail)
             if reference.status == "error" else None,
@@ -89,6 +92,8 @@ def build_report(source, captured, inputs_info: dict, reference, results: list, 
                         for k, v in reference.outputs.items()},
             "evidence": ev.MEASURED, "timings": reference.timings,
         }
+        if reference.info.get("ran_with"):      # a .tflite reference that needed a delegate (targets/litert)
+            report["reference"]["ran_with"] = reference.info["ran_with"]
         program = _route_program_outputs(captured)
         if program is not None and set(reference.outputs) <= set(program):
             route_side = against(ROUTE_REFERENCE, program)
@@ -98,6 +103,7 @@ def build_report(source, captured, inputs_info: dict, reference, results: list, 
                                                    onnx_side=onnx_side, route_side=route_side)
         _add_layer_drift(report["targets"][r.target], r, reference, reference_values, [] if lean else boundaries or [],
                          captured.before if captured is not None else None)
+        _mark_shared_runtime(report["targets"][r.target], r.target, reference)
     if captured is not None:
         graphs = {r.target: r.graph for r in results if r.graph is not None}
         report["alignment"] = {
@@ -112,7 +118,25 @@ def build_report(source, captured, inputs_info: dict, reference, results: list, 
         if not lean:
             report["divergence"] = divergence_block(results, captured, ev.REPORTED)
     report["checklist"] = checklist(report, (report.get("fusion_matrix") or {}).get("not_fired", []))
+    # Failures with one cause in the source or xc's input handling, said once by every view (not N blames).
+    report["common_causes"] = common_causes(report)
     return report
+
+
+def _mark_shared_runtime(block: dict, target_id: str, reference) -> None:
+    """A target run on the very runtime the reference fell back to: each of its drift figures is not informative."""
+    from ..targets.litert.reference import shared_runtime_caveat
+    why = shared_runtime_caveat(reference.info if reference is not None else {}, target_id)
+    drift = block.get("drift") or {}
+    compared = [k for k, m in (drift.get("outputs") or {}).items() if "error" not in m]
+    if not why or not compared:
+        return
+    for k in compared:
+        drift["outputs"][k]["not_informative"] = why
+    drift["informative"] = False
+    drift["not_informative"] = {**(drift.get("not_informative") or {}), **{k: why for k in compared}}
+    if drift.get("worst"):
+        drift["worst"]["not_informative"] = why
 
 
 def _configured(identity: str):
@@ -145,7 +169,8 @@ def target_block(r, captured, reference, stage_graphs: GraphStore | None = None,
         "accelerated": bool(configured and configured.accelerated),
         "accelerator": configured.accelerator if configured else None,
         "declared_precisions": list(r.declared_precisions),
-        "error": r.error,
+        # A message that names a pass without its reason gets the reason's first line (from the chained exception).
+        "error": kept_cause(r.error, r.error_detail, r.traceback),
         "error_detail": r.error_detail,
         "error_stage": r.error_stage,
         "evidence": dict(r.evidence),
@@ -166,7 +191,7 @@ def target_block(r, captured, reference, stage_graphs: GraphStore | None = None,
     if r.status == "error" and r.traceback:
         block["traceback"] = r.traceback
     if r.status == "error":
-        block["advice"] = advise(tid, r.error, r.traceback, r.error_detail)
+        block["advice"] = advise(tid, block["error"], r.traceback, r.error_detail)
     if r.graph is not None and captured is not None:
         g = r.graph
         before = captured.before

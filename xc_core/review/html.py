@@ -25,6 +25,7 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from .. import evidence as ev
+from ..analysis.common_cause import NOT_RUN, cause_body, cause_head, causes, covered_targets
 from ..analysis.drift import output_flags, passes_at
 from ..analysis.drift_attribution import attribution_rows
 from ..analysis.fusion_diff import not_fired_by_pattern
@@ -33,6 +34,7 @@ from ..views import figures, topology
 from ..views import graph_layout as topo
 from ..views.fallbacks import accelerated_targets, fallback_rows, split_summary
 from ..views.target_counts import SPLIT_COLUMN, count_check, count_findings
+from ..views.target_groups import target_groups
 from ..views.rows import (
     catalogue_rows,
     divergence_counts,
@@ -58,6 +60,9 @@ VERDICT_LABEL = {"pass": "pass", "warn": "warn", "fail": "FAIL", "not applicable
 DRIFT_ATOL = DRIFT_RTOL = 1e-3          # the drift page's default tolerances
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
 SCROLL_ROWS = 20
+# Tables with a column per target (Fusion patterns, Stages, the Checklist grid) hold at most this many targets
+# each, grouped by toolchain family: 15 side by side ran thousands of pixels wide; eight fit the 1280 px page.
+TARGET_COLUMNS = 8
 DEFAULT_FIG_HEIGHT = 450                # plotly's, for a figure whose layout sets none
 # The Overview's targets table keeps the columns every target has; the family-specific ones get a table of their own,
 # with only the targets they apply to, so no table is wider than the page.
@@ -87,6 +92,9 @@ nav.toc a:hover { text-decoration: underline; }
 .scroll { overflow-x: auto; margin: 6px 0; }
 table { border-collapse: collapse; font-size: 12.5px; }
 th, td { border: 1px solid #d0d7de; padding: 3px 8px; text-align: left; vertical-align: top; }
+/* A long node name, path or target variant ("lowered_module_2/dim_order_ops__clone_dim_order_default") may break
+   anywhere rather than widen its table past the page. */
+th, td { overflow-wrap: anywhere; }
 th { background: #f6f8fa; position: sticky; top: 0; }
 tr:nth-child(even) td { background: #fafbfc; }
 table.fit { width: 100%; }
@@ -286,8 +294,12 @@ def _overview(report: dict, figs: _Figures) -> str:
            + f' · xc {_e(report.get("xc_version"))} · created {_e(report.get("created_at"))}</p>']
     if report.get("reference") is None:
         out.append(_note("No reference run: the source is a compiled artifact, so there are no drift figures."))
-    elif ref.get("status") == "error":
+    elif ref.get("status") == "error" and not any(c["reference_failed"] for c in causes(report)):
         out.append(_note(f"The reference failed: {_e(ref.get('error'))}", "error"))
+    # A cause several targets share, said once (analysis/common_cause.py); the targets it stopped are not blamed.
+    for cause in causes(report):
+        out.append(_note(f"<b>{_e(cause_head(cause))}</b> {_badge(cause.get('evidence'))}: {_e(cause_body(cause))}",
+                         "error"))
     # Before any target's figure: the route's own error (xc's, said once) and what the drift figures cannot tell.
     route = onnx_route_lines(report)
     if route:
@@ -317,8 +329,8 @@ def _overview(report: dict, figs: _Figures) -> str:
                      ops=f'<span class="num">{_e(row.get("ops"))}</span>',
                      evidence=" ".join(f'<span class="nowrap">{_e(k)} {_badge(v)}</span>'
                                        for k, v in evidence) or "—",
-                     checklist=_e(" · ".join(f"{n} {VERDICT_LABEL[v]}" for v, n in counts.items() if n)
-                                  or "no checklist"))
+                     checklist=" · ".join(f"{n} {_verdict(v)}" for v, n in counts.items() if n)     # word + colour
+                     or "no checklist")
         main.append(cells)
     out.append(_table(main, html_cols=TARGET_COLS, cls="fit"))
     out.append(_caption("One row per target. Ops: compute ops of the captured (source) graph → of the target's "
@@ -342,7 +354,11 @@ def _overview(report: dict, figs: _Figures) -> str:
                             "measured it on this host's CPU (not the device's): which ops dominate on which target, "
                             "not the device's latency."))
     failed = [(t, b) for t, b in report["targets"].items() if b.get("status") != "ok"]
+    covered = covered_targets(report)
     for tid, b in failed:
+        if tid in covered:
+            out.append(_caption(f"<code>{_e(tid)}</code> {_e(b.get('status'))}: {NOT_RUN}"))
+            continue
         out.append(_note(f"<code>{_e(tid)}</code> {_e(b.get('status'))}"
                          + (f" at {_e(b['error_stage'])}" if b.get("error_stage") else "")
                          + f": {_e(b.get('error') or 'no error text')}", "error"))
@@ -394,8 +410,11 @@ def _fusion(report: dict, figs: _Figures) -> str:
         return "".join(out)
     if matrix.get("patterns"):
         cols = list(dict.fromkeys(targets + [t for p in matrix["patterns"] for t in p["targets"]]))
-        out.append(_table([{"pattern": p["pattern"], **{t: p["targets"].get(t, 0) for t in cols}}
-                           for p in matrix["patterns"]]))
+        groups = target_groups(cols, TARGET_COLUMNS)
+        for title, members in groups:
+            out.append((f"<h3>{_e(title)}</h3>" if len(groups) > 1 else "")
+                       + _table([{"pattern": p["pattern"], **{t: p["targets"].get(t, 0) for t in members}}
+                                 for p in matrix["patterns"]]))
         out.append(_caption("Instances of each fused source-op pattern per target. Evidence: "
                             + _badge(matrix.get("evidence"))))
     else:
@@ -543,14 +562,18 @@ def _checklist(report: dict, figs: _Figures) -> str:
         return _note("The report has no checklist (no target to answer it for).")
     targets = list(per_target)
     questions = [(i["id"], i["question"]) for i in per_target[targets[0]]]
-    grid = []
-    for k, (qid, question) in enumerate(questions):
-        row = {"#": _e(qid), "question": _e(question)}
-        for tid in targets:
-            items = per_target[tid]
-            row[tid] = _verdict(items[k]["verdict"]) if k < len(items) else "—"
-        grid.append(row)
-    out = [_table(grid, html_cols=("#", "question", *targets))]
+    out = []
+    groups = target_groups(targets, TARGET_COLUMNS)
+    for title, members in groups:
+        grid = []
+        for k, (qid, question) in enumerate(questions):
+            row = {"#": _e(qid), "question": _e(question)}
+            for tid in members:
+                items = per_target[tid]
+                row[tid] = _verdict(items[k]["verdict"]) if k < len(items) else "—"
+            grid.append(row)
+        out.append((f"<h3>{_e(title)}</h3>" if len(groups) > 1 else "")
+                   + _table(grid, html_cols=("#", "question", *members)))
     th = check.get("thresholds") or {}
     if th:
         out.append(_caption(f"Outputs match when rel L2 ≤ {th['match_rel_l2']:g} and cosine ≥ "
@@ -681,11 +704,14 @@ def _stages(report: dict, figs: _Figures) -> str:
     matrix = stage_matrix(report)
     if not matrix:
         return _note("No target recorded its lowering steps.")
-    parts = [_table(matrix),
-             _caption("Each cell: what the target's toolchain did in that stage (compute ops; casts, reorders and "
-                      "constants counted apart; fused nodes carry two or more source ops). Evidence: "
-                      + _e(" · ".join(f"{t} {report['targets'][t]['stages']['evidence'].get('steps')}"
-                                      for t in stage_targets(report))))]
+    groups = target_groups(stage_targets(report), TARGET_COLUMNS)
+    parts = [(f"<h3>{_e(title)}</h3>" if len(groups) > 1 else "")
+             + _table([{"stage": row["stage"], **{tid: row[tid] for tid in members}} for row in matrix])
+             for title, members in groups]
+    parts += [_caption("Each cell: what the target's toolchain did in that stage (compute ops; casts, reorders and "
+                       "constants counted apart; fused nodes carry two or more source ops). Evidence: "
+                       + _e(" · ".join(f"{t} {report['targets'][t]['stages']['evidence'].get('steps')}"
+                                       for t in stage_targets(report))))]
     rows = divergence_rows(report)
     parts.append("<h3>Where targets first part ways, per source op</h3>")
     parts.append(_table([divergence_counts(report)]))

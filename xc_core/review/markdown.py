@@ -9,6 +9,7 @@ or sorted — so the comment for the same run is the same text, and it stays und
 from __future__ import annotations
 
 from ..analysis.checklist import SHORT_QUESTION, VERDICT
+from ..analysis.common_cause import NOT_RUN, cause_body, cause_head, causes, covered_targets
 from ..analysis.drift import output_flags
 from ..analysis.fusion_diff import not_fired_by_pattern
 from ..analysis.layer_drift import unverified_rows
@@ -32,28 +33,42 @@ from ..views.rows import (
 from .md_text import code, html_text, table, text
 
 MAX_CHARS = 60_000
+# The default comment: the headline, the verdicts and the findings, the long tables left to the HTML report — a
+# page a reviewer reads, well under GitHub's cap. `full=True` keeps every table (up to MAX_CHARS).
+BRIEF_CHARS = 20_000
 
 
-def report_markdown(report: dict, *, max_chars: int = MAX_CHARS) -> str:
-    """The whole comment; if it would pass `max_chars`, long lists are cut (saying how many rows were left)."""
-    for cap in (40, 15, 5, 2):
-        body = _render(report, cap)
+def report_markdown(report: dict, *, max_chars: int | None = None, full: bool = False) -> str:
+    """The whole comment; if it would pass `max_chars` (BRIEF_CHARS, or MAX_CHARS with `full`), long lists are cut
+    (saying how many rows were left)."""
+    max_chars = max_chars or (MAX_CHARS if full else BRIEF_CHARS)
+    for cap in ((40, 15, 5, 2) if full else (5, 2)):
+        body = _render(report, cap, full)
         if len(body) <= max_chars:
             return body
     note = "\n\n*(cut to fit a pull-request comment; the full report is in report.json / the HTML report)*\n"
     return body[:max_chars - len(note)].rsplit("\n", 1)[0] + note
 
 
-def _render(report: dict, cap: int) -> str:
+def _render(report: dict, cap: int, full: bool = True) -> str:
     src = report["source"]
     parts = [f"### xc: {text(src['name'])}",
              f"{text(src['kind'])} · sha256 {code(src['sha256'][:12])} · reference "
              f"{code((report.get('reference') or {}).get('id') or 'none')} · xc {text(report.get('xc_version', '?'))}",
              ""]
+    from ..sources.facts import source_fact_lines
+    facts = source_fact_lines(report)      # a .tflite's metadata and labels, a Core ML spec's facts
+    if facts:
+        parts += ["\n".join(f"{'- ' if not line.startswith(' ') else '  - '}{text(line.strip())}" for line in facts),
+                  ""]
     # Before any target's figure: the route's own error (xc's, said once) and what the drift figures cannot tell.
     route = onnx_route_lines(report)
     if route:
         parts += ["#### ONNX → PyTorch route (measured)", "", text(" ".join(route)), ""]
+    # A cause several targets share, said once with whose it is and the fix (analysis/common_cause.py).
+    found = causes(report)
+    if found:
+        parts += ["\n".join(f"> ❌ **{text(cause_head(c))}**: {text(cause_body(c))}  " for c in found), ""]
     flags = drift_flags(report)
     if flags:
         parts += ["\n".join(f"> ⚠️ {text(flag)}  " for flag in flags), ""]
@@ -62,21 +77,26 @@ def _render(report: dict, cap: int) -> str:
     if pairs:
         parts += ["#### Where the targets shipped together differ", "", "\n".join(pairs), ""]
     parts += [target_table(report), ""]
-    timed = time_lines(report, cap)
+    timed = time_lines(report, cap) if full else ""
     if timed:
         parts += ["#### Where the time goes (measured)", "", timed, ""]
     parts += ["#### Checklist", "", checklist_table(report), ""]
-    parts += [details(report, qid, cap) for qid in _question_ids(report)]
-    stages = stages_details(report, cap)
+    parts += [details(report, qid, cap, full) for qid in _question_ids(report)]
+    stages = stages_details(report, cap) if full else stages_line(report)
     if stages:
         parts += [stages]
-    errors = [(tid, t) for tid, t in report["targets"].items() if t.get("error")]
+    covered = covered_targets(report)       # said once, at the top
+    errors = [(tid, t) for tid, t in report["targets"].items() if t.get("error") and tid not in covered]
     if errors:
         from ..analysis.advice import advice_line
         parts += ["", "#### Errors", ""]
         for tid, t in errors:
             advice = f"  \n  ↳ {text(advice_line(t['advice']))}" if t.get("advice") else ""
             parts.append(f"- **{text(tid)}** ({text(t['status'])}): {text(t['error'])}{advice}")
+    if not full:
+        parts += ["", "<sub>Left to the HTML report (`xc report RUN --format html`) and report.json: the time per "
+                      "node, the lowering stages, passing verdicts' evidence and the rows past the first "
+                      f"{cap} of each table; `xc report RUN --format md --full` writes them all.</sub>"]
     parts += ["", "<sub>Evidence kinds: measured (ran here) · reported (the compiler said so) · predicted-runtime "
                   "(the runtime's own checker) · predicted-rules (xc's cited rule table) · emulated (xc computed "
                   "what this host cannot run).</sub>", ""]
@@ -86,10 +106,14 @@ def _render(report: dict, cap: int) -> str:
 def headlines(report: dict) -> list[str]:
     """One line per target: what a reviewer needs to decide whether to open the rest."""
     counts = _verdict_counts(report)
+    covered = covered_targets(report)
     lines = []
     for row in overview_rows(report):
         tid = row["target"]
         t = report["targets"][tid]
+        if tid in covered:
+            lines.append(f"- **{text(tid)}** — {text(t['status'])}: {NOT_RUN}")
+            continue
         if t["status"] != "ok":
             lines.append(f"- **{text(tid)}** — {text(t['status'])}: {text(t.get('error') or '')}")
             continue
@@ -136,17 +160,19 @@ def checklist_table(report: dict) -> str:
     return table(["target"] + [f"({text(q)}) {SHORT_QUESTION.get(q, '')}".strip() for q in ids], rows)
 
 
-def details(report: dict, qid: int, cap: int) -> str:
-    """A collapsed section per question: each target's verdict with its evidence, then the rows behind it."""
+def details(report: dict, qid: int, cap: int, full: bool = True) -> str:
+    """A collapsed section per question: each target's verdict with its evidence, then the rows behind it. Without
+    `full`, only the verdicts that fail or warn (the passing ones are counted in the summary)."""
     items = [(tid, i) for tid, its in report["checklist"]["targets"].items() for i in its if i["id"] == qid]
     if not items:
         return ""
+    shown = items if full else [(tid, i) for tid, i in items if i["verdict"] in ("fail", "warn")]
     question = items[0][1]["question"]
     worst = [v for v in ("fail", "warn") if any(i["verdict"] == v for _, i in items)]
     tally = ", ".join(f"{sum(i['verdict'] == v for _, i in items)} {v}" for v in worst) or "all pass"
     # An HTML block: Markdown escapes do not apply there, HTML escapes do.
     lines = [f"<details><summary><b>({html_text(qid)}) {html_text(question)}</b> — {tally}</summary>", ""]
-    for tid, i in items:
+    for tid, i in shown:
         lines.append(f"- {code(tid)} {VERDICT.get(i['verdict'], text(i['verdict']))} ({text(i['evidence'])}): "
                      f"{text(i['detail'])}")
     evidence = {2: _fallback_evidence, 3: _fusion_evidence, 4: _drift_evidence, 5: _precision_evidence}.get(qid)
@@ -286,6 +312,16 @@ def stages_details(report: dict, cap: int) -> str:
                         text(r["bytes moved"]), text(r["transitions"])] for r in layout]), ""]
     out += ["</details>", ""]
     return "\n".join(out)
+
+
+def stages_line(report: dict) -> str:
+    """The lowering stages in one line: how many source ops first diverge at which stage (the matrix is in the HTML
+    report)."""
+    counts = divergence_counts(report) if stage_matrix(report) else {}
+    if not any(counts.values()):
+        return ""
+    return ("Lowering stages — source ops by the first stage at which the targets diverge: "
+            + ", ".join(f"{text(k)} {v}" for k, v in counts.items() if v) + ".\n")
 
 
 def _more(total: int, cap: int, what: str) -> str:

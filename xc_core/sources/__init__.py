@@ -17,8 +17,8 @@ from .spec import InputSpec, ShapeOverrides, Source
 
 ACCEPTED = ("accepted: sample:NAME, a PyTorch ExportedProgram .pt2 (torch.export.save), a TorchScript archive "
             "(torch.jit.save: .pt, .jit, .ptl), a state_dict of a bundled sample's architecture (.pt or "
-            ".safetensors), an ONNX model (or a zip of its folder with its external data), a Core ML ML program "
-            "(.mlmodel, or a .mlpackage zipped), an OpenVINO IR (.xml + .bin, zipped), or a LiteRT / TFLite model (.tflite)")
+            ".safetensors), an ONNX model (or a zip of its folder with its external data), a Core ML model, ML "
+            "program or neuralNetwork (.mlmodel, or a .mlpackage zipped), an OpenVINO IR (.xml + .bin, zipped), or a LiteRT / TFLite model (.tflite)")
 
 
 def load_source(spec: str, shapes: ShapeOverrides | None = None, limits: Limits | None = None) -> Source:

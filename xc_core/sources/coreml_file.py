@@ -1,5 +1,7 @@
-"""Compiled Core ML models as sources: an `.mlmodel` (NeuralNetwork models are refused: xc reads ML programs) or a
-zipped `.mlpackage`. The MIL program is read back from the spec; no source model is needed."""
+"""Compiled Core ML models as sources: an `.mlmodel` or a zipped `.mlpackage`. An ML program's MIL program is read
+back from the spec; a `neuralNetwork` model (the format before ML programs) is read layer by layer from its spec
+(readers/coreml_neural_network.py) — there is no MIL program to emulate, so its numerics are not run here. No
+source model is needed."""
 from __future__ import annotations
 
 import os
@@ -50,9 +52,12 @@ def _load(path: str, workdir: str, limits: Limits) -> Source:
         except Exception as e:
             raise XcInputError(f"{name}: not a readable .mlmodel ({first_line(e)})") from None
         weights = ""
+    from ..readers.coreml_neural_network import NN_TYPES
+    if spec.WhichOneof("Type") in NN_TYPES:
+        return _neural_network_source(spec, path, name)
     if spec.WhichOneof("Type") != "mlProgram":
-        raise XcInputError(f"{name}: a Core ML '{spec.WhichOneof('Type')}' model; xc reads ML programs "
-                           "(convert_to='mlprogram'), uploaded as a zipped .mlpackage")
+        raise XcInputError(f"{name}: a Core ML '{spec.WhichOneof('Type')}' model; xc reads ML programs and "
+                           "neuralNetwork models (.mlmodel, or a zipped .mlpackage)")
     try:
         prog = load_milproto(spec, spec.specificationVersion, file_weights_dir=weights or "")
     except Exception as e:
@@ -68,6 +73,29 @@ def _load(path: str, workdir: str, limits: Limits) -> Source:
     from ..paths import sha256_file
     return Source(kind="coreml", name=name, sha256=sha256_file(path), inputs=inputs, mil_program=prog, path=path,
                   notes=["compiled Core ML model: inspected and emulated as it is; no reference to compare to"])
+
+
+def _neural_network_source(spec, path: str, name: str) -> Source:
+    from ..readers.coreml_neural_network import neural_network_graph, summary
+    try:
+        graph = neural_network_graph(spec)
+    except Exception as e:  # noqa: BLE001 — a spec coremltools parsed but whose layers do not hold together
+        raise XcInputError(f"{name}: the neuralNetwork layers could not be read ({first_line(e)})") from None
+    if not graph.nodes:
+        raise XcInputError(f"{name}: the neuralNetwork model has no layers")
+    inputs = []
+    for t in graph.inputs:
+        if not t.shape:
+            raise XcInputError(f"{name}: input '{t.name}' declares no shape; xc draws inputs of the declared shape")
+        inputs.append(InputSpec(t.name, list(t.shape), t.dtype or "float32", note="the model's declared shape"))
+    from ..paths import sha256_file
+    facts = summary(spec)
+    return Source(kind="coreml", name=name, sha256=sha256_file(path), inputs=inputs, path=path, coreml_graph=graph,
+                  metadata=facts,
+                  notes=[f"a Core ML {facts['coreml_type']} model (the format before ML programs): its layers, "
+                         "declared shapes and weight precisions read from the spec; compute units predicted by cited "
+                         "rules; its numerics are not run (there is no MIL program to emulate, and Core ML runs "
+                         "only on Apple hardware)"])
 
 
 def _unzip_package(path: str, workdir: str, name: str, limits: Limits) -> str:

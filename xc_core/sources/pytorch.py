@@ -49,6 +49,12 @@ def load_exported_program(path: str, shapes: ShapeOverrides | None = None, limit
     if not safe_zip.is_zip(path):
         raise XcInputError(f"{name}: not a torch.export archive (a .pt2 is a zip written by torch.export.save)")
     ep, notes = load_pt2(path, limits or Limits.from_env())
+    constants: dict = {}
+    from . import pt2_constants
+    if pt2_constants.needs_respecialising(ep):
+        # Once, here: the reference, the capture and every target then see a program of tensor inputs only.
+        ep, constants = pt2_constants.respecialise(ep, name)
+        notes.append(pt2_constants.baked_in_note(constants))
     try:
         module = ep.module()
     except Exception as e:  # noqa: BLE001 — unlifting checks the signature against the state dict
@@ -57,7 +63,8 @@ def load_exported_program(path: str, shapes: ShapeOverrides | None = None, limit
     from ..paths import sha256_file
     return Source(kind="exported-program", name=name, sha256=sha256_file(path),
                   inputs=exported_program_inputs(ep), module=module, exported_program=ep, path=path,
-                  notes=notes, dim_bounds=exported_program_dim_bounds(ep))
+                  notes=notes, dim_bounds=exported_program_dim_bounds(ep),
+                  constant_inputs={k: pt2_constants.json_value(v) for k, v in constants.items()})
 
 
 def load_torch_file(path: str, shapes: ShapeOverrides | None = None, limits: Limits | None = None) -> Source:
@@ -211,6 +218,8 @@ def exported_program_inputs(ep) -> list[InputSpec]:
         low = high = None
         if dtype.startswith(("int", "uint")) and node.name in embedding_rows:
             low, high = 0, embedding_rows[node.name]
+        elif dtype.startswith(("int", "uint")) and node.name in _MASK_INPUTS:
+            low, high = 0, 2   # 1 attends, 0 masks out: other values are not masks (-1 would double the bias)
         specs.append(InputSpec(node.name, shape, dtype, low, high, "",
                                dim_names=tuple(labels) if any(labels) else ()))
     return specs
@@ -226,6 +235,10 @@ def exported_program_dim_bounds(ep) -> dict[str, tuple[int | None, int | None]]:
         return n if abs(n) < 1 << 62 else None
 
     return {str(sym): (bound(vr.lower), bound(vr.upper)) for sym, vr in (ep.range_constraints or {}).items()}
+
+
+# Integer inputs Hugging Face models take as 0/1 masks, by the name transformers gives them.
+_MASK_INPUTS = {"attention_mask", "decoder_attention_mask", "encoder_attention_mask"}
 
 
 # Ops that move token ids around without changing them: ids reach the embedding through these (Hugging Face

@@ -21,6 +21,10 @@ SAFETENSORS_MAX_HEADER = 100 << 20
 def sniff(path: str, limits: Limits) -> str:
     with open(path, "rb") as f:
         head = f.read(16)
+    if head[4:8] == b"TFL3":
+        # A LiteRT / TFLite flatbuffer's file identifier, tested before the zip: a .tflite with TFLite Support
+        # metadata carries a zip of its associated files (labels) after the flatbuffer, so it is a zip too.
+        return TFLITE
     if safe_zip.is_zip(path):
         with safe_zip.open_zip(path, os.path.basename(path), limits) as z:
             return _zip_kind([i.filename for i in z.infolist()])
@@ -28,8 +32,6 @@ def sniff(path: str, limits: Limits) -> str:
         return PICKLE  # pickle protocol 2-5
     if _is_safetensors(path, head):
         return SAFETENSORS
-    if head[4:8] == b"TFL3":
-        return TFLITE     # a LiteRT / TFLite flatbuffer's file identifier
     return _protobuf_kind(path)
 
 

@@ -42,6 +42,7 @@ class Source:
     exported_program: Any = None   # torch.export.ExportedProgram when the source is PyTorch
     onnx_model: Any = None    # onnx.ModelProto when the source is ONNX
     mil_program: Any = None   # coremltools MIL Program when the source is a compiled Core ML model
+    coreml_graph: Any = None  # the IR of a Core ML neuralNetwork model (no MIL program: read from its spec's layers)
     openvino_model: Any = None  # openvino.Model when the source is an OpenVINO IR
     openvino_xml: str | None = None
     tflite_outputs: list[str] = field(default_factory=list)   # a .tflite's output names (signature keys)
@@ -52,6 +53,12 @@ class Source:
     # Per input: why its value (not just its shape) matters, e.g. it picks a branch of an If.
     value_hints: dict = field(default_factory=dict)
     temp_dirs: list[str] = field(default_factory=list)  # what the loader unpacked; removed by close()
+    # What the file says about itself beyond the graph: a .tflite's TFLite Support metadata and associated files,
+    # a Core ML model's type and spec facts. Reported as `source.metadata` when not empty.
+    metadata: dict = field(default_factory=dict)
+    # Constant (non-tensor) inputs an ExportedProgram recorded, baked into the program the loader hands on
+    # (sources/pt2_constants.py). Reported as `source.constant_inputs` when not empty.
+    constant_inputs: dict = field(default_factory=dict)
 
     def close(self) -> None:
         """Remove what loading unpacked (a zipped .mlpackage, …). Safe to call twice."""
@@ -71,4 +78,6 @@ class Source:
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "name": self.name, "sha256": self.sha256,
-                "inputs": [i.to_dict() for i in self.inputs], "notes": list(self.notes)}
+                "inputs": [i.to_dict() for i in self.inputs], "notes": list(self.notes),
+                **({"metadata": self.metadata} if self.metadata else {}),
+                **({"constant_inputs": dict(self.constant_inputs)} if self.constant_inputs else {})}

@@ -36,7 +36,7 @@ from ..lowering import FINAL, FUSION, GRAPH_OPT, IMPORT, KERNEL, Step, graph_ste
 from ..quiet import quiet_coremltools
 from ..readers.mil import attach_source_ops, mil_ir_graph
 from .base import Target, register
-from .coreml_rules import CPU, UNKNOWN, predict
+from .coreml_rules import CPU, UNKNOWN, predict, predict_neural_network_layer
 from .onnx_regions import map_optimized_graph
 
 ON_MACOS = sys.platform == "darwin"
@@ -140,6 +140,11 @@ class CoreMLTarget(Target):
             result.declared_precisions = ["fp16"] if self.compute_precision == "fp16" else []
             if captured.source.kind == "coreml":
                 result.info["conversion"] = "none: the uploaded Core ML model is inspected as it is"
+                if captured.source.mil_program is None:     # a neuralNetwork model: its layers, no MIL program
+                    result.info["conversion"] += " (a neuralNetwork model: its layers, read from the spec)"
+                    result.declared_precisions = []
+                    # Core ML picks a neuralNetwork's compute precision per unit; the rule table says which.
+                    result.evidence["precision"] = ev.PREDICTED_RULES
                 return CoreMLCompiled(after=captured.source.mil_program, before=None)
             precision = ct.precision.FLOAT16 if self.compute_precision == "fp16" else ct.precision.FLOAT32
             target = getattr(ct.target, self.options.get("minimum_deployment_target", DEFAULT_DEPLOYMENT_TARGET))
@@ -198,6 +203,13 @@ class CoreMLTarget(Target):
 
     # -- inspect ----------------------------------------------------------------------------------------------
     def _inspect(self, compiled, captured, result) -> Graph:
+        if compiled.after is None:          # a neuralNetwork upload: the spec's layers are the compiled graph
+            after = Graph.from_dict(captured.before.to_dict())
+            after.stage = "coreml-nn"
+            self._place(after, compiled, result)
+            for n in after.nodes:   # Core ML picks a neuralNetwork's precision by unit (coreml_rules.SRC_NN_TYPED)
+                n.precision = {"cpu": "fp32", "ane": "fp16", "gpu": "fp16"}.get(n.backend, n.precision)
+            return after
         after = mil_ir_graph(compiled.after, "mil-default-pipeline")
         if compiled.before is not None:
             frontend = compiled.frontend_graph
@@ -268,7 +280,8 @@ class CoreMLTarget(Target):
             if plan is not None and n.id in plan:
                 n.backend, n.kernel = plan[n.id], "MLComputePlan"
                 continue
-            p = predict(n.op_type, _mil_dtype(n), self.compute_units, n.attributes)
+            p = predict_neural_network_layer(n.op_type, self.compute_units, n.attributes) \
+                if n.domain == "coreml-nn" else predict(n.op_type, _mil_dtype(n), self.compute_units, n.attributes)
             n.backend, n.kernel = p.unit, "predicted"
             n.attributes["unit_reason"], n.attributes["unit_source"] = p.reason, p.source
             units[p.unit] = units.get(p.unit, 0) + (n.kind == COMPUTE)
@@ -284,6 +297,10 @@ class CoreMLTarget(Target):
 
     # -- run --------------------------------------------------------------------------------------------------
     def _run(self, compiled, inputs, captured, result):
+        if compiled.after is None:
+            result.numerics_not_run = ("a Core ML neuralNetwork model: only Core ML on Apple hardware runs it, and xc "
+                                       "emulates ML programs only")
+            return {}
         prog = compiled.after
         fn = prog.functions["main"]
         if ON_MACOS and compiled.mlmodel is not None:
@@ -292,7 +309,7 @@ class CoreMLTarget(Target):
                 result.evidence["numerics"] = ev.MEASURED
                 result.numerics_assumption = "Core ML predict on this Mac"
                 return outputs
-        from ..emulate.mil_interpreter import run_program
+        from ..emulate.mil_interpreter import EmulationError, run_program
         feeds = {}
         declared = [s.name for s in captured.source.inputs]
         for i, name in enumerate(fn.inputs):
@@ -307,7 +324,14 @@ class CoreMLTarget(Target):
             if np.ndim(feeds[name]) == 0 and declared_shape == (1,):
                 # coremltools declares a 0-d input (a scalar such as a sample rate) as shape (1,)
                 feeds[name] = np.reshape(feeds[name], (1,))
-        outs, intermediates = run_program(prog, feeds, record=True)
+        try:
+            outs, intermediates = run_program(prog, feeds, record=True)
+        except EmulationError as e:
+            # The program compiled and its units are predicted; only xc's numpy emulation of it stopped. The
+            # target keeps what it did compile, and says which op its numerics stopped at (not coremltools' fault).
+            result.numerics_not_run = (f"xc's Core ML emulator (MIL interpreter) stopped: {e}; Core ML itself does not "
+                                       "run on this host")
+            return {}
         self._recorded = intermediates  # for _intermediates, same process
         result.numerics_assumption = (
             f"emulated: xc executed the compiled MIL program in numpy with its own dtypes ({self.compute_precision} "
@@ -320,6 +344,8 @@ class CoreMLTarget(Target):
         return out
 
     def _intermediates(self, compiled, inputs, captured, result, probes):
+        if compiled.after is None:
+            return {}
         recorded = getattr(self, "_recorded", None)
         if not recorded:
             # On macOS the outputs come from Core ML's predict, which records nothing in between.

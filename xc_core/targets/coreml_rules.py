@@ -90,3 +90,47 @@ def predict(op_type: str, output_dtype: str | None, compute_units: str, attribut
             reason += " (costs a memory copy on the ANE)"
         return Prediction(ANE, reason, ANE_OPS[op_type])
     return Prediction(UNKNOWN, f"no rule covers {op_type} ({output_dtype or 'untyped'})", "")
+
+
+# -- neuralNetwork models (the format before ML programs) --------------------------------------------------------
+# Source: coremltools guide "Typed Execution" — for a neuralNetwork model the precision is not in the model: Core ML
+# computes in float32 on the CPU and in float16 on the GPU and the Neural Engine, whatever the weights' storage type.
+# https://apple.github.io/coremltools/docs-guides/source/typed-execution.html
+SRC_NN_TYPED = "coremltools typed-execution guide (neuralNetwork: fp16 on GPU/ANE, fp32 on CPU)"
+
+# A neuralNetwork layer type (NeuralNetwork.proto's oneof name; activations by function) → the MIL op the rules
+# above know it as. The ML program ops are the same computations (coremltools' own NN → MIL mapping of these layers,
+# coremltools/converters/mil/backend/nn/op_mapping.py, maps each MIL op back onto these layers). A layer not listed
+# is `unknown`.
+NN_LAYER_AS_MIL = {
+    "convolution": "conv", "innerProduct": "linear", "batchedMatmul": "matmul", "add": "add", "addBroadcastable": "add",
+    "multiply": "mul", "multiplyBroadcastable": "mul", "subtractBroadcastable": "sub",
+    "divideBroadcastable": "real_div",
+    "batchnorm": "batch_norm", "layerNormalization": "layer_norm", "softmax": "softmax", "softmaxND": "softmax",
+    "concat": "concat", "concatND": "concat", "split": "split", "splitND": "split", "reshape": "reshape",
+    "reshapeStatic": "reshape", "flatten": "reshape", "flattenTo2D": "reshape", "permute": "transpose",
+    "transpose": "transpose", "squeeze": "squeeze", "expandDims": "expand_dims", "reduceMean": "reduce_mean",
+    "reduceSum": "reduce_sum", "upsample": "upsample_nearest_neighbor", "sliceStatic": "slice_by_index",
+    "slice": "slice_by_index", "clip": "clip", "gelu": "gelu", "gather": "gather", "gatherND": "gather_nd",
+    "gatherAlongAxis": "gather_along_axis", "uniDirectionalLSTM": "lstm", "biDirectionalLSTM": "lstm", "gru": "gru",
+    "simpleRecurrent": "rnn", "activation.ReLU": "relu", "activation.sigmoid": "sigmoid", "activation.tanh": "tanh",
+    "activation.sigmoidHard": "sigmoid_hard",
+}
+
+
+def predict_neural_network_layer(layer_type: str, compute_units: str, attributes: dict | None = None) -> Prediction:
+    """A neuralNetwork layer's unit: its MIL twin's rule at the precision Core ML computes it in (fp16 off the CPU)."""
+    attributes = attributes or {}
+    if layer_type == "custom":
+        return Prediction(CPU, "custom layer: runs the app's own CPU code, never on the ANE", SRC_HOLLANCE_UNSUPPORTED)
+    if layer_type == "pooling":
+        op = "max_pool" if attributes.get("pooling") == "MAX" else "avg_pool"
+    else:
+        op = NN_LAYER_AS_MIL.get(layer_type)
+    if op is None:
+        return Prediction(UNKNOWN, f"no rule covers the neuralNetwork layer {layer_type}", "")
+    p = predict(op, "fp32" if compute_units == "CPU_ONLY" else "fp16", compute_units, attributes)
+    if p.unit == ANE:
+        return Prediction(ANE, f"{p.reason}; a neuralNetwork layer computes in fp16 off the CPU ({SRC_NN_TYPED})",
+                          p.source)
+    return p

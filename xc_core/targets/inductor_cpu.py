@@ -85,8 +85,9 @@ class InductorCpu(Target):
         from ..paths import home
         os.makedirs(workdir, exist_ok=True)
         # Inductor's compiled-kernel cache lives beside xc's run store, not in /tmp (xc_core/__init__ sets it before
-        # torch is imported); its FX-graph cache is off so every compile generates (and traces) its code.
-        cache = os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(home(), "cache", "inductor")
+        # torch is imported), in a slot this worker holds alone (claim_cache_slot); its FX-graph cache is off so every
+        # compile generates (and traces) its code.
+        cache = os.environ["TORCHINDUCTOR_CACHE_DIR"] = claim_cache_slot(os.path.join(home(), "cache", "inductor"))
         keep_headers = _precompiled_headers_in(cache)
         trace_dir = os.path.join(workdir, "inductor-trace")
         ep = captured.program()
@@ -352,6 +353,44 @@ def _steps(fx: dict, post_to_pre: dict, before: Graph, kernels: Graph) -> list:
     steps.append(graph_step(FUSION, "scheduled kernels (generated C++ and extern calls)", kernels, ref=FINAL))
     steps.append(graph_step(KERNEL, "kernels as compiled (operand layout copies marked)", kernels, ref=FINAL))
     return steps
+
+
+# Two processes compiling into one Inductor cache at once sometimes fail with "ImportError: ….so: file too short":
+# one loads a kernel library the other is still writing (the check that it exists is not under Inductor's own lock).
+# So each compiling process holds one slot folder of the cache alone — the first free one, so a lone worker always
+# compiles into slot 0 and keeps its cache from run to run; two at once use slots 0 and 1, each warm after its
+# first use. A slot is held with flock for the rest of the process (the kernels it loaded live there), and the
+# kernel drops the lock when the process ends, however it ends.
+_CACHE_SLOTS = 64
+_HELD_SLOT: tuple[str, int] | None = None       # (slot folder, its lock's descriptor), for this process
+
+
+def take_free_slot(root: str, slots: int = _CACHE_SLOTS) -> tuple[str, int]:
+    """The first slot folder under `root` no other holder has locked, and the open descriptor holding its lock
+    (closing it frees the slot). Raises OSError when every slot is held or the folder cannot be written."""
+    import fcntl
+    os.makedirs(root, exist_ok=True)
+    for n in range(slots):
+        folder = os.path.join(root, f"slot-{n}")
+        fd = os.open(os.path.join(root, f"slot-{n}.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        os.makedirs(folder, exist_ok=True)
+        return folder, fd
+    raise OSError(f"all {slots} Inductor cache slots under {root} are in use")
+
+
+def claim_cache_slot(root: str) -> str:
+    """This process's slot of the Inductor cache at `root` (taken once, held until the process ends)."""
+    global _HELD_SLOT
+    if _HELD_SLOT is None or os.path.dirname(_HELD_SLOT[0]) != root:
+        if _HELD_SLOT is not None:          # another XC_HOME in this process: free the old slot
+            os.close(_HELD_SLOT[1])
+        _HELD_SLOT = take_free_slot(root)
+    return _HELD_SLOT[0]
 
 
 def _precompiled_headers_in(cache: str) -> bool:

@@ -252,8 +252,12 @@ def run_status(report: dict) -> tuple[str, str]:
     ref = report.get("reference") or {}
     counts = f"{ok} ok, {failed} failed" + (f", {unavailable} unavailable" if unavailable else "")
     if ref.get("status") == "error":
-        return (f"The reference itself failed with the inputs xc picked ({counts}) — set the input shapes or "
-                "values", "error")
+        from ..analysis.common_cause import set_inputs_advised
+        # "Set the inputs" only when the reference's failure is about them; otherwise what it says is the cause.
+        return ((f"The reference itself failed with the inputs xc picked ({counts}) — set the input shapes or "
+                 "values", "error") if set_inputs_advised(report) else
+                (f"The reference itself failed with the inputs xc picked ({counts}): "
+                 f"{short_reason(ref.get('error'), 120)}", "error"))
     if ok == 0 and failed:
         return f"No target compiled: {counts} — {_likely_cause(report)}", "error"
     return f"Compiled: {counts}", "complete"
@@ -324,8 +328,13 @@ VERDICT_BACKGROUND = {"pass": "rgba(47, 158, 68, 0.16)", "warn": "rgba(245, 159,
                       "fail": "rgba(224, 49, 49, 0.20)", "not applicable": "rgba(134, 142, 150, 0.14)"}
 
 
+# The Streamlit Markdown colour of a verdict's tag (":red[...]"), for lines of findings.
+VERDICT_COLOR = {"pass": "green", "warn": "orange", "fail": "red", "not applicable": "gray"}
+
+
 def verdict_text(verdict: str) -> str:
-    """A verdict as the Markdown report writes it: its symbol and word ("❌ fail")."""
+    """A verdict as every view writes it: a symbol a text font draws and the word ("✗ FAIL"); never the symbol
+    alone, so it reads without colour and without an emoji font."""
     from ..analysis.checklist import (
         VERDICT,  # markdown.py imports this module: imported when first called
     )
@@ -333,6 +342,13 @@ def verdict_text(verdict: str) -> str:
 
 
 def verdict_symbol(verdict: str) -> str:
+    """The tag before a finding in a line of findings: the verdict's symbol with its word ("✗ FAIL 3 ops fall
+    back…"), as verdict_text."""
+    return verdict_text(verdict)
+
+
+def verdict_glyph(verdict: str) -> str:
+    """The verdict's symbol alone ("✗"): only to recognise a cell's verdict, never to show one."""
     return verdict_text(verdict).split(" ", 1)[0]
 
 
@@ -340,8 +356,17 @@ def verdict_css(cell) -> str:
     """The Styler CSS of a cell that starts with a verdict's symbol (the worst first in a tally); '' otherwise."""
     from ..analysis.checklist import VERDICT
     head = str(cell).split(" ", 1)[0]
-    verdict = next((v for v in VERDICT if verdict_symbol(v) == head), None)
+    verdict = next((v for v in VERDICT if verdict_glyph(v) == head), None)
     return f"background-color: {VERDICT_BACKGROUND[verdict]}" if verdict in VERDICT_BACKGROUND else ""
+
+
+def colour_verdicts(markdown: str) -> str:
+    """Streamlit Markdown with every verdict tag in it ("✗ FAIL", "✓ pass"…) in its verdict's colour and bold: call
+    it on text already escaped for Markdown (the tags hold no Markdown character, so escaping leaves them as is)."""
+    from ..analysis.checklist import VERDICT
+    for verdict, tag in VERDICT.items():
+        markdown = markdown.replace(tag, f":{VERDICT_COLOR[verdict]}[**{tag}**]")
+    return markdown
 
 
 def style_verdicts(rows: list[dict], columns, nowrap=(), text=str):
@@ -375,21 +400,27 @@ def checklist_grid(report: dict) -> list[dict]:
 
 
 def checklist_tally(report: dict, tid: str) -> str:
-    """A target's checklist in one cell, worst first: "❌ 1 · ⚠️ 2", "✅ pass", or "➖ n/a" when nothing could be
-    judged (a target that did not compile)."""
+    """A target's checklist in one cell, worst first: "✗ 1 FAIL · ⚠ 2 warn", "✓ pass", or "– n/a" when nothing
+    could be judged (a target that did not compile). It starts with the worst verdict's symbol (its colour)."""
     items = ((report.get("checklist") or {}).get("targets") or {}).get(tid) or []
     verdicts = [i["verdict"] for i in items]
-    counts = [f"{verdict_symbol(v)} {verdicts.count(v)}" for v in ("fail", "warn") if v in verdicts]
+    counts = [f"{verdict_glyph(v)} {verdicts.count(v)} {verdict_text(v).split(' ', 1)[1]}" for v in ("fail", "warn")
+              if v in verdicts]
     if counts:
         return " · ".join(counts)
     return verdict_text("pass" if "pass" in verdicts else "not applicable")
 
 
 def verdict_line(report: dict, tid: str) -> str:
-    """A target's checklist in one line, each finding after its verdict's symbol: "❌ 3 ops fall back to the CPU ·
-    ✅ outputs match". Passing questions are left out, except the outputs (the line's bottom line) and, on an
-    accelerated target, that nothing falls back; a target that did not compile says why instead."""
+    """A target's checklist in one line, each finding after its verdict's tag: "✗ FAIL 3 ops fall back to the CPU ·
+    ✓ pass outputs match". Passing questions are left out, except the outputs (the line's bottom line) and, on an
+    accelerated target, that nothing falls back; a target that failed says why instead (even one whose graph was
+    read back before its run failed: no verdict on fallbacks as if it had run), or "not run: see above" when a
+    cause common to several targets, said once above, stopped it."""
+    from ..analysis.common_cause import NOT_RUN, covered_targets
     t = report["targets"][tid]
+    if t["status"] == "error":
+        return NOT_RUN if tid in covered_targets(report) else f"{t['status']}: {short_reason(t.get('error'), 80)}"
     if not t.get("graph"):
         return f"{verdict_symbol('not applicable')} {t['status'] if t['status'] != 'ok' else 'no graph'}: " \
                f"{short_reason(t.get('error'), 80)}"
@@ -635,7 +666,9 @@ def target_summary_rows(report: dict) -> list[dict]:
     the Markdown leaves out the checklist tally, which has its own table there). The rest of overview_rows
     (partitions, ORT's verdict, the runtime's own count, the latency-cliff estimate, casts, MIL op counts, every
     evidence key) is one click away."""
+    from ..analysis.common_cause import NOT_RUN, covered_targets
     from .target_counts import SPLIT_COLUMN
+    covered = covered_targets(report)
     out = []
     for row in overview_rows(report):
         t = report["targets"][row["target"]]
@@ -645,7 +678,9 @@ def target_summary_rows(report: dict) -> list[dict]:
         ev = t.get("evidence") or {}
         # A target that did not compile says so in its first cell (the table keeps to eight columns).
         out.append({"target": row["target"] if row["status"] == "ok" else f"{row['target']} ({row['status']})",
-                    "checklist": checklist_tally(report, row["target"]),
+                    # A failed target has no verdicts: it did not run (its error is said under the table).
+                    "checklist": checklist_tally(report, row["target"]) if row["status"] != "error" else
+                    NOT_RUN if row["target"] in covered else "failed: its error is below",
                     "ops": row["ops"],
                     "fused": fmt_count(row["fused groups"]) if row["fused groups"] != "—" else "—",
                     "accelerator": accel, "precision": row["precision"], "worst drift (rel L2)":
@@ -669,8 +704,8 @@ SHIPPED_TOGETHER = [("coreml-ane", "coreai-ane"), ("coreml-cpu", "coreai-cpu"), 
 
 def default_pairs(report: dict, limit: int = 3) -> list[tuple[str, str]]:
     """Variants of one target first (what a flag changed is what their user asked), then targets shipped
-    together."""
-    ok = [tid for tid, t in report["targets"].items() if t.get("graph")]
+    together. Only targets that ran: a failed one's graph is no verdict on what it would have done."""
+    ok = [tid for tid, t in report["targets"].items() if t.get("graph") and t.get("status") != "error"]
     base = {tid: tid.split("[", 1)[0] for tid in ok}
     variants = [(a, b) for i, a in enumerate(ok) for b in ok[i + 1:] if base[a] == base[b]]
     # Each pair in the report's target order, as the Overview lists every pair (itertools.combinations).

@@ -98,8 +98,11 @@ class LiteRTGpu(LiteRTTarget):
         from ai_edge_litert.hardware_accelerator import HardwareAccelerator
 
         from ...quiet import quiet_litert
-        with quiet_litert(log):
-            return CompiledModel.from_file(path, hardware_accel=HardwareAccelerator.GPU | HardwareAccelerator.CPU)
+        try:
+            with quiet_litert(log):
+                return CompiledModel.from_file(path, hardware_accel=HardwareAccelerator.GPU | HardwareAccelerator.CPU)
+        except Exception as e:     # its own words are in the log, not in the exception
+            raise RuntimeError(_with_said(e, log)) from None
 
     def _inspect(self, compiled, captured, result):
         log: list[str] = []
@@ -160,13 +163,19 @@ class LiteRTGpu(LiteRTTarget):
                     buf.write(np.ascontiguousarray(feeds[d["index"]]))
                 model.run_by_index(0, ins, outs)
         except Exception as e:
-            said = [ln.strip() for ln in "".join(log).splitlines() if ln.startswith("ERROR")]
-            raise RuntimeError(f"{e}" + (f" — LiteRT said: {' '.join(said[-3:])}" if said else "")) from None
+            raise RuntimeError(_with_said(e, log)) from None
         by_index = {}
         for buf, d in zip(outs, model.get_output_tensor_details(_signature(model)).values()):
             shape = [int(x) for x in d["shape"]]
             by_index[d["index"]] = buf.read(int(np.prod(shape)) if shape else 1, np.dtype(d["dtype"])).reshape(shape)
         return {name: by_index[i] for name, i in zip(captured.output_names, compiled.io["outputs"]) if i in by_index}
+
+
+def _with_said(e: Exception, log: list[str]) -> str:
+    """The exception's message and what LiteRT logged as errors (each location with the line that says what failed)."""
+    from ...errors import litert_said
+    said = litert_said("".join(log))
+    return f"{e}" + (f" — LiteRT said: {' '.join(said[-3:])}" if said else "")
 
 
 def _signature(model) -> str:

@@ -5,6 +5,7 @@ embedding lookup.
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Callable
 
@@ -136,10 +137,18 @@ class Sample:
     inputs: tuple[InputSpec, ...]
 
     def model(self) -> nn.Module:
-        torch.manual_seed(0)  # seeded weights: the same sample gives the same numbers everywhere
-        m = self.build()
-        _randomize_norm_statistics(m)
+        # Seeded weights: the same sample gives the same numbers everywhere. Layers draw their initial weights from
+        # torch's one global generator, so two threads building at once (the dashboard's warm-up and a first
+        # visitor, both hashing the sample for its run key) would interleave their draws and get different weights:
+        # one build at a time, on a forked generator that leaves the caller's random state as it was.
+        with _BUILDING, torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            m = self.build()
+            _randomize_norm_statistics(m)
         return m.eval()
+
+
+_BUILDING = threading.Lock()
 
 
 def _randomize_norm_statistics(model: nn.Module) -> None:

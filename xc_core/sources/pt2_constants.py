@@ -147,17 +147,8 @@ def _size_in_range(ep, d) -> int:
 
 
 def _range(ep, expr) -> tuple[int | None, int | None]:
-    vr = (ep.range_constraints or {}).get(expr)
-    if vr is None:
-        return None, None
-
-    def bound(v):
-        try:
-            n = int(v)
-        except (TypeError, ValueError, OverflowError, AttributeError):
-            return None   # oo / int_oo: unbounded on that side
-        return n if abs(n) < 1 << 62 else None
-    return bound(vr.lower), bound(vr.upper)
+    from .pytorch import exported_program_dim_bounds     # the loader's reading of the range constraints
+    return exported_program_dim_bounds(ep).get(str(expr), (None, None))
 
 
 def _dynamic_shapes(ep, placeholders, tensor_names) -> list:

@@ -8,8 +8,9 @@ import os
 import streamlit as st
 
 from pages._graph_pane import HIERARCHY_NOTES, graph_pane, pane_items
-from pages._ui import EVIDENCE_HELP, evidence_badge
+from pages._markup import evidence_badge
 from xc_core import evidence as ev_kinds
+from xc_core.evidence import HELP as EVIDENCE_HELP
 from xc_core.views import graph_layout as layout, topology
 from xc_core.sources.spec import BEFORE_STAGE_WORDS
 from xc_core.views.progress import captured_event

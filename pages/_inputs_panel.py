@@ -5,18 +5,13 @@ from __future__ import annotations
 
 import streamlit as st
 
+from pages._markup import code as _code, plain
 from xc_core.inputs.values import INPUT_DTYPES
 
 
 def _t(text) -> str:
-    """A model's input or dim name as text in a label (labels render Markdown). _ui imports this module."""
-    from pages._ui import plain
+    """A model's input or dim name as text in a label (labels render Markdown)."""
     return plain(text)
-
-
-def _code(text) -> str:
-    from pages._ui import code
-    return code(text)
 
 
 def _k(source_key: str, *parts) -> str:

@@ -8,12 +8,12 @@ import re
 import streamlit as st
 
 from pages import _auth, _inputs_panel
+from pages._markup import code, evidence_badge, plain  # noqa: F401 — the pages read them as _ui.plain …
 from xc_core.service import DONE, FAILED
 from xc_core.run_keys import run_key_of
 from xc_core.targets import REGISTRY, base_id, target_ids
 from xc_core.evidence import HELP as EVIDENCE_HELP  # noqa: F401 — the pages read it as _ui.EVIDENCE_HELP
 from xc_core.views.progress import progress_lines
-from xc_core.views.text import markdown_plain
 
 # Model files, and the names exporters give an ONNX model's external data (torch: model.onnx.data; Hugging Face
 # optimum: model.onnx_data; others: .bin, which is also an accepted model name).
@@ -546,17 +546,6 @@ def full_message(detail: str | None) -> None:
             st.code(detail, language=None)
 
 
-def plain(text: str) -> str:
-    """Text from a file or a compiler, shown as is: Markdown would turn `__import__` into bold "import", and
-    "https://…" or "www.…" into a link (a word joiner after "://", "www" and "@" keeps them text)."""
-    return markdown_plain(text)
-
-
-def code(text) -> str:
-    """Untrusted text as a Markdown code span: shown literally; a backtick would end the span, a newline the line."""
-    return "`" + " ".join(str(text).split()).replace("`", "'") + "`"
-
-
 def stop_unless_targets(targets: list[str], failed: dict[str, str], none_message: str) -> None:
     """The head of a page with a column per target: with no target to show, the failed ones' columns (each saying
     why it has nothing to show) or `none_message`, and the page stops."""
@@ -587,14 +576,6 @@ def _failed_columns(cols, failed: dict[str, str]) -> None:
         with col:
             st.subheader(plain(tid))
             st.error(f"{plain(why)} — nothing to show; the Overview has the whole message.")
-
-
-def evidence_badge(kind: str | None) -> str:
-    if not kind:
-        return ""
-    colors = {"measured": "green", "reported": "blue", "predicted-runtime": "orange",
-              "predicted-rules": "violet", "emulated": "gray"}
-    return f":{colors.get(kind, 'gray')}-badge[{kind}]"
 
 
 def header(report: dict, title: str) -> None:

@@ -17,7 +17,9 @@ if _OWN_HOME:
 os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(os.environ["XC_HOME"], "cache", "inductor"))
 
 _SAMPLE_REPORTS = {}
-# Every target, so one analysis per sample serves all tests that read sample reports.
+# The ONNX Runtime, Core ML, OpenVINO and Inductor targets, so one analysis per sample serves all tests that read
+# sample reports (tests/test_read_back_conformance.py asks for every registered target, ExecuTorch, Core AI and
+# LiteRT too).
 ALL_TARGETS = ("ort-cpu", "ort-nnapi", "ort-coreml", "ort-cpu-int8", "coreml-ane", "coreml-cpu", "openvino-cpu",
                "inductor-cpu")
 
@@ -34,6 +36,14 @@ def sample_report(tmp_path_factory):
             _SAMPLE_REPORTS[key] = analyze(f"sample:{name}", list(targets), out_dir=str(out)), str(out)
         return _SAMPLE_REPORTS[key]
     return get
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test in a test_browser*.py file starts a Streamlit server and Chromium: slow (pytest.ini), whichever
+    test is added there next."""
+    for item in items:
+        if item.path.name.startswith("test_browser"):
+            item.add_marker(pytest.mark.slow)
 
 
 def _xc_temp_entries() -> set[str]:

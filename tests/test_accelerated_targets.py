@@ -4,6 +4,7 @@ reports read those fields, whichever toolchain decided the split — so Core ML'
 show their CPU ops with reasons beside ONNX Runtime's mobile EPs (ORT's partition checker)."""
 import os
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from xc_core.views.fallbacks import accelerated_targets, fallback_rows, not_compiled_accelerated, split_summary
@@ -11,6 +12,7 @@ from xc_core.views.fallbacks import accelerated_targets, fallback_rows, not_comp
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.slow
 def test_every_target_block_says_whether_it_is_accelerated(sample_report):
     report, _ = sample_report("transformer-mini")
     blocks = report["targets"]
@@ -27,6 +29,7 @@ def test_every_target_block_says_whether_it_is_accelerated(sample_report):
     assert blocks["ort-cpu"]["declared_precisions"] == []
 
 
+@pytest.mark.slow
 def test_core_ml_cpu_ops_are_fallbacks_with_their_reasons(sample_report):
     """transformer-mini's embedding is a MIL gather, which the ANE does not run (hollance's list): on coreml-ane it
     falls back to the CPU, and the Fallbacks view says so as it does for the ORT EPs."""
@@ -47,6 +50,7 @@ def test_core_ml_cpu_ops_are_fallbacks_with_their_reasons(sample_report):
     assert q2["verdict"] in ("warn", "fail") and "gather" in q2["detail"]
 
 
+@pytest.mark.slow
 def test_the_fallbacks_page_has_a_column_for_core_ml(sample_report):
     report, _ = sample_report("transformer-mini")
     at = AppTest.from_file(os.path.join(ROOT, "pages", "fallbacks.py"), default_timeout=300)

@@ -109,6 +109,7 @@ def shim_bin(tmp_path):
     return str(bin_dir)
 
 
+@pytest.mark.slow
 def test_the_action_gates_comments_once_and_reuses_the_cached_baseline(tmp_path, shim_bin):
     with open(os.path.join(ROOT, "action.yml")) as f:
         action = yaml.safe_load(f)

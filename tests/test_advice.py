@@ -42,6 +42,7 @@ def test_a_python_error_raised_in_xc_is_xcs_bug_not_the_compilers():
     assert advise("coreml-cpu", "run failed: KeyError: 1", tb_lib)["owner"] == TOOLCHAIN
 
 
+@pytest.mark.slow
 def test_the_report_and_the_cli_carry_the_advice(tmp_path, capsys):
     from xc_core.cli import main
     # ai.onnx.ml's Binarizer: ONNX Runtime runs it; neither onnx2torch nor xc has a converter for it

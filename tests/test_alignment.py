@@ -9,6 +9,7 @@ from xc_core.sources.spec import InputSpec, Source
 SAMPLES = ["vision-mini", "tts-mini", "transformer-mini"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sample", SAMPLES)
 def test_every_target_maps_95_percent_of_compiled_nodes(sample_report, sample):
     report, _ = sample_report(sample)
@@ -52,6 +53,7 @@ def test_conv_relu_fused_on_one_target_did_not_fire_on_another():
     assert report["checklist"]["targets"]["ort-cpu"][2]["verdict"] == "pass"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sample", SAMPLES)
 def test_checklist_is_never_blank(sample_report, sample):
     report, _ = sample_report(sample)

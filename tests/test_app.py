@@ -4,6 +4,7 @@ Each scenario starts a fresh AppTest with its widget state preset: with the app'
 the sidebar tree on a rerun (a harness quirk; the served app is checked in test_browser.py)."""
 import os
 
+import pytest
 from apptest_wait import until_report
 from streamlit.testing.v1 import AppTest
 
@@ -19,6 +20,7 @@ def run_app(**state):
     return until_report(make)
 
 
+@pytest.mark.slow
 def test_opens_on_tts_mini_overview():
     at = run_app()
     assert not at.exception
@@ -39,6 +41,7 @@ def test_no_targets_explains_itself():
     assert not at.error and "Pick at least one target" in at.info[0].value     # an invitation, not an error
 
 
+@pytest.mark.slow
 def test_other_sample_and_one_target():
     at = run_app(sample="vision-mini", targets=["ort-cpu"])
     assert not at.exception
@@ -52,6 +55,7 @@ def test_upload_mode_without_a_file_asks_for_one():
     assert not at.error and "Drop a model in the sidebar" in at.info[0].value
 
 
+@pytest.mark.slow
 def test_inputs_panel_edits_rerun_the_analysis():
     """The Inputs panel shows what xc picked; an edited field is an override of the next analysis."""
     at = run_app(targets=["ort-cpu"])
@@ -67,6 +71,7 @@ def test_inputs_panel_edits_rerun_the_analysis():
     assert "integers in [0, 5)" in rows.loc[rows["input"] == "tokens", "values from"].iloc[0]
 
 
+@pytest.mark.slow
 def test_a_variant_added_in_the_sidebar_is_its_own_column():
     """The sidebar's variant form adds ort-cpu[level=basic] next to ort-cpu; both are rows of the Overview."""
     at = AppTest.from_file(os.path.join(ROOT, "app.py"), default_timeout=600)

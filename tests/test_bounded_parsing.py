@@ -346,6 +346,7 @@ def test_the_cli_process_stops_at_its_memory_bound_in_one_line():
     assert len(lines) == 1 and "memory bound of 0.3 GiB" in lines[0] and "XC_MAIN_MEMORY_GIB" in lines[0], r.stderr
 
 
+@pytest.mark.slow
 def test_the_memory_bound_is_started_by_main_and_a_bad_value_is_one_line(tmp_path):
     r = subprocess.run([sys.executable, "-m", "xc_core", "samples"], cwd=ROOT, capture_output=True, text=True,
                        timeout=120, env={**os.environ, "XC_MAIN_MEMORY_GIB": "lots"})

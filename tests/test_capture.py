@@ -1,4 +1,6 @@
 """Capture: the ExportedProgram is the "before" graph; every ONNX node is traced back to a source op."""
+import pytest
+
 from tiny_models import conv_bn_relu
 from xc_core.capture import capture
 from xc_core.inputs.values import random_inputs
@@ -10,6 +12,7 @@ def _source(model, args):
                   inputs=[InputSpec("x", list(args[0].shape), "float32")], module=model)
 
 
+@pytest.mark.slow
 def test_exported_program_is_the_before_graph(tmp_path):
     model, args = conv_bn_relu()
     src = _source(model, args)

@@ -31,6 +31,7 @@ def _q(report, tid, qid):
     return report["checklist"]["targets"][tid][qid - 1]
 
 
+@pytest.mark.slow
 def test_q3_passes_everywhere_when_every_compiler_fuses_what_it_can(plain):
     for tid, t in plain["targets"].items():
         assert t["status"] == "ok", (tid, t["error"])
@@ -50,6 +51,7 @@ def test_q3_passes_everywhere_when_every_compiler_fuses_what_it_can(plain):
     assert plain["fusion_matrix"]["not_fired"]
 
 
+@pytest.mark.slow
 def test_q3_warns_where_a_conv_with_a_second_consumer_blocks_its_compilers_fusion(blocked):
     warned = {tid for tid in blocked["targets"] if _q(blocked, tid, 3)["verdict"] == "warn"}
     # ORT (Level 1 ConvBNFusion on every EP), OpenVINO and coremltools all fold BatchNorm into a Conv — not here.
@@ -68,6 +70,7 @@ def test_q3_warns_where_a_conv_with_a_second_consumer_blocks_its_compilers_fusio
     assert _q(blocked, "ort-cpu-int8", 3)["verdict"] == "pass"
 
 
+@pytest.mark.slow
 def test_q1_passes_a_runtime_checked_prediction_and_warns_on_xcs_own_rules(plain):
     q1 = _q(plain, "ort-nnapi", 1)
     assert q1["verdict"] == "pass" and q1["evidence"] == "predicted-runtime"
@@ -80,6 +83,7 @@ def _t(n, op, ins, outs, **attrs):
                 attributes=attrs, fused_from=[n])
 
 
+@pytest.mark.slow
 def test_catalogue_needs_a_constant_bias_and_reports_a_fusion_that_took_an_op_first():
     # MatMul(x, W) + b, then Relu; ORT's MatMulAddFusion fused MatMul+Add, so GemmActivation never saw a Gemm
     # (nothing to match), and an Add of two computed tensors is no bias (no MatMulAdd opportunity).
@@ -94,6 +98,7 @@ def test_catalogue_needs_a_constant_bias_and_reports_a_fusion_that_took_an_op_fi
     assert by_nodes == {("mm", "add"): "fired"}
 
 
+@pytest.mark.slow
 def test_q5_warns_on_a_runtime_chosen_bf16_with_its_drift_and_the_switch():
     # What an AMX / avx512_bf16 CPU reports when nobody asked for a precision: the plugin's hint reads bf16.
     t = {"id": "openvino-cpu", "status": "ok", "graph": {"nodes": []},
@@ -109,6 +114,7 @@ def test_q5_warns_on_a_runtime_chosen_bf16_with_its_drift_and_the_switch():
     assert "as configured" in asked["detail"]
 
 
+@pytest.mark.slow
 def test_a_residual_sum_fused_into_the_other_producer_is_not_a_miss():
     # Two convs meet in a residual add; OpenVINO puts the sum into one of them. The other conv's chain lost the
     # add to the same fusion on its sibling: superseded, not blocked or missed.
@@ -130,6 +136,7 @@ def test_a_residual_sum_fused_into_the_other_producer_is_not_a_miss():
     assert outcome[("BatchNormDecomposition+ConvolutionMultiplyFusion", ("ca", "bn"))] == "fired"
 
 
+@pytest.mark.slow
 def test_a_failed_target_is_one_finding_and_a_failed_reference_judges_no_drift():
     """A target that never produced a graph is n/a on every question (question 1 carries its error: the failure is
     the target's status, not a verdict). When the reference itself failed, no target's outputs 'do not match'."""

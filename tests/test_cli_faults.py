@@ -70,6 +70,7 @@ def _cmdline(p) -> str:
         return "(gone)"
 
 
+@pytest.mark.slow
 def test_ctrl_c_while_workers_run_is_one_line_exit_130_and_leaves_no_worker(tmp_path):
     out = tmp_path / "out"
     proc = _start_cli("analyze", _spinning_onnx(tmp_path / "spin.onnx"), "--targets", "ort-cpu", "--out", out,
@@ -111,6 +112,7 @@ def test_ctrl_c_while_the_cli_imports_is_one_line(tmp_path):
     assert "Traceback" not in stderr + stdout
 
 
+@pytest.mark.slow
 def test_kill_9_takes_the_workers_along_and_the_next_run_sweeps_their_folders(tmp_path):
     from xc_core.errors import XcInputError
     from xc_core.paths import claim_work_dir, sweep_stale_work
@@ -141,6 +143,7 @@ def test_kill_9_takes_the_workers_along_and_the_next_run_sweeps_their_folders(tm
     shutil.rmtree(out / "work")
 
 
+@pytest.mark.slow
 def test_the_cli_says_a_full_disk_in_one_line_naming_the_folder(tmp_path):
     """A tmpfs of 64 kB as --out: torch's writer fails with "unexpected pos" while the capture saves the program."""
     full = tmp_path / "full"

@@ -47,6 +47,7 @@ def _ok_and_compared(report, targets):
 
 # --- the Hugging Face patterns, through xc's real pipeline --------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_qwen2_decoder_exported_with_use_cache_false_runs_everywhere(hf):
     """The issue's model: the reference failed and 9 targets with it (Core ML: "Placeholder val must be a tensor"),
     each in its own words. In worker processes, as the CLI and the dashboard run it: the reference's worker loads
@@ -62,6 +63,7 @@ def test_a_qwen2_decoder_exported_with_use_cache_false_runs_everywhere(hf):
     assert list(report["targets"]["ort-cpu"]["drift"]["outputs"]) == ["logits"]
 
 
+@pytest.mark.slow
 def test_a_bert_encoder_with_keyword_masks_and_return_dict_false(hf):
     """Tensors by keyword (attention_mask, token_type_ids) become positional inputs under their own names; the
     mask is drawn as a 0/1 mask; return_dict=False is baked in and the tuple's two outputs are compared."""
@@ -76,6 +78,7 @@ def test_a_bert_encoder_with_keyword_masks_and_return_dict_false(hf):
     assert len(report["targets"]["ort-cpu"]["drift"]["outputs"]) == 2
 
 
+@pytest.mark.slow
 def test_keyword_tensors_without_constants_are_made_positional(hf):
     """No constant at all, only tensors by keyword: still one program of positional tensors, and no
     constant_inputs field (reports stay as they were for programs that need nothing)."""

@@ -56,6 +56,7 @@ def attention_report(tmp_path_factory):
     return analyze(str(path), list(TARGETS), out_dir=str(folder / "out")), str(folder / "out")
 
 
+@pytest.mark.slow
 def test_coreai_cpu_reads_the_program_back_traces_it_and_measures_it(attention_report):
     report, _ = attention_report
     t = report["targets"]["coreai-cpu"]
@@ -80,6 +81,7 @@ def test_coreai_cpu_reads_the_program_back_traces_it_and_measures_it(attention_r
     assert any(a.endswith("model.aimodel.zip") for a in t["artifacts"])
 
 
+@pytest.mark.slow
 def test_layer_drift_comes_from_the_runtimes_intermediate_logger(tmp_path):
     from xc_core.api import analyze
     report = analyze("sample:transformer-mini", ["coreai-cpu"], out_dir=str(tmp_path / "out"))
@@ -88,6 +90,7 @@ def test_layer_drift_comes_from_the_runtimes_intermediate_logger(tmp_path):
     assert max(p["rel_l2"] for p in layers["points"]) <= 1e-5
 
 
+@pytest.mark.slow
 def test_coreai_ane_is_fp16_with_cited_predicted_units(attention_report):
     report, _ = attention_report
     t = report["targets"]["coreai-ane"]
@@ -104,6 +107,7 @@ def test_coreai_ane_is_fp16_with_cited_predicted_units(attention_report):
     assert 1e-5 < t["drift"]["worst"]["rel_l2"] < 1e-1        # fp16 rounding, really computed
 
 
+@pytest.mark.slow
 def test_core_ml_and_core_ai_are_the_default_pair(attention_report):
     from xc_core.views.rows import default_pairs, pair_sentence
     report, _ = attention_report
@@ -113,6 +117,7 @@ def test_core_ml_and_core_ai_are_the_default_pair(attention_report):
     assert "Neural Engine" in sentence and "Drift" in sentence
 
 
+@pytest.mark.slow
 def test_the_report_renders_with_core_ai(attention_report):
     from xc_core.review.markdown import report_markdown
     report, _ = attention_report
@@ -120,6 +125,7 @@ def test_the_report_renders_with_core_ai(attention_report):
     assert "coreai-cpu" in md and "coreai-ane" in md
 
 
+@pytest.mark.slow
 def test_a_refused_op_fails_only_the_core_ai_columns_and_batch_norm_folds(tmp_path):
     from xc_core.api import analyze
     torch.manual_seed(0)
@@ -161,6 +167,7 @@ def test_unimportable_core_ai_is_unavailable_with_the_reason(monkeypatch):
     assert not ok and "libcoreai.so" in why and "coreai-core==1.0.0b3" in why
 
 
+@pytest.mark.slow
 def test_an_onnx_upload_reaches_core_ai_through_the_route(tmp_path):
     """Core AI converts PyTorch programs: an ONNX upload reaches it as the ONNX → PyTorch route's program, and its
     ops trace back to the ONNX nodes."""
@@ -178,6 +185,7 @@ def test_an_onnx_upload_reaches_core_ai_through_the_route(tmp_path):
     assert os.path.isdir(tmp_path / "out")
 
 
+@pytest.mark.slow
 def test_the_fp16_program_converts_the_tensors_a_program_makes_in_its_code(tmp_path):
     """A tensor the model's code makes (torch.tensor in forward) is a lifted constant of the program, not a
     parameter or buffer: module.to(float16) leaves it float32, and the fp16 program must not mix the two."""
@@ -215,6 +223,7 @@ class DeadChannel(torch.nn.Module):
         return torch.sigmoid(self.head(torch.relu(self.bn(self.conv(x)))))
 
 
+@pytest.mark.slow
 def test_an_op_whose_constant_overflows_float16_stays_fp32_as_in_core_ml(tmp_path):
     from xc_core.api import analyze
     ep = torch.export.export(DeadChannel().eval(), (torch.randn(1, 3, 8, 8),))

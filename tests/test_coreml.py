@@ -14,6 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLES = ["vision-mini", "tts-mini", "transformer-mini"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sample", SAMPLES)
 def test_mil_before_after_passes_and_provenance(sample_report, sample):
     report, _ = sample_report(sample)
@@ -33,12 +34,14 @@ def test_mil_before_after_passes_and_provenance(sample_report, sample):
         assert t["graph"]["evidence"] == "predicted-rules"
 
 
+@pytest.mark.slow
 def test_fusion_names_its_pass(sample_report):
     report, _ = sample_report("vision-mini")
     groups = report["targets"]["coreml-ane"]["fusions"]["groups"]
     assert any(g["pass"] == "fuse_conv_batchnorm" and g["pattern"] == "conv+batch_norm → conv" for g in groups)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sample", SAMPLES)
 def test_fp16_drifts_more_and_is_emulated(sample_report, sample):
     report, _ = sample_report(sample)
@@ -49,6 +52,7 @@ def test_fp16_drifts_more_and_is_emulated(sample_report, sample):
     assert "emulated" in ane["assumption"]
 
 
+@pytest.mark.slow
 def test_casts_are_counted(sample_report):
     report, _ = sample_report("tts-mini")
     casts = report["targets"]["coreml-ane"]["info"]["casts"]
@@ -67,6 +71,7 @@ def test_rule_table():
         assert p.source and p.reason
 
 
+@pytest.mark.slow
 def test_cli_coreml_targets_and_zipped_mlpackage_upload(tmp_path):
     env = {**os.environ, "PYTHONPATH": ROOT}
     out = tmp_path / "out"
@@ -102,6 +107,7 @@ def test_bad_coreml_uploads_are_one_line(tmp_path):
         load_source(str(notmodel))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "darwin", reason="MLComputePlan and Core ML predict need macOS")
 def test_macos_uses_compute_plan_and_predict(sample_report):
     report, _ = sample_report("vision-mini")
@@ -109,6 +115,7 @@ def test_macos_uses_compute_plan_and_predict(sample_report):
     assert t["graph"]["evidence"] == "reported" and t["drift"]["evidence"] == "measured"
 
 
+@pytest.mark.slow
 def test_fp32_takes_the_frontend_program_as_before_without_copying_it(tmp_path, monkeypatch):
     """fp32 adds no casts, so the program before the passes is the one the frontend produced: the recorder
     copies the MIL program (seconds on a long one) only for fp16, where the casts make `before` differ."""

@@ -46,6 +46,7 @@ def _other_addresses() -> list[str]:
             if a.family == socket.AF_INET and not a.address.startswith("127.")]
 
 
+@pytest.mark.slow
 def test_the_readme_command_listens_on_loopback_only(tmp_path):
     import psutil
     command = _readme_command()

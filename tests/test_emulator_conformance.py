@@ -13,6 +13,8 @@ import json
 import os
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
@@ -30,6 +32,7 @@ def test_every_interpreter_op_has_a_case_from_a_suite_xc_did_not_write():
     assert not uncovered, f"no coremltools test or torch peer exercises {sorted(uncovered)}"
 
 
+@pytest.mark.slow
 def test_mil_interpreter_matches_coremltools_expected_values():
     cases = _slice()
     records = bench.run_mil_suite("raw", node_ids=sorted(set(cases.values())), timeout=600)
@@ -39,6 +42,7 @@ def test_mil_interpreter_matches_coremltools_expected_values():
     assert set(cases) <= matched, sorted(set(cases) - matched)
 
 
+@pytest.mark.slow
 def test_ops_coremltools_never_compares_match_torch_eager():
     records = bench.run_torch_peers()
     assert {r["target_op"] for r in records} == set(bench._torch_peer_cases())

@@ -33,6 +33,7 @@ def _fallbacks(t):
     return {n["op_type"]: n["fallback_reason"] for n in t["graph"]["nodes"] if n.get("fallback")}
 
 
+@pytest.mark.slow
 def test_xnnpack_two_delegates_cpu_ops_with_the_partitioners_reasons_and_measured_drift(et_report):
     report, out = et_report
     t = report["targets"]["executorch-xnnpack"]
@@ -57,6 +58,7 @@ def test_xnnpack_two_delegates_cpu_ops_with_the_partitioners_reasons_and_measure
     assert pte and os.path.getsize(os.path.join(out, pte[0]) if not os.path.isabs(pte[0]) else pte[0]) > 0
 
 
+@pytest.mark.slow
 def test_vulkan_is_the_partitioners_decision_and_not_run_here(et_report):
     report, _ = et_report
     t = report["targets"]["executorch-vulkan"]
@@ -70,6 +72,7 @@ def test_vulkan_is_the_partitioners_decision_and_not_run_here(et_report):
     assert q4["verdict"] == "not applicable" and "Vulkan" in q4["detail"]
 
 
+@pytest.mark.slow
 def test_coreml_delegate_takes_everything_as_an_ml_program_emulated(et_report):
     report, _ = et_report
     t = report["targets"]["executorch-coreml"]
@@ -87,6 +90,7 @@ def test_coreml_delegate_takes_everything_as_an_ml_program_emulated(et_report):
     assert t["declared_precisions"] == ["fp16"]
 
 
+@pytest.mark.slow
 def test_int8_runs_quantized_and_drifts_more(et_report):
     report, _ = et_report
     t, fp32 = report["targets"][INT8], report["targets"]["executorch-xnnpack"]
@@ -98,6 +102,7 @@ def test_int8_runs_quantized_and_drifts_more(et_report):
     assert "as configured" in q5["detail"]
 
 
+@pytest.mark.slow
 def test_side_by_side_in_every_rendering(et_report, tmp_path):
     from xc_core.export.model_explorer import write_model_explorer
     from xc_core.review.diff import diff_reports
@@ -124,6 +129,7 @@ def test_side_by_side_in_every_rendering(et_report, tmp_path):
     json.dumps(report)
 
 
+@pytest.mark.slow
 def test_a_program_executorch_cannot_lower_is_that_targets_error(tmp_path):
     """aten._unique2 is not Core ATen: to_edge refuses it; the error names the op, the other target completes."""
     from xc_core.api import analyze
@@ -141,6 +147,7 @@ def test_a_program_executorch_cannot_lower_is_that_targets_error(tmp_path):
     assert report["targets"]["inductor-cpu"]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_a_kernel_the_runtime_lacks_is_named_not_an_error_code(tmp_path):
     """torch.sort lowers, but this runtime build has no aten::sort.values: the error says so (the runtime itself
     says only "error: 0x14")."""
@@ -157,6 +164,7 @@ def test_a_kernel_the_runtime_lacks_is_named_not_an_error_code(tmp_path):
     assert t["advice"]["op"] == "aten::sort.values"
 
 
+@pytest.mark.slow
 def test_dynamic_batch_and_two_outputs(tmp_path):
     """A model not built for ExecuTorch: a dynamic batch dim, two outputs, a layer norm and a softmax."""
     from xc_core.api import analyze
@@ -181,6 +189,7 @@ def test_dynamic_batch_and_two_outputs(tmp_path):
         assert t["drift"]["worst"]["rel_l2"] < 1e-2
 
 
+@pytest.mark.slow
 def test_an_onnx_upload_is_lowered_from_the_routes_program(tmp_path):
     from xc_core.api import analyze
     path = tmp_path / "m.onnx"
@@ -190,6 +199,7 @@ def test_an_onnx_upload_is_lowered_from_the_routes_program(tmp_path):
     assert t["info"]["onnx_conversion"] and t["drift"]["worst"]["rel_l2"] < 1e-5
 
 
+@pytest.mark.slow
 def test_cli_lists_the_targets_and_their_options():
     out = subprocess.run([sys.executable, "-m", "xc_core", "targets"], cwd=ROOT, capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": ROOT}, check=True).stdout
@@ -198,6 +208,7 @@ def test_cli_lists_the_targets_and_their_options():
     assert "[quantize=…]" in out and "[fp16=…]" in out
 
 
+@pytest.mark.slow
 def test_vulkan_fp16_variant_is_its_own_column_and_the_hooks_are_put_back(tmp_path):
     from executorch.backends.vulkan.partitioner.vulkan_partitioner import VulkanSupportedOperators
     from executorch.exir.backend.utils import WhyNoPartition

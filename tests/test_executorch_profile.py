@@ -25,6 +25,7 @@ def profiled(tmp_path_factory):
     return execute_target(make_target("executorch-xnnpack"), cap, feeds, str(folder / "xnnpack")), cap
 
 
+@pytest.mark.slow
 def test_every_compute_node_is_timed_from_the_etdump(profiled):
     r, _ = profiled
     assert r.status == "ok", r.error
@@ -41,6 +42,7 @@ def test_every_compute_node_is_timed_from_the_etdump(profiled):
     assert r.timings["profile"] > 0
 
 
+@pytest.mark.slow
 def test_times_land_on_the_read_back_nodes_of_both_kinds(profiled):
     r, _ = profiled
     by_id = r.graph.by_id()
@@ -61,6 +63,7 @@ def test_times_land_on_the_read_back_nodes_of_both_kinds(profiled):
     assert all(n.measured_us is not None for n in delegated)
 
 
+@pytest.mark.slow
 def test_the_folded_graph_still_connects(profiled):
     """Folding keeps the edges: every input of a node is a graph input, a constant or another node's output."""
     r, _ = profiled

@@ -131,6 +131,7 @@ def _matrix(folder) -> dict:
         return json.load(f)
 
 
+@pytest.mark.slow
 def test_batch_fills_the_matrix_then_caches_every_cell(tmp_path, fleet):
     from xc_core.store import RunStore
     home = tmp_path / "home"
@@ -172,6 +173,7 @@ def test_batch_fills_the_matrix_then_caches_every_cell(tmp_path, fleet):
     assert [c["run"] for c in m4["cells"]] == [r["run"] for r in m["models"]]
 
 
+@pytest.mark.slow
 def test_a_target_added_to_the_fleet_compiles_only_that_target(tmp_path, fleet):
     """Cells are reused per target: the added target is compiled in a run of its own, the others are taken from
     the runs that made them, and the output diffs run by run across both."""
@@ -215,6 +217,7 @@ def test_a_target_added_to_the_fleet_compiles_only_that_target(tmp_path, fleet):
     assert other.returncode == 0 and [c["cached"] for c in cells if c["model"] == "mlp"] == [True, True, False]
 
 
+@pytest.mark.slow
 def test_a_model_that_fails_is_a_row_of_errors_not_the_end(tmp_path, fleet):
     (tmp_path / "models" / "broken.onnx").write_bytes(b"\x08\x07not a model")
     with open(fleet, "a") as f:
@@ -228,6 +231,7 @@ def test_a_model_that_fails_is_a_row_of_errors_not_the_end(tmp_path, fleet):
     assert {c["status"] for c in m["cells"] if c["model"] in ("broken", "gone")} == {"skipped"}
 
 
+@pytest.mark.slow
 def test_a_stopped_batch_resumes_where_it_stopped(tmp_path, fleet):
     home = tmp_path / "home"
     out = tmp_path / "out"
@@ -263,6 +267,7 @@ def test_a_stopped_batch_resumes_where_it_stopped(tmp_path, fleet):
     assert all(r["status"] == "ok" for r in resumed["models"])
 
 
+@pytest.mark.slow
 def test_shards_merge_into_the_whole_matrix_and_diff_clean(tmp_path, fleet):
     home = tmp_path / "home"
     whole = _xc("batch", fleet, "--targets", TARGETS, "--out", tmp_path / "whole", "--quiet", home=home)
@@ -288,6 +293,7 @@ def test_shards_merge_into_the_whole_matrix_and_diff_clean(tmp_path, fleet):
     assert mixed.returncode == 2 and "is a fleet matrix and the other is a run" in mixed.stderr
 
 
+@pytest.mark.slow
 def test_a_variant_and_its_plain_target_are_two_filled_columns(tmp_path, fleet):
     """`--targets ort-cpu,ort-cpu[level=basic]`: the columns are the targets as named, each cell under its own,
     and a second batch takes both from the store."""
@@ -305,6 +311,7 @@ def test_a_variant_and_its_plain_target_are_two_filled_columns(tmp_path, fleet):
     assert "| — |" not in (tmp_path / "a" / "matrix.md").read_text()
 
 
+@pytest.mark.slow
 def test_names_with_newlines_escapes_and_quotes_stay_one_line_each(tmp_path, fleet):
     """A YAML name may hold a newline, a terminal escape or code-like quotes: every log line, diff line and
     folder stays one printable line of text; the name itself is kept whole in matrix.json."""
@@ -330,6 +337,7 @@ def test_names_with_newlines_escapes_and_quotes_stay_one_line_each(tmp_path, fle
     assert typo.returncode == 2 and "nwe: no such batch folder or matrix.json" in typo.stderr
 
 
+@pytest.mark.slow
 def test_fleet_gate_on_the_cells_figures(tmp_path, fleet):
     """Without the models' reports, the gate judges each cell's own figures, with the same rules file."""
     home = tmp_path / "home"

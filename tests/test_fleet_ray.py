@@ -68,6 +68,7 @@ def ray_cluster():
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_a_batch_on_a_ray_cluster_fills_the_matrix_then_caches(tmp_path, ray_cluster):
     from xc_core.store import RunStore
     address, env = ray_cluster
@@ -105,6 +106,7 @@ def test_a_batch_on_a_ray_cluster_fills_the_matrix_then_caches(tmp_path, ray_clu
     assert [row["run"] for row in second["models"]] == [row["run"] for row in first["models"]]
 
 
+@pytest.mark.slow
 def test_a_cluster_that_wants_a_token_this_batch_lacks_is_one_line(tmp_path, ray_cluster):
     address, env = ray_cluster
     (tmp_path / "fleet.txt").write_text("sample:vision-mini\n")
@@ -117,6 +119,7 @@ def test_a_cluster_that_wants_a_token_this_batch_lacks_is_one_line(tmp_path, ray
     assert len(r.stderr.strip().splitlines()) == 1 and "RAY_AUTH_MODE=token" in r.stderr, r.stderr
 
 
+@pytest.mark.slow
 def test_an_address_where_no_cluster_answers_is_one_line(tmp_path):
     (tmp_path / "fleet.txt").write_text("sample:vision-mini\n")
     r = subprocess.run([sys.executable, "-m", "xc_core", "batch", str(tmp_path / "fleet.txt"), "--out", str(tmp_path / "o"),

@@ -108,6 +108,7 @@ def _files_holding(text: str, *folders: str) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_the_ray_a_batch_starts_listens_on_loopback_wants_its_token_and_goes(tmp_path):
     import psutil
 
@@ -175,6 +176,7 @@ def test_the_ray_a_batch_starts_listens_on_loopback_wants_its_token_and_goes(tmp
         shutil.rmtree(ray_temp, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_joining_a_cluster_without_authentication_warns_once(tmp_path):
     from test_fleet import _two_output_mlp
     from test_fleet_ray import _free_port, _stop
@@ -205,6 +207,7 @@ def test_joining_a_cluster_without_authentication_warns_once(tmp_path):
         shutil.rmtree(ray_temp, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_a_process_that_imported_ray_first_is_told_at_once(tmp_path, monkeypatch):
     """Ray reads its authentication mode and node address rule on import: one imported before xc set them would
     start a cluster that is neither private nor reachable by this driver, so it is refused before anything starts."""

@@ -3,10 +3,13 @@ None may crash xc, hang, run code from the file, or be refused with more than on
 import os
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
 
+@pytest.mark.slow
 def test_two_of_every_family_end_cleanly():
     import fuzz
     result = fuzz.run(per_family=2, targets=("ort-cpu",), timeout_s=20, memory_gib=2.0, log=None)

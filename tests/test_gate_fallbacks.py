@@ -181,6 +181,7 @@ def silu_gelu(tmp_path_factory):
     return reports
 
 
+@pytest.mark.slow
 def test_silu_to_gelu_flags_no_litert_gpu_fallback(silu_gelu):
     d = diff_reports(*silu_gelu)
     assert {(r["module_path"], r["base"], r["new"]) for r in d["source_ops"]["replaced"]} == \
@@ -193,6 +194,7 @@ def test_silu_to_gelu_flags_no_litert_gpu_fallback(silu_gelu):
     assert not any(r["target"] == "litert-gpu" for r in regressions(d, GateRules()))
 
 
+@pytest.mark.slow
 def test_silu_to_gelu_is_a_real_regression_where_the_gelu_leaves_the_accelerator(silu_gelu):
     """NNAPI runs silu's Sigmoid × x, and has no Gelu: the same edit moves both activations to the CPU."""
     d = diff_reports(*silu_gelu)

@@ -29,6 +29,7 @@ print(json.dumps({"notes": src.notes, "ids": [ids.name, ids.low, ids.high]}))
 """
 
 
+@pytest.mark.slow
 def test_the_decoder_pt2_loads_with_its_own_names_and_token_range(gpt2):
     # In a process of its own: another test of this session may have imported transformers, which registers its
     # output types with torch; a server that never imports it must read them all the same.
@@ -41,6 +42,7 @@ def test_the_decoder_pt2_loads_with_its_own_names_and_token_range(gpt2):
     assert loaded["ids"] == ["input_ids", 0, 500]     # the vocabulary, through a view
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["pt2", "onnx"])
 def test_the_decoder_compiles_for_ort_core_ml_and_litert(gpt2, fmt, tmp_path):
     from xc_core.cli import main

@@ -2,6 +2,7 @@
 every page with no analysis; a run whose report is missing from the store is said so."""
 import os
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -24,6 +25,7 @@ def test_a_run_link_to_no_run_says_so_in_one_line():
     assert any("no such run in the store" in e.value for e in at.error)
 
 
+@pytest.mark.slow
 def test_an_opened_run_renders_pages_without_analysing(sample_report):
     from xc_core.store import RunStore
     report, out = sample_report("vision-mini")
@@ -45,6 +47,7 @@ def test_an_opened_run_renders_pages_without_analysing(sample_report):
     assert any("no such run" in e.value for e in at.error)
 
 
+@pytest.mark.slow
 def test_an_imported_reports_name_is_text_in_the_header(sample_report):
     """A report.json is anyone's file: its source name shows as written, never as a link, markup or an image."""
     import json

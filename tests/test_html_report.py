@@ -131,6 +131,7 @@ class _TargetColumns(HTMLParser):
             self.tables[-1].append(data)
 
 
+@pytest.mark.slow
 def test_tables_with_a_column_per_target_are_grouped_by_family(sample_report):
     """15+ targets side by side ran 3,800–4,900 px wide: the Fusion patterns, Stages and Checklist grids hold at most
     TARGET_COLUMNS targets a table, by toolchain family, and every target still has its column."""
@@ -165,6 +166,7 @@ def test_report_whose_targets_all_errored_renders_and_escapes():
     assert 'class="xc-fig"' not in html and "xc-plotly-js" not in html     # no figure, so no plotly.js either
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind,says", [
     ("no-reference", "this source has no reference"),
     ("no-capture", "No source-op alignment in this report"),
@@ -181,6 +183,7 @@ def test_reports_lacking_blocks_say_why(sample_report, kind, says):
         assert "No fusion matrix" in html
 
 
+@pytest.mark.slow
 def test_hostile_names_are_escaped_everywhere(sample_report):
     report, _ = sample_report("vision-mini")
     r = copy.deepcopy(report)
@@ -202,6 +205,7 @@ def test_hostile_names_are_escaped_everywhere(sample_report):
     assert html.count(ESCAPED) >= 4
 
 
+@pytest.mark.slow
 def test_output_is_deterministic(sample_report):
     report, _ = sample_report("vision-mini")
     assert report_html(report) == report_html(copy.deepcopy(report))

@@ -10,6 +10,7 @@ from xc_core.api import analyze
 SAMPLES = ["vision-mini", "tts-mini", "transformer-mini"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sample", SAMPLES)
 def test_inductor_fuses_source_ops_into_kernels_and_matches_eager(sample_report, sample):
     report, out = sample_report(sample)      # every target, inductor-cpu among them (conftest.ALL_TARGETS)

@@ -28,6 +28,7 @@ def profiled(tmp_path_factory):
     return r
 
 
+@pytest.mark.slow
 def test_every_kernel_is_timed_by_the_profiler(profiled):
     r = profiled
     nt = r.node_times
@@ -45,6 +46,7 @@ def test_every_kernel_is_timed_by_the_profiler(profiled):
     assert not [n for n in r.notes if n.startswith("time per node")], r.notes
 
 
+@pytest.mark.slow
 def test_the_generated_kernels_name_themselves_to_the_profiler(profiled):
     """What the matching rests on: each generated kernel opens a RecordFunction under its own name (Inductor's
     cpp.enable_kernel_profile), and the graph has both kinds of calls — generated and extern."""
@@ -60,6 +62,7 @@ def _ev(name, start, us):
     return SimpleNamespace(name=name, time_range=SimpleNamespace(start=start), cpu_time_total=us)
 
 
+@pytest.mark.slow
 def test_repeated_kernels_are_matched_by_call_order_and_glue_is_left_over():
     """Two calls of one generated kernel take the handles of that name in order; an extern call is its ATen op; an
     allocation between calls is no handle's."""

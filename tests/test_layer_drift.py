@@ -361,6 +361,7 @@ def test_coreai_value_node_of_a_linear_is_not_its_weight_transpose():
 
 
 # ---- the sample that showed the phantom --------------------------------------------------------------------------
+@pytest.mark.slow
 def test_tts_mini_on_coreai_cpu_shows_no_layer_jump_above_its_output_drift():
     """tts-mini through coreai-cpu (fp32, outputs match at rel L2 ~3e-7) showed rel L2 0.79 at encoder.norm2: Core
     AI's rewrite gave that layer norm's op id to the residual add before encoder.norm1 too, and the logged value

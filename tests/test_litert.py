@@ -43,6 +43,7 @@ def _nodes(t):
     return {n["id"]: n for n in t["graph"]["nodes"]}
 
 
+@pytest.mark.slow
 def test_xnnpack_leaves_cumsum_on_the_cpu_with_its_reason_and_measures_drift(conv_report):
     report, _ = conv_report
     t = report["targets"]["litert-xnnpack"]
@@ -57,6 +58,7 @@ def test_xnnpack_leaves_cumsum_on_the_cpu_with_its_reason_and_measures_drift(con
     assert max(d["rel_l2"] for d in t["drift"]["outputs"].values()) < 1e-5
 
 
+@pytest.mark.slow
 def test_every_op_traced_to_its_source_ops_and_the_conv_fusion_named(conv_report):
     report, _ = conv_report
     nodes = _nodes(report["targets"]["litert-xnnpack"])
@@ -67,6 +69,7 @@ def test_every_op_traced_to_its_source_ops_and_the_conv_fusion_named(conv_report
     assert [g["pattern"] for g in groups] == ["conv2d+batch_norm+relu → CONV_2D"]
 
 
+@pytest.mark.slow
 def test_the_converters_transposes_are_in_the_layout_audit(conv_report):
     report, _ = conv_report
     layout = report["targets"]["litert-xnnpack"]["layout"]
@@ -76,6 +79,7 @@ def test_the_converters_transposes_are_in_the_layout_audit(conv_report):
     assert "TRANSPOSE" in layout["said_by"]
 
 
+@pytest.mark.slow
 def test_gpu_target_is_the_delegates_own_decision_and_emulated_numerics(conv_report):
     report, _ = conv_report
     t = report["targets"]["litert-gpu"]
@@ -89,6 +93,7 @@ def test_gpu_target_is_the_delegates_own_decision_and_emulated_numerics(conv_rep
     assert max(d["rel_l2"] for d in t["drift"]["outputs"].values()) < 1e-4
 
 
+@pytest.mark.slow
 def test_int8_variant_quantizes_weights_and_drifts_more_than_float(conv_report):
     report, _ = conv_report
     f, q = report["targets"]["litert-xnnpack"], report["targets"]["litert-xnnpack[quantize=int8]"]
@@ -99,6 +104,7 @@ def test_int8_variant_quantizes_weights_and_drifts_more_than_float(conv_report):
     assert 1e-5 < worst(q) < 0.1 and worst(q) > 10 * worst(f)
 
 
+@pytest.mark.slow
 def test_gpu_delegate_refusals_carry_its_words(tmp_path):
     report = _analyze(str(tmp_path), GatherCount(), (torch.randn(6, 5), torch.tensor([0, 2, 4])),
                       ("litert-gpu", "litert-xnnpack"))
@@ -116,6 +122,7 @@ def test_gpu_delegate_refusals_carry_its_words(tmp_path):
     assert any("int64" in n or "64-bit" in n for n in x["notes"])          # idx was int64: fed as int32
 
 
+@pytest.mark.slow
 def test_the_tflite_xc_wrote_reopens_as_an_upload(conv_report, tmp_path):
     from xc_core.api import analyze
     _, tmp = conv_report
@@ -133,6 +140,7 @@ def test_the_tflite_xc_wrote_reopens_as_an_upload(conv_report, tmp_path):
     assert "tflite" in report["targets"]["coreml-ane"]["error"]
 
 
+@pytest.mark.slow
 def test_an_onnx_upload_reaches_litert_through_the_route(tmp_path):
     from xc_core.api import analyze
     torch.manual_seed(0)
@@ -152,6 +160,7 @@ def _tflite_bytes(conv_report) -> bytes:
     return open(os.path.join(tmp, "out", "artifacts", "litert-xnnpack", "model.tflite"), "rb").read()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["truncated", "huge-vector", "bad-tensor-index"])
 def test_hostile_flatbuffers_are_refused_in_one_line(conv_report, tmp_path, damage):
     from xc_core.readers.tflite import TfliteModel
@@ -178,6 +187,7 @@ def test_hostile_flatbuffers_are_refused_in_one_line(conv_report, tmp_path, dama
     assert "\n" not in text and f"{damage}.tflite" in text and "TFLite" in text
 
 
+@pytest.mark.slow
 def test_report_json_and_markdown_carry_the_litert_columns(conv_report):
     from xc_core.review.markdown import report_markdown
     report, tmp = conv_report
@@ -197,6 +207,7 @@ class Bucketize(torch.nn.Module):
         return torch.bucketize(x, torch.tensor([-1.0, 0.0, 1.0])).float() + x
 
 
+@pytest.mark.slow
 def test_one_conversion_per_run_shared_by_the_litert_targets_its_failure_too(tmp_path):
     report = _analyze(str(tmp_path), Bucketize(), (torch.randn(2, 5),), ("litert-xnnpack", "litert-gpu", "ort-cpu"))
     errors = {tid: report["targets"][tid]["error"] for tid in ("litert-xnnpack", "litert-gpu")}
@@ -215,6 +226,7 @@ class TensorLiteral(torch.nn.Module):
         return x * torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0]) + 1
 
 
+@pytest.mark.slow
 def test_a_pt2_with_a_tensor_literal_converts(tmp_path):
     report = _analyze(str(tmp_path), TensorLiteral(), (torch.randn(2, 5),), ("litert-xnnpack",))
     t = report["targets"]["litert-xnnpack"]
@@ -222,6 +234,7 @@ def test_a_pt2_with_a_tensor_literal_converts(tmp_path):
     assert max(d["rel_l2"] for d in t["drift"]["outputs"].values()) < 1e-6
 
 
+@pytest.mark.slow
 def test_a_tflite_with_a_dynamic_batch_runs_at_the_batch_asked_for(conv_report, tmp_path):
     """A .tflite whose batch is -1 in its shape signature: the source says the dim is the model's to choose, the
     run's batch is what the user gives, and both runtimes resize their inputs to it."""

@@ -8,6 +8,7 @@ pytest.importorskip("ai_edge_litert")
 from xc_core.targets.litert.xnnpack import LiteRTXnnpack  # noqa: E402
 
 
+@pytest.mark.slow
 def test_the_interpreter_wrapper_offers_no_profiler_so_litert_times_no_node():
     from ai_edge_litert import interpreter as litert_interpreter
     from ai_edge_litert import _pywrap_litert_compiled_model_wrapper as compiled_model_wrapper

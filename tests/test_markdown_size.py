@@ -1,8 +1,11 @@
 """The single-run Markdown (a pull-request comment) keeps under ~20 KB by default — the headline, the verdicts and
 the findings, the long tables left to the HTML report — and `--full` keeps every table, up to GitHub's cap."""
+import pytest
+
 from xc_core.review.markdown import BRIEF_CHARS, MAX_CHARS, report_markdown
 
 
+@pytest.mark.slow
 def test_the_default_markdown_is_brief_and_full_keeps_everything(sample_report, tmp_path, capsys):
     from xc_core.cli import main
     report, out = sample_report("vision-mini")

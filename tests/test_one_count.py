@@ -260,6 +260,7 @@ def _ir(nodes):
     return g
 
 
+@pytest.mark.slow
 def test_the_delegates_refusals_are_placed_per_node_and_its_count_kept():
     from xc_core.targets.litert import gpu
     g = _ir([("fc_0", "FULLY_CONNECTED", ["x"], ["a"]), ("reshape_1", "RESHAPE", ["a"], ["m;21"]),
@@ -293,6 +294,7 @@ def test_the_delegates_refusals_are_placed_per_node_and_its_count_kept():
         "runtime_count"]["gap"]
 
 
+@pytest.mark.slow
 def test_a_real_gpu_delegate_and_xcs_placement_agree(tmp_path):
     """The delegate refuses the three nodes that touch a 5-D tensor, by name, and takes the largest of the two
     partitions left: xc's placement and its own count ("2 operations will run on the GPU …") agree, and every view

@@ -8,6 +8,7 @@ import os
 import numpy as np
 import onnx
 import onnxruntime as ort
+import pytest
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
@@ -349,6 +350,7 @@ def test_a_node_pytorch_cannot_run_is_named_in_one_line(tmp_path):
     assert "\n" not in error
 
 
+@pytest.mark.slow
 def test_one_program_per_run_reaches_executorch_and_core_ai(tmp_path):
     """An ONNX upload: the route runs once in prepare; ExecuTorch and Core AI compile its program, and their ops
     trace to the ONNX nodes."""
@@ -389,6 +391,7 @@ def test_one_program_per_run_reaches_executorch_and_core_ai(tmp_path):
     assert "ONNX → PyTorch route" in report_html(report)
 
 
+@pytest.mark.slow
 def test_nested_ifs_and_an_input_only_a_condition_reads(tmp_path):
     """silero-vad's shape: an If on a scalar input (the sample rate) whose branch holds an If on the data. Both are
     specialised, one level at a time; the scalar is no input of the program, and ExecuTorch and Core AI run it."""
@@ -426,6 +429,7 @@ def test_nested_ifs_and_an_input_only_a_condition_reads(tmp_path):
     assert "The program takes no rate" in " ".join(onnx_route_lines(report))
 
 
+@pytest.mark.slow
 def test_a_0d_input_the_program_reads_reaches_the_runtimes_as_0d(tmp_path):
     """silero-vad (opset 15) adds its int64 sample rate, scaled to nothing, into its state output: a 0-d input the
     program reads. Each runtime gets it 0-d (ExecuTorch's set_inputs refused it made 1-d, Core AI's runtime
@@ -449,6 +453,7 @@ def test_a_0d_input_the_program_reads_reaches_the_runtimes_as_0d(tmp_path):
         assert t["drift"]["worst"]["rel_l2"] < (1e-2 if tid == "executorch-coreml" else 1e-5), tid   # fp16 there
 
 
+@pytest.mark.slow
 def test_programs_above_the_node_limit_skip_the_pytorch_side_targets_and_the_route(tmp_path):
     """Above --max-program-nodes the targets that compile a PyTorch program are skipped, each saying the size, the
     limit and the flag; an ONNX upload's route is not built at all (the limit reaches the isolated route job);

@@ -44,6 +44,7 @@ def ort_checker_log(onnx_path) -> dict:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sample", ["vision-mini", "tts-mini", "transformer-mini"])
 def test_partitions_match_ort_checker_exactly(sample_report, sample):
     report, out_dir = sample_report(sample)
@@ -58,6 +59,7 @@ def test_partitions_match_ort_checker_exactly(sample_report, sample):
         assert part["evidence"] == "predicted-runtime"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sample", ["vision-mini", "tts-mini", "transformer-mini"])
 def test_every_cpu_node_has_a_reason_and_boundaries_have_bytes(sample_report, sample):
     report, _ = sample_report(sample)
@@ -72,6 +74,7 @@ def test_every_cpu_node_has_a_reason_and_boundaries_have_bytes(sample_report, sa
             "transition_overhead_ms"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sample", ["vision-mini", "tts-mini", "transformer-mini"])
 def test_int8_drifts_more_than_fp32_and_emulation_is_labelled(sample_report, sample):
     report, _ = sample_report(sample)

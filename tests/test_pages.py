@@ -23,6 +23,7 @@ def run_page(page: str, sample: str, targets=ALL_TARGETS):
     return at
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sample", SAMPLES)
 def test_fallbacks_page(sample):
     at = run_page("fallbacks", sample)
@@ -42,11 +43,13 @@ def test_fallbacks_page(sample):
     assert timed == sorted(timed, reverse=True) and fallback_table["kernel µs"].isna().is_monotonic_increasing
 
 
+@pytest.mark.slow
 def test_fallbacks_page_without_accelerated_targets_says_so():
     at = run_page("fallbacks", "tts-mini", ["ort-cpu"])
     assert "None of the selected targets has an accelerator" in at.info[0].value
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sample", SAMPLES)
 def test_coreml_page(sample):
     at = run_page("coreml", sample)
@@ -57,6 +60,7 @@ def test_coreml_page(sample):
     assert set(placement["unit"]) <= {"ane", "gpu", "cpu", "unknown"}
 
 
+@pytest.mark.slow
 def test_overview_leads_with_pair_sentences_and_keeps_eight_columns():
     at = run_page("overview", "tts-mini")
     table = at.table[0].value       # a static table: every cell whole; it renders Markdown, so cells come escaped
@@ -89,6 +93,7 @@ COMPARE_PAGES = {"heatmap": "Backend heat map", "fusion": "Fusion", "drift": "Nu
                  "precision": "Precision audit", "checklist": "Checklist"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sample", SAMPLES)
 @pytest.mark.parametrize("page", list(COMPARE_PAGES))
 def test_compare_pages(sample, page):
@@ -115,6 +120,7 @@ def _page_with_report(page: str, report: dict):
     return at
 
 
+@pytest.mark.slow
 def test_fallbacks_page_shows_the_model_as_shipped_beside_the_resolved_shapes(tmp_path):
     from realistic_models import detector_onnx
     from xc_core.api import analyze
@@ -126,6 +132,7 @@ def test_fallbacks_page_shows_the_model_as_shipped_beside_the_resolved_shapes(tm
     assert any("left on the CPU for a dynamic input shape" in c.value for c in at.caption)
 
 
+@pytest.mark.slow
 def test_the_onnx_route_is_shown_apart_on_the_overview_and_the_core_ml_page(tmp_path):
     from realistic_models import two_in_three_out_onnx
     from xc_core.api import analyze
@@ -141,6 +148,7 @@ def test_the_onnx_route_is_shown_apart_on_the_overview_and_the_core_ml_page(tmp_
     assert len(at.dataframe[0].value) == 3          # the conversion's own drift, one row per output
 
 
+@pytest.mark.slow
 def test_stages_page_shows_six_stages_and_opens_a_step_graph_in_topology():
     at = run_page("stages", "vision-mini")
     assert at.title[0].value == "Stages"
@@ -172,6 +180,7 @@ def test_stages_page_shows_six_stages_and_opens_a_step_graph_in_topology():
 ET_TARGETS = ["ort-nnapi", "coreml-ane", "executorch-xnnpack", "executorch-vulkan", "executorch-coreml"]
 
 
+@pytest.mark.slow
 def test_every_page_with_the_executorch_targets():
     """The ExecuTorch columns beside ort-nnapi and coreml-ane on every page (one analysis, shared by the pages)."""
     pytest.importorskip("executorch")
@@ -189,6 +198,7 @@ def test_every_page_with_the_executorch_targets():
             assert "not run here" in text
 
 
+@pytest.mark.slow
 def test_a_deployment_picks_the_default_targets(monkeypatch, capsys):
     from pages._ui import default_targets
     monkeypatch.setenv("XC_DEFAULT_TARGETS", "ort-nnapi, coreml-ane,no-such-target")
@@ -201,6 +211,7 @@ def test_a_deployment_picks_the_default_targets(monkeypatch, capsys):
 COREAI_TARGETS = ["coreml-ane", "coreml-cpu", "coreai-cpu", "coreai-ane"]
 
 
+@pytest.mark.slow
 def test_every_page_with_the_core_ai_targets():
     """Core AI beside Core ML on every page; the Overview opens on the Core ML vs Core AI pair."""
     pytest.importorskip("coreai_torch")

@@ -27,6 +27,7 @@ def reports(tmp_path_factory):
     return get
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(BUILDERS))
 def test_every_target_is_ok_or_names_the_cause(reports, name):
     report = reports(name)
@@ -41,6 +42,7 @@ def test_every_target_is_ok_or_names_the_cause(reports, name):
         assert not t["error"].rstrip().endswith(".cpp:") and "Exception from src/" not in t["error"]
 
 
+@pytest.mark.slow
 def test_detector_runs_everywhere_with_no_flags(reports):
     report = reports("detector")
     assert report["source"]["inputs"][0]["shape"] == [1, 3, 224, 224]
@@ -50,6 +52,7 @@ def test_detector_runs_everywhere_with_no_flags(reports):
     assert nnapi["partitioning"]["accelerated_share_nodes"] > nnapi["partitioning_as_shipped"]["accelerated_share_nodes"]
 
 
+@pytest.mark.slow
 def test_a_sequence_of_maps_is_compared_in_key_order(reports):
     t = reports("zipmap")["targets"]["ort-cpu"]
     drift = t["drift"]["outputs"]["output_probability"]
@@ -58,12 +61,14 @@ def test_a_sequence_of_maps_is_compared_in_key_order(reports):
         t["info"]["output_matching"]["converted"]["output_probability"]
 
 
+@pytest.mark.slow
 def test_tf_style_names_survive_every_target(reports):
     report = reports("tf-names")
     assert set(report["targets"]["openvino-cpu"]["drift"]["outputs"]) == {"Identity:0"}
     assert report["source"]["inputs"][0]["name"] == "input:0"
 
 
+@pytest.mark.slow
 def test_onnx_uploads_get_core_ml_and_inductor_with_the_conversion_measured_apart(reports):
     for name in ("detector", "text", "two-in-three-out", "lstm", "branch"):
         for tid in ("coreml-ane", "coreml-cpu", "inductor-cpu"):
@@ -78,6 +83,7 @@ def test_onnx_uploads_get_core_ml_and_inductor_with_the_conversion_measured_apar
                 assert reports(name)["alignment"]["coverage"][tid]["ratio"] > 0.5, (name, tid)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sample", ["vision-mini", "tts-mini", "transformer-mini"])
 def test_each_bundled_samples_onnx_converts_to_core_ml(sample_report, sample):
     _, out = sample_report(sample)

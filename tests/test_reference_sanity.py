@@ -15,7 +15,7 @@ from xc_core.analysis.checklist import checklist
 from xc_core.analysis.drift import implausible, reference_check
 from xc_core.api import analyze
 from xc_core.cli import summary_table
-from xc_core.report import target_block
+from xc_core.pipeline.assemble import target_block
 from xc_core.review.diff import diff_reports, diff_text
 from xc_core.review.gate import GateRules, regressions
 from xc_core.review.html import report_html

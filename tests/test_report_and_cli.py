@@ -46,12 +46,14 @@ def _check_report(report, targets=("ort-cpu", "openvino-cpu")):
             assert t[block]["evidence"] in EVIDENCE, (tid, block)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sample", ["vision-mini", "tts-mini", "transformer-mini"])
 def test_samples_on_ort_and_openvino(sample_report, sample):
     report, _ = sample_report(sample)
     _check_report(report)
 
 
+@pytest.mark.slow
 def test_report_targets_have_the_fields_the_issue_names(sample_report):
     report, _ = sample_report("tts-mini")
     validate_report(report)
@@ -93,6 +95,7 @@ def test_cli_analyze_writes_a_valid_report(tmp_path):
     assert (tmp_path / "report.html").read_text().startswith("<!DOCTYPE html>")
 
 
+@pytest.mark.slow
 def test_cli_pt2_pt_and_onnx_files(tmp_path):
     model, args = conv_bn_relu()
     ep = torch.export.export(model, args)
@@ -200,6 +203,7 @@ def test_cli_lists_targets_and_samples():
     assert s.returncode == 0 and "sample:tts-mini" in s.stdout and "[default]" in s.stdout
 
 
+@pytest.mark.slow
 def test_schema_rejects_a_block_without_evidence(sample_report):
     report, _ = sample_report("vision-mini")
     broken = json.loads(json.dumps(report))
@@ -213,6 +217,7 @@ def test_schema_rejects_a_block_without_evidence(sample_report):
     validate_report(report)
 
 
+@pytest.mark.slow
 def test_an_imported_report_that_breaks_the_schema_is_refused_with_where(sample_report):
     from xc_core.errors import XcInputError
     from xc_core.review.runs import parse_report

@@ -133,6 +133,7 @@ def _differences(a, b, path="", out=None) -> list[str]:
     return out
 
 
+@pytest.mark.slow
 def test_the_three_samples_report_the_same_before_and_after_the_step(tmp_path, sample_report):
     before_root = _before_checkout(tmp_path)
     env = {**os.environ, "PYTHONPATH": before_root}

@@ -198,6 +198,7 @@ def _tables(md: str):
     return tables
 
 
+@pytest.mark.slow
 def test_markdown_tables_are_valid_github_tables_and_fit_a_comment(sample_report):
     report, _ = sample_report("transformer-mini")
     md = report_markdown(report, full=True)          # every table (the default leaves the long ones to the HTML)
@@ -216,6 +217,7 @@ def test_markdown_tables_are_valid_github_tables_and_fit_a_comment(sample_report
     assert len(small) <= 6000 and all(len(set(rows)) == 1 for rows in _tables(small))
 
 
+@pytest.mark.slow
 def test_markdown_escapes_names_from_the_upload(sample_report):
     report, _ = sample_report("vision-mini")
     hostile = json.loads(json.dumps(report))
@@ -238,6 +240,7 @@ def _outside_code(md: str) -> str:
     return re.sub(r"`[^`\n]*`", "", md)
 
 
+@pytest.mark.slow
 def test_model_text_in_reports_links_nothing_and_pings_no_one(sample_report):
     """Names from an upload reach the Markdown comment and the HTML report as text: no link, image or HTML, no
     live @mention (a PR comment would notify that user), no issue reference, no table split by a pipe."""

@@ -16,6 +16,7 @@ from tiny_models import chain_onnx
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.slow
 def test_big_lists_leave_report_json_and_come_back_whole(sample_report, monkeypatch):
     from xc_core.errors import XcInputError
     from xc_core.review.runs import parse_report
@@ -45,6 +46,7 @@ def test_big_lists_leave_report_json_and_come_back_whole(sample_report, monkeypa
         parse_report(text.encode(), "report.json", json.dumps(other).encode())
 
 
+@pytest.mark.slow
 def test_the_run_store_keeps_the_sidecar_with_its_report(sample_report, monkeypatch, tmp_path):
     from xc_core.store import RunStore
     report, _ = sample_report("tts-mini")
@@ -57,6 +59,7 @@ def test_the_run_store_keeps_the_sidecar_with_its_report(sample_report, monkeypa
     assert [r["key"] for r in RunStore(str(tmp_path / "store")).runs()] == ["k1"]
 
 
+@pytest.mark.slow
 def test_the_sidecar_is_gzip_and_an_older_plain_one_still_reads(sample_report, monkeypatch, tmp_path):
     """Written compressed and byte-identical for the same lists (the store keeps a file once by its hash); a plain
     report.nodes.json of an older run reads the same; a sidecar that inflates past the limit, or is cut short, is
@@ -121,6 +124,7 @@ def test_a_big_graph_goes_beside_report_json_through_the_cli(tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_a_built_report_checks_the_first_nodes_of_a_big_graph_and_an_import_checks_all(sample_report):
     """validate_built_report samples each long node list (xc made its nodes with one constructor); a node beyond the
     sample that is wrong passes there and is refused by the full check every import gets."""

@@ -22,6 +22,7 @@ def _onnx_path(out):
     return os.path.join(out, "artifacts", "capture", "model.onnx")
 
 
+@pytest.mark.slow
 def test_every_target_records_the_six_stages_in_order(sample_report):
     report, _ = sample_report("vision-mini")
     for tid, t in report["targets"].items():
@@ -33,6 +34,7 @@ def test_every_target_records_the_six_stages_in_order(sample_report):
         assert all(s["op_count"] is not None for s in _steps(report, tid)), tid
 
 
+@pytest.mark.slow
 def test_ort_op_counts_per_level_are_ort_s_own(sample_report, tmp_path):
     """Each ORT level's op count is the node count of the model ORT itself writes at that level (its layout
     reorders and constants aside), and the configured level's is the compiled graph's."""
@@ -60,6 +62,7 @@ def test_ort_op_counts_per_level_are_ort_s_own(sample_report, tmp_path):
     assert report["targets"]["ort-cpu"]["op_count_after"] == counts["ORT_ENABLE_ALL"]
 
 
+@pytest.mark.slow
 def test_ort_levels_above_the_node_limit_are_left_out_and_the_stages_say_how_to_see_them(tmp_path):
     """Above --max-level-graph-nodes the ORT targets build no session per level: the steps keep the model ORT
     loads and its final graph, and the final step's note names the flag that brings the levels back."""
@@ -75,6 +78,7 @@ def test_ort_levels_above_the_node_limit_are_left_out_and_the_stages_say_how_to_
     assert "ORT_ENABLE_BASIC" in [s["name"] for s in _steps(full, "ort-cpu")]
 
 
+@pytest.mark.slow
 def test_openvino_op_counts_per_step_are_openvino_s_own(sample_report):
     import openvino as ov
     from openvino._offline_transformations import apply_moc_transformations
@@ -103,6 +107,7 @@ def test_openvino_op_counts_per_step_are_openvino_s_own(sample_report):
     assert steps[3]["counts"]["reorders"] == layers.count("Reorder")
 
 
+@pytest.mark.slow
 def test_coreml_pass_walk_matches_coremltools_cut_after_the_same_pass(sample_report):
     """The per-pass walk replays ct.convert's default pipeline: the count after its fusion step is what
     ct.convert gives with the pipeline cut after that pass, and the walk ends where ct.convert ends."""
@@ -132,6 +137,7 @@ def test_coreml_pass_walk_matches_coremltools_cut_after_the_same_pass(sample_rep
     assert walked[-1]["op_count"] == report["targets"]["coreml-ane"]["op_count_after"]
 
 
+@pytest.mark.slow
 def test_inductor_steps_are_its_pre_and_post_grad_graphs(sample_report):
     report, _ = sample_report("vision-mini")
     steps = _steps(report, "inductor-cpu")
@@ -140,6 +146,7 @@ def test_inductor_steps_are_its_pre_and_post_grad_graphs(sample_report):
     assert steps[2]["graph"] == "final"
 
 
+@pytest.mark.slow
 def test_step_graphs_are_stored_once_beside_the_report(sample_report):
     report, out = sample_report("vision-mini")
     assert report["stage_graphs"]["file"] == "stages.json.gz"
@@ -158,6 +165,7 @@ def test_step_graphs_are_stored_once_beside_the_report(sample_report):
                for s in t["stages"]["steps"])
 
 
+@pytest.mark.slow
 def test_first_divergence_names_the_stage_where_targets_part_ways(sample_report):
     """ORT and OpenVINO fold BatchNorm into the Conv while optimising the graph; coremltools keeps them apart
     until its fuse_conv_batchnorm pass; ORT and OpenVINO then also fuse the ReLU6 (Clip), Core ML does not."""
@@ -173,6 +181,7 @@ def test_first_divergence_names_the_stage_where_targets_part_ways(sample_report)
     assert "coreml-ane" in across["conv2d"]["how the targets split there"]
 
 
+@pytest.mark.slow
 def test_layout_audit_lists_openvino_reorders_with_layouts_and_bytes(sample_report):
     import numpy as np
     report, _ = sample_report("vision-mini")
@@ -190,6 +199,7 @@ def test_layout_audit_lists_openvino_reorders_with_layouts_and_bytes(sample_repo
     assert {m["op_type"] for m in ort_moves} == {"ReorderInput", "ReorderOutput"}
 
 
+@pytest.mark.slow
 def test_stage_views_render_every_target_and_add_step_graphs_as_panes(sample_report):
     from xc_core.views.rows import stage_graph_choices, stage_matrix, with_stage_graphs
     report, out = sample_report("vision-mini")
@@ -207,6 +217,7 @@ def test_stage_views_render_every_target_and_add_step_graphs_as_panes(sample_rep
     assert row["targets"][basic[2]]["fused_with"] == ["batch_norm"]
 
 
+@pytest.mark.slow
 def test_core_ml_on_an_onnx_upload_keeps_each_op_s_own_provenance_through_its_fp16_casts(tmp_path):
     """The ONNX route (onnx2torch → TorchScript) names vars like `input.3`; the fp16 casts are named after the
     tensor they cast. Neither may smear one op's source op over its neighbours: on a Conv → SiLU detector each
@@ -232,6 +243,7 @@ def test_core_ml_on_an_onnx_upload_keeps_each_op_s_own_provenance_through_its_fp
     assert all(len(n["source_ops"]) <= 1 for n in graphs[snap["graph"]]["nodes"] if n["kind"] == "compute")
 
 
+@pytest.mark.slow
 def test_a_report_from_before_steps_were_recorded_renders_without_them(sample_report):
     """Runs in the store or report.json files from CI may predate steps (their Core ML `stages` was a list of
     graphs): every view leaves the stages out instead of failing."""

@@ -98,6 +98,7 @@ def _plain(tmp_path):
     return path
 
 
+@pytest.mark.slow
 def test_mediapipe_style_file_is_analysed_and_its_labels_reach_cli_and_markdown(tmp_path):
     from xc_core.cli import main
     path = _mediapipe_style(tmp_path)
@@ -142,6 +143,7 @@ def _delegate_only(tmp_path):
     return path
 
 
+@pytest.mark.slow
 def test_the_decision_retries_only_an_unresolved_custom_op(tmp_path):
     from xc_core.targets.litert.common import interpreter
     from xc_core.targets.litert.reference import needs_delegate, reference_interpreter
@@ -166,6 +168,7 @@ def test_the_decision_retries_only_an_unresolved_custom_op(tmp_path):
     assert "AppOnlyOp" in str(e.value) and "XNNPACK" in str(e.value) and "\n" not in str(e.value)
 
 
+@pytest.mark.slow
 def test_a_delegate_only_custom_op_runs_the_reference_on_xnnpack_and_says_so(tmp_path):
     from xc_core.api import analyze
     from xc_core.review.markdown import report_markdown

@@ -180,6 +180,7 @@ def test_a_zipped_models_data_may_not_leave_its_folder(exported, tmp_path):
 
 
 # ------------------------------------------------------------------------------ in the dashboard
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian chromium is not installed")
 def test_an_onnx_with_external_data_uploads_in_the_dashboard(exported, tmp_path):
     from playwright.sync_api import sync_playwright

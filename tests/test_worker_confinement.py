@@ -142,6 +142,7 @@ def test_without_landlock_the_job_runs_unconfined_by_it(tmp_path, monkeypatch):
     assert out.ok and out.value["outside"] == "written"
 
 
+@pytest.mark.slow
 def test_the_report_says_how_workers_were_confined(sample_report):
     report, _ = sample_report("vision-mini", ("ort-cpu",))
     c = report["run"]["confinement"]

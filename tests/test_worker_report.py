@@ -5,7 +5,7 @@ import dataclasses
 import os
 
 import xc_core.api as api
-import xc_core.scheduler as scheduler
+import xc_core.pipeline.scheduler as scheduler
 from xc_core.report.schema import validate_report
 from xc_core.worker import WorkerLimits
 

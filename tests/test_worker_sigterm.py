@@ -8,10 +8,12 @@ import sys
 import time
 
 import psutil
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.slow
 def test_sigterm_stops_the_workers_removes_the_scratch_and_says_so(tmp_path):
     home, out = tmp_path / "home", tmp_path / "out"
     # A fresh XC_HOME: Inductor compiles C++ with a cold cache (tens of seconds), so the signal lands mid-compile.

@@ -18,7 +18,7 @@ import warnings
 # ML, Inductor) loads it with.
 _MODULES = ("numpy", "onnx", "onnxruntime", "onnxruntime.quantization", "openvino", "torch", "torch.export",
             "torch._export.serde.serialize", "torch.onnx", "onnxscript", "coremltools", "xc_core.targets",
-            "xc_core.capture", "xc_core.pipeline", "xc_core.report.build")
+            "xc_core.capture", "xc_core.pipeline")
 # Imported only when asked for by XC_WORKER_PRELOAD (when it is set): the targets' own libraries.
 _TARGET_MODULES = {"onnxruntime.quantization", "openvino", "coremltools"}
 _chosen = os.environ.get("XC_WORKER_PRELOAD")

@@ -12,10 +12,9 @@ from .errors import XcInputError
 from .inputs.values import npz_shapes, read_npz
 from .limits import Limits
 from .paths import WORK_DIR, claim_work_dir, scratch_dir
-from .pipeline import CAPTURE_DIR, CAPTURED_FILE
+from .pipeline import CAPTURE_DIR, CAPTURED_FILE, IsolatedRun, run_here
 from .progress import LOAD, REPORT, RUNNING, Progress, ProgressEvent, ignore
 from .report.sidecar import write as write_report
-from .scheduler import IsolatedRun, run_here
 from .sources.spec import ShapeOverrides, Source
 from .targets import ERROR, target_ids
 from .worker import WorkerLimits, confinement

@@ -9,19 +9,18 @@ others, in a run of its own. matrix.json is rewritten after every model, so a ba
 models it finished both in the store and in the matrix (`complete: false`), and running it again resumes with the
 rest.
 
-Backends (`run_local`, fleet/ray_backend.py) only run analyses and hand back each model's Report; recording,
-the matrix and the files are done here, in one process, whichever ran them.
+Backends (`run_local`, fleet/ray_backend.py) only run analyses (fleet/model_run.py) and hand back each model's
+Report; recording, the matrix and the files are done here, in one process, whichever ran them.
 """
 from __future__ import annotations
 
 import os
 import shutil
-import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..errors import XcInputError, first_line, hide_paths
+from ..errors import XcInputError
 from ..limits import Limits
 from ..store import REPORT_FILE
 from ..worker import WorkerLimits
@@ -34,6 +33,8 @@ from .matrix import (
     skipped_cells,
     write_matrix,
 )
+from .model_run import ModelOutcome, Planned, analyze_model
+from .ray_backend import run_ray
 
 BACKENDS = ("local", "ray")
 # What a run folder in the batch's output keeps once the run store holds the whole run: the report (and its
@@ -56,33 +57,6 @@ class BatchSettings:
     ray_cpus: float = 1.0                                # per model's task: its CPU request, and its worker jobs
     ray_memory_gib: float = 2.0                          # per model's task: its memory request (scheduling)
     store_root: str | None = None                        # the run store's folder (default: $XC_HOME)
-
-
-@dataclass
-class Planned:
-    """One model, ready to run: its folder in the output, its run key and the arguments of its analysis."""
-    index: int
-    model: FleetModel
-    folder: str
-    key: str | None = None                   # the key of its run over `targets`
-    sha256: str | None = None
-    kwargs: dict = field(default_factory=dict)
-    error: str | None = None
-    targets: list[str] = field(default_factory=list)         # the columns this batch compiles for it
-    columns: dict[str, str] = field(default_factory=dict)    # target identity (options included) → its column
-    cell_keys: dict[str, str] = field(default_factory=dict)  # column → its cell's key
-    identities: dict[str, str] = field(default_factory=dict)  # column → the target identity it runs as
-    reused: dict[str, str] = field(default_factory=dict)     # column → the stored run its cell is taken from
-
-
-@dataclass
-class ModelOutcome:
-    planned: Planned
-    report: dict | None = None
-    error: str | None = None
-    seconds: float = 0.0
-    cached: bool = False
-    node: str | None = None          # where it ran (a Ray node's address)
 
 
 def plan(models: list[FleetModel], settings: BatchSettings, toolchains: dict | None = None) -> list[Planned]:
@@ -182,7 +156,6 @@ def run_batch(manifest: Manifest, models: list[FleetModel], settings: BatchSetti
     save()
     if pending:
         if settings.backend == "ray":
-            from .ray_backend import run_ray
             run_ray(pending, settings, finish, cancel)
         else:
             run_local(pending, settings, finish, cancel)
@@ -212,23 +185,6 @@ def run_local(pending: list[Planned], settings: BatchSettings, finish: Callable[
             for f in futures:
                 f.cancel()
             raise
-
-
-def analyze_model(p: Planned, targets: list[str], run_dir: str, jobs: int, cancel=None) -> ModelOutcome:
-    """One model's analysis into run_dir; never raises for what the model does (its error is the outcome's)."""
-    from ..api import analyze
-    shutil.rmtree(run_dir, ignore_errors=True)      # what an interrupted earlier attempt left
-    started = time.monotonic()
-    try:
-        report = analyze(p.model.source, targets, out_dir=run_dir, jobs=jobs, cancel=cancel, **p.kwargs)
-    except XcInputError as e:
-        return ModelOutcome(p, error=e.for_cli(), seconds=time.monotonic() - started)
-    except Exception as e:  # noqa: BLE001 — a bug met on one model is that model's error, not the batch's end
-        return ModelOutcome(p, error=f"internal error: {type(e).__name__}: {hide_paths(first_line(e, 300))}",
-                            seconds=time.monotonic() - started)
-    if cancel is not None and cancel.is_set():
-        return ModelOutcome(p, error="cancelled", seconds=time.monotonic() - started)
-    return ModelOutcome(p, report=report, seconds=time.monotonic() - started)
 
 
 def _reusable_cells(store) -> dict[str, str]:

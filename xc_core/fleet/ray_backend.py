@@ -24,7 +24,9 @@ import time
 
 from ..errors import XcInputError
 from ..paths import write_bytes_atomic
+from .manifest import FleetModel
 from .matrix import RUNS_DIR
+from .model_run import ModelOutcome, Planned, analyze_model
 
 # A Ray task that dies (its node lost, its worker process killed) is tried once more, then is that model's error.
 MAX_RETRIES = 1
@@ -75,7 +77,6 @@ def _run_tasks(ray, pending, settings, finish, cancel) -> None:
 
 
 def _outcome(ray, ref, planned, out_dir: str):
-    from .batch import ModelOutcome
     try:
         result = ray.get(ref)
     except Exception as e:  # noqa: BLE001 — a task Ray could not finish (node lost, worker killed, cancelled)
@@ -107,8 +108,6 @@ def analyze_remote(payload: dict) -> dict:
     from ..paths import scratch_dir
     from ..targets import worker_modules
     from ..worker import preload_only
-    from .batch import Planned, analyze_model
-    from .manifest import FleetModel
     preload_only(worker_modules(payload["targets"]))     # only before this worker's first analysis starts its pool
     node = _node_address()
     source = payload["source"]

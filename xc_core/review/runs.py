@@ -133,7 +133,7 @@ def parse_report(data: bytes, name: str = REPORT_FILE, sidecar: bytes | None = N
     if lone_surrogate_in(report, data, sidecar):
         raise XcInputError(f"{name}: holds a string that is not Unicode text (a lone surrogate, \\ud800-"
                            "\\udfff); accepted: the report.json written by xc analyze")
-    from ..report.build import SCHEMA_VERSION
+    from ..pipeline.assemble import SCHEMA_VERSION
     if report.get("schema_version") != SCHEMA_VERSION:
         raise XcInputError(f"{name}: report schema {str(report.get('schema_version'))[:40]!r}, this xc reads "
                            f"{SCHEMA_VERSION!r}")

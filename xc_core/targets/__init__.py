@@ -7,7 +7,8 @@ from . import ort_cpu, ort_mobile, ort_int8, coreml, openvino_cpu, inductor_cpu,
 from . import executorch  # noqa: F401,E402,I001  (after the others: the ExecuTorch columns come last)
 from . import coreai  # noqa: F401,E402,I001  (Core AI after ExecuTorch: Apple's newest stack last)
 from . import litert  # noqa: F401,E402,I001  (LiteRT: Android's most shipped runtime, newest in xc)
-from .base import ERROR, OK, REGISTRY, UNAVAILABLE, Target, TargetResult, execute_target
+from .base import ERROR, OK, REGISTRY, UNAVAILABLE, Target, TargetResult
+from .execute import execute_target
 
 REFERENCE_IDS = ("torch", "onnx-reference", "tflite-reference")
 

@@ -1,24 +1,18 @@
 """The target protocol. A target compiles the captured model, reads back what its compiler did into the IR, and
-runs it. Polygraphy's idiom: the public `execute_target` validates and times; a target writes only the `_compile`,
-`_inspect` and `_run` hooks that differ. Optional dependencies are imported inside the hooks, so `xc_core` imports
-without them and `available()` can say what is missing.
-
-`execute_target` is the one call that runs a target; it takes and returns plain data so it can move into an
-isolated worker process later without changing callers.
+runs it. Polygraphy's idiom: the public `execute_target` (targets/execute.py) validates and times; a target writes
+only the `_compile`, `_inspect` and `_run` hooks that differ. Optional dependencies are imported inside the hooks,
+so `xc_core` imports without them and `available()` can say what is missing.
 """
 from __future__ import annotations
 
 import abc
 import contextlib
 import time
-import traceback
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
-from ..errors import first_line, summarize_error, with_kind
 from ..ir import Graph
 from ..lowering import Step
-from ..outputs import normalize_outputs
 
 MAX_ERROR_DETAIL = 20_000
 
@@ -313,97 +307,6 @@ REGISTRY: dict[str, type[Target]] = {}
 def register(cls: type[Target]) -> type[Target]:
     REGISTRY[cls.id] = cls
     return cls
-
-
-# Exception types that say nothing beyond "it failed" (ORT raises `Fail`, OpenVINO and xc `RuntimeError`): the
-# message is the finding. Any other type (KeyError, InvalidArgument, MemoryError …) stays in front of it.
-_GENERIC_EXCEPTIONS = {"RuntimeError", "TargetError", "Exception", "Fail", "RuntimeException"}
-
-
-def _error_words(e: BaseException) -> str:
-    return with_kind(e, summarize_error(str(e)), _GENERIC_EXCEPTIONS)
-
-
-def execute_target(target: Target, captured, inputs: dict, workdir: str,
-                   log: Callable[[str], None] | None = None, probes: list[str] | None = None,
-                   on_phase: Callable[[str], None] | None = None) -> TargetResult:
-    """Compile, inspect and run one target; every failure becomes a value in the result. `on_phase` hears each
-    phase as it starts (a worker passes it on, so a kill can say which phase it interrupted)."""
-    on_phase = on_phase or (lambda s: None)
-    if target.takes_program and captured.source.kind == "onnx" and not captured.routed:
-        from .routed import through_route
-        return through_route(target, captured, inputs, workdir, execute_target, log=log, probes=probes,
-                             on_phase=on_phase)
-    result = TargetResult(target=target.identity, evidence=dict(target.evidence))
-    ok, why = target.available()
-    if not ok:
-        result.status, result.error = UNAVAILABLE, why
-        return result
-    if target.needs_onnx and captured.onnx_error:
-        # The target was asked for and could have run: the export that feeds it failed. An error, not "cannot
-        # take this kind of source".
-        result.status, result.error_stage = ERROR, "capture"
-        result.error = f"no ONNX to compile: {captured.onnx_error}"
-        return result
-    ok, why = target.accepts(captured)
-    if not ok:
-        result.status, result.error = UNAVAILABLE, why
-        return result
-    skip = target.too_big(captured)
-    if skip:
-        result.status, result.error = UNAVAILABLE, skip["why"]
-        result.info["skipped_above_size"] = skip
-        return result
-    compiled = None
-    target.calibration_inputs = inputs
-    for phase in ("compile", "inspect", "run"):
-        t0 = time.perf_counter()
-        on_phase(phase)
-        try:
-            if phase == "compile":
-                compiled = target._compile(captured, workdir, result)
-            elif phase == "inspect":
-                result.graph = target._inspect(compiled, captured, result)
-            else:
-                raw = target._run(compiled, inputs, captured, result)
-                result.outputs, skipped, matching = normalize_outputs(raw, list(captured.output_names or []))
-                if skipped:
-                    result.info["outputs_not_compared"] = skipped
-                if matching["matched_by"] != "name" or matching["converted"]:
-                    result.info["output_matching"] = matching
-        except Exception as e:  # noqa: BLE001 — any compiler failure is a finding, not a crash
-            result.status, result.error_stage = ERROR, phase      # the report's key: the phase it failed in
-            result.error = f"{phase} failed: {_error_words(e)}"
-            result.error_detail = str(e).strip()[:MAX_ERROR_DETAIL] or None
-            result.traceback = traceback.format_exc(limit=6)
-            if log:
-                log(f"{target.identity}: {result.error}")
-            # A graph that was read back is still worth showing when only running failed.
-            return result
-        finally:
-            result.timings[phase] = round(time.perf_counter() - t0, 4)
-    result.contract = check_result(result, captured)
-    if probes and target.intermediates_method:
-        on_phase("intermediates")
-        t0 = time.perf_counter()
-        try:
-            result.intermediates = target._intermediates(compiled, inputs, captured, result, probes)
-            result.intermediates_method = target.intermediates_method
-        except Exception as e:  # noqa: BLE001 — per-layer drift is optional; say why it is missing
-            result.notes.append(f"intermediate values unavailable: {type(e).__name__}: {first_line(e, 300)}")
-        result.timings["intermediates"] = round(time.perf_counter() - t0, 4)
-    runs = profile_runs(target, len(result.graph.nodes) if result.graph is not None else 0)
-    if runs and target.profile_method and result.graph is not None:
-        on_phase("profile")
-        t0 = time.perf_counter()
-        try:
-            before = cpu_wait_snapshot()
-            samples = target._profile(compiled, inputs, captured, result, runs)
-            attach_node_times(result, samples, target.profile_method, runs, cpu_wait_share(before))
-        except Exception as e:  # noqa: BLE001 — the time per node is optional; say why it is missing
-            result.notes.append(f"time per node unavailable: {type(e).__name__}: {first_line(e, 300)}")
-        result.timings["profile"] = round(time.perf_counter() - t0, 4)
-    return result
 
 
 # Profiled node executions per target (runs × compiled nodes) beyond which a big graph gets fewer runs: a profiler

@@ -7,8 +7,8 @@ debug handles, Inductor's node mappings) works unchanged. Afterwards every `sour
 and probe is translated from the program's node names to the ONNX node each came from (the route's `origin`).
 
 Its outputs are compared with the program's own outputs at the analysis inputs (the route writes them beside the
-program; report/build.py reads them): what the target adds is the compiler's drift, and the conversion's own drift
-against ONNX Runtime is the route's, said once for the run — never the target's.
+program; pipeline/assemble.py reads them): what the target adds is the compiler's drift, and the conversion's own
+drift against ONNX Runtime is the route's, said once for the run — never the target's.
 """
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Turn capture + target results into the Report dict. Every block of figures carries its evidence kind."""
+"""Turn capture + target results into the Report dict (`build_report`; every block of figures carries its evidence
+kind), and the report step's Report as written to report.json (`assemble_report`: outputs under the report's
+names, step graphs beside it, artifact paths relative to the run folder, validated against the schema)."""
 from __future__ import annotations
 
 import datetime
@@ -22,6 +24,7 @@ from ..analysis.node_time import time_summary
 from ..analysis.op_counts import op_counts, other_counts
 from ..analysis.precision import precision_mix
 from ..analysis.stage_trace import GraphStore, divergence_block, stage_block
+from ..capture import Captured
 from ..errors import kept_cause
 from ..targets import OK, REGISTRY
 
@@ -356,3 +359,56 @@ def host_info() -> dict:
             versions[dist] = None
     return {"platform": platform.platform(), "machine": platform.machine(), "python": platform.python_version(),
             "versions": versions}
+
+
+# ------------------------------------------------------------------------------------------ the report step ----
+def assemble_report(captured: Captured, inputs_info: dict, reference, results: list, run_info: dict,
+                    artifacts_dir: str | None, run_dir: str | None = None, lean: bool = False) -> dict:
+    """The Report from the captured model and every target's result, validated against the schema.
+
+    Artifact paths are relative to the run folder (where report.json is written): a report then reads the same
+    wherever the run was made, diffs cleanly, and its files resolve from the run store or a copied folder.
+    `lean` leaves out the optional parts (see LEFT_OUT_WHEN_LEAN): the report of a run whose full report could
+    not be built."""
+    from ..analysis.layer_drift import module_boundaries
+    for r in ([reference] if reference is not None else []) + list(results):
+        label_outputs(r, captured.output_label_map())
+    from ..analysis.stage_trace import STAGES_FILE
+    from ..report.schema import validate_built_report
+    stage_graphs = GraphStore()
+    report = build_report(captured.source, captured, inputs_info, reference, results, host_info(),
+                          module_boundaries(captured.before), stage_graphs, lean=lean)
+    report["run"] = run_info
+    report["artifacts_dir"] = artifacts_dir
+    # Step graphs go beside report.json, once each; without a kept run folder they are not kept.
+    report["stage_graphs"] = {"file": None, "count": len(stage_graphs)}
+    if run_dir and artifacts_dir and len(stage_graphs):
+        stage_graphs.write(os.path.join(run_dir, STAGES_FILE))
+        report["stage_graphs"]["file"] = STAGES_FILE
+    if run_dir:
+        for block in report["targets"].values():
+            block["artifacts"] = [_relative(p, run_dir) for p in block.get("artifacts") or []]
+    validate_built_report(report)
+    return report
+
+
+def _relative(path: str, run_dir: str) -> str:
+    rel = os.path.relpath(os.path.abspath(path), run_dir)
+    return path if rel.startswith("..") else rel.replace(os.sep, "/")
+
+
+# What a lean report leaves out (build_report, lean=True), in words for run.report_error.
+LEFT_OUT_WHEN_LEAN = ["the lowering stages and their step graphs",
+                      "where the targets first part ways", "per-layer drift", "drift histograms and scatter",
+                      "the layout audit"]
+
+
+def label_outputs(result, labels: dict[str, str]) -> None:
+    """Every output under the name the report shows (the model's own key, or 'output <i>'), once all targets
+    compare under one name."""
+    if not labels:
+        return
+    result.outputs = {labels.get(k, k): v for k, v in (result.outputs or {}).items()}
+    for key in ("outputs_not_compared",):
+        if isinstance(result.info.get(key), dict):
+            result.info[key] = {labels.get(k, k): v for k, v in result.info[key].items()}

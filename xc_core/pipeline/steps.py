@@ -1,64 +1,19 @@
-"""The steps of an analysis as functions of files in a run folder, so each can run in an isolated worker
-(xc_core.worker) or in this process, with the same results.
-
-    run_dir/
-      inputs.npz                    the inputs every target ran (written by `prepare`)
-      capture/captured.json         the captured graphs, output names, inputs, timings (typed, plain JSON); the
-                                    workers' hand-off, removed once report.json (which holds the graphs) is written
-      capture/model.onnx            what ONNX-consuming targets compile
-      capture/exported_program.pt2  the ExportedProgram (PyTorch sources), read back with xc's safe loader
-      capture/onnx_route.json       an ONNX source's ONNX → PyTorch route (its program: artifacts/capture/)
-      artifacts/<target>/           what each target wrote
-      work/<job>/                   a worker's result.json + arrays.npz, stderr and temp folder (removed after)
-
-A target worker rebuilds the source from its spec (a sample is rebuilt from code, a file is loaded again through
-the same safe loaders), so nothing but files and JSON crosses between processes.
+"""The steps of an analysis (pipeline/plan.py's PLAN) as functions of files in a run folder, and the worker entry
+of each (`*_job`): prepare (load, inputs, capture), an ONNX source's ONNX → PyTorch route, one target, the report.
 """
 from __future__ import annotations
 
-import json
 import os
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 
-from .capture import Captured, capture
-from .inputs import values as inputs_mod
-from .ir import Graph
-from .limits import Limits
-from .sources.spec import InputSpec, Source
-
-CAPTURE_DIR, INPUTS_FILE = "capture", "inputs.npz"
-# In CAPTURE_DIR: the hand-off to the workers, removed once the report (which holds its graphs) is written.
-CAPTURED_FILE = "captured.json"
-# The prepare worker's phase once torch.export has finished and the ExportedProgram is on disk (ONNX export next).
-EXPORTED = "exported"
-
-
-@dataclass(frozen=True)
-class PlanStep:
-    """One step of an analysis: the progress step it reports as, the worker entry that runs it in isolation, and
-    the step whose end it waits for (`early`: the worker phase of that step some targets may start at)."""
-    name: str
-    job: str
-    after: str | None = None
-    early: str | None = None
-
-
-# The analysis, written once: prepare (load, inputs, capture), an ONNX source's ONNX → PyTorch route when a target
-# compiles PyTorch programs, then every target (the reference first), then the report. scheduler.run_here walks it
-# one step after another in this process; scheduler.IsolatedRun starts each step's jobs in workers as soon as what
-# it waits for has finished — the targets that compile the ExportedProgram as soon as the prepare worker has
-# written it (EXPORTED), while it goes on to the ONNX export; for an ONNX source, the targets that compile ONNX
-# while the route runs, those that compile its program once it has.
-PREPARE, ROUTE_STEP, TARGETS = "prepare", "onnx-route", "targets"
-PLAN = (
-    PlanStep(PREPARE, "xc_core.pipeline:prepare_job"),
-    PlanStep(ROUTE_STEP, "xc_core.pipeline:route_job", after=PREPARE),
-    PlanStep(TARGETS, "xc_core.pipeline:target_job", after=PREPARE, early=EXPORTED),
-    PlanStep("report", "xc_core.pipeline:report_job", after=TARGETS),
-)
-ROUTE_FILE = "onnx_route.json"
-PLAN_STEP = {step.name: step for step in PLAN}
+from ..capture import Captured, capture
+from ..inputs import values as inputs_mod
+from ..limits import Limits
+from ..sources.spec import Source
+from .assemble import LEFT_OUT_WHEN_LEAN, assemble_report
+from .plan import CAPTURE_DIR, EXPORTED, INPUTS_FILE
+from .run_folder import captured_summary, read_feeds, save_captured, save_route, with_live_source
 
 
 @dataclass
@@ -97,8 +52,8 @@ def prepare(src: Source, run_dir: str, *, shapes=None, dims=None, values=None, r
     finished, with a captured.json that has no ONNX yet, and `exported(prepared)` is called with what is known
     at that point (no ONNX yet): targets that compile from the ExportedProgram start while the ONNX export runs.
     The final captured.json replaces that one when capture ends."""
-    from .inputs.probe import reference_probe
-    from .inputs.shapes import resolve_inputs
+    from ..inputs.probe import reference_probe
+    from ..inputs.shapes import resolve_inputs
     phase("inputs")
     ts_given = set(loader_shapes or {}) if src.kind == "torchscript" else set()
     specs, resolution = resolve_inputs(
@@ -138,7 +93,7 @@ def prepare(src: Source, run_dir: str, *, shapes=None, dims=None, values=None, r
 
 def prepare_job(args: dict, workdir: str, phase) -> dict:
     """Worker entry: load the source from its spec, then `prepare`."""
-    from .sources import load_source
+    from ..sources import load_source
     limits = Limits(**args["limits"])
     user_arrays = inputs_mod.read_npz(args["inputs_npz"], limits) if args.get("inputs_npz") else None
     phase("load")
@@ -159,8 +114,8 @@ def run_route(captured: Captured, feeds: dict, run_dir: str, limits: Limits | No
     record in capture/onnx_route.json and on `captured`. Never raises: a failure is the record's `error`. An ONNX
     above --max-program-nodes is not converted: every target that would compile the program skips it, and the
     record's `skipped` says why."""
-    from .onnx_route import ROUTE, build
-    from .targets.base import program_too_big
+    from ..onnx_route import ROUTE, build
+    from ..targets.base import program_too_big
     nodes = sum(n.kind == "compute" for n in captured.onnx_graph.nodes) if captured.onnx_graph is not None else 0
     skipped = program_too_big(nodes, (limits or Limits.from_env()).max_program_nodes, "the ONNX model")
     if skipped:
@@ -181,14 +136,9 @@ def route_job(args: dict, workdir: str, phase) -> dict:
     return {"error": record.get("error")}
 
 
-def save_route(record: dict, run_dir: str) -> None:
-    from .paths import write_json_atomic
-    write_json_atomic(os.path.join(run_dir, CAPTURE_DIR, ROUTE_FILE), record)
-
-
 # -------------------------------------------------------------------------------------------------- target ----
 def run_target(target, captured: Captured, feeds: dict, run_dir: str, probes: list[str], on_phase=None):
-    from .targets import execute_target
+    from ..targets import execute_target
     return execute_target(target, captured, feeds, os.path.join(run_dir, "artifacts", target.folder_name),
                           probes=probes, on_phase=on_phase)
 
@@ -202,7 +152,7 @@ def target_job(args: dict, workdir: str, phase) -> dict:
     target.limits = Limits(**args["limits"])
     ok, why = target.available()
     if not ok:      # said before the captured graphs are read: that costs seconds at 20,000 nodes
-        from .targets import UNAVAILABLE, TargetResult
+        from ..targets import UNAVAILABLE, TargetResult
         result = TargetResult(target=target.identity, evidence=dict(target.evidence), status=UNAVAILABLE,
                               error=why)
         result.save(workdir)
@@ -222,59 +172,17 @@ def target_job(args: dict, workdir: str, phase) -> dict:
     return {"status": result.status, "error": result.error}
 
 
-def assemble_report(captured: Captured, inputs_info: dict, reference, results: list, run_info: dict,
-                    artifacts_dir: str | None, run_dir: str | None = None, lean: bool = False) -> dict:
-    """The Report from the captured model and every target's result, validated against the schema.
-
-    Artifact paths are relative to the run folder (where report.json is written): a report then reads the same
-    wherever the run was made, diffs cleanly, and its files resolve from the run store or a copied folder.
-    `lean` leaves out the optional parts (see LEFT_OUT_WHEN_LEAN): the report of a run whose full report could
-    not be built."""
-    from .analysis.layer_drift import module_boundaries
-    from .report.build import build_report, host_info
-    for r in ([reference] if reference is not None else []) + list(results):
-        label_outputs(r, captured.output_label_map())
-    from .analysis.stage_trace import STAGES_FILE, GraphStore
-    from .report.schema import validate_built_report
-    stage_graphs = GraphStore()
-    report = build_report(captured.source, captured, inputs_info, reference, results, host_info(),
-                          module_boundaries(captured.before), stage_graphs, lean=lean)
-    report["run"] = run_info
-    report["artifacts_dir"] = artifacts_dir
-    # Step graphs go beside report.json, once each; without a kept run folder they are not kept.
-    report["stage_graphs"] = {"file": None, "count": len(stage_graphs)}
-    if run_dir and artifacts_dir and len(stage_graphs):
-        stage_graphs.write(os.path.join(run_dir, STAGES_FILE))
-        report["stage_graphs"]["file"] = STAGES_FILE
-    if run_dir:
-        for block in report["targets"].values():
-            block["artifacts"] = [_relative(p, run_dir) for p in block.get("artifacts") or []]
-    validate_built_report(report)
-    return report
-
-
-def _relative(path: str, run_dir: str) -> str:
-    rel = os.path.relpath(os.path.abspath(path), run_dir)
-    return path if rel.startswith("..") else rel.replace(os.sep, "/")
-
-
-# What a lean report leaves out (xc_core.report.build, lean=True), in words for run.report_error.
-LEFT_OUT_WHEN_LEAN = ["the lowering stages and their step graphs",
-                      "where the targets first part ways", "per-layer drift", "drift histograms and scatter",
-                      "the layout audit"]
-
-
 def report_job(args: dict, workdir: str, phase) -> dict:
     """Worker entry: read every target's result from its folder and write the Report to workdir/report.json.
     With args["lean"] (why the full report failed), the report leaves out its optional parts and says so in
     run.report_error: every target's result is kept."""
-    from .report.sidecar import write as write_report
-    from .targets import TargetResult
+    from ..report.sidecar import write as write_report
+    from ..targets import TargetResult
     lean = args.get("lean")
     phase("report")
     captured = captured_summary(args["run_dir"])
     if lean:        # what the failed attempt may have half-written
-        from .analysis.stage_trace import STAGES_FILE
+        from ..analysis.stage_trace import STAGES_FILE
         if os.path.exists(os.path.join(args["run_dir"], STAGES_FILE)):
             os.remove(os.path.join(args["run_dir"], STAGES_FILE))
     loaded = []
@@ -304,106 +212,6 @@ def rename_outputs(result, early: list[str] | None, final: list[str]) -> None:
     mapping = dict(zip(early, final))
     if result.outputs and set(result.outputs) <= set(mapping) and not set(result.outputs) & (set(final) - set(early)):
         result.outputs = {mapping[k]: v for k, v in result.outputs.items()}
-
-
-def label_outputs(result, labels: dict[str, str]) -> None:
-    """Every output under the name the report shows (the model's own key, or 'output <i>'), once all targets
-    compare under one name."""
-    if not labels:
-        return
-    result.outputs = {labels.get(k, k): v for k, v in (result.outputs or {}).items()}
-    for key in ("outputs_not_compared",):
-        if isinstance(result.info.get(key), dict):
-            result.info[key] = {labels.get(k, k): v for k, v in result.info[key].items()}
-
-
-def read_feeds(run_dir: str) -> dict:
-    import numpy as np
-    with np.load(os.path.join(run_dir, INPUTS_FILE), allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
-
-
-# ------------------------------------------------------------------------------------ captured, as files ----
-def save_captured(captured: Captured, folder: str, save_program: bool = True) -> None:
-    """captured.json (and the ExportedProgram beside it, unless `save_program` is False: it is on disk already)."""
-    os.makedirs(folder, exist_ok=True)
-    ep_file = None
-    if captured.exported_program is not None:
-        ep_file = "exported_program.pt2"
-        if save_program:
-            import torch
-            torch.export.save(captured.exported_program, os.path.join(folder, ep_file))
-    data = {
-        "source": {**captured.source.to_dict(), "inputs": [asdict(s) for s in captured.source.inputs],
-                   "module": captured.source.module is not None},
-        "onnx_path": captured.onnx_path,
-        "onnx_graph": captured.onnx_graph.to_dict() if captured.onnx_graph is not None else None,
-        "before": None if captured.before is captured.onnx_graph else captured.before.to_dict(),
-        "output_names": list(captured.output_names),
-        "output_labels": list(captured.output_labels),
-        "timings": dict(captured.timings),
-        "notes": list(captured.notes),
-        "onnx_error": captured.onnx_error,
-        "tflite_path": captured.tflite_path,
-        "exported_program": ep_file,
-    }
-    tmp = os.path.join(folder, CAPTURED_FILE + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(json.dumps(data, separators=(",", ":")))
-    os.replace(tmp, os.path.join(folder, CAPTURED_FILE))
-
-
-def _read(run_dir: str) -> dict:
-    with open(os.path.join(run_dir, CAPTURE_DIR, CAPTURED_FILE)) as f:
-        return json.load(f)
-
-
-def captured_summary(run_dir: str) -> Captured:
-    """The captured model from the run folder: graphs, names, inputs, the ONNX and ExportedProgram files —
-    everything but a live source (no module, Core ML program or OpenVINO model)."""
-    data = _read(run_dir)
-    s = data["source"]
-    src = Source(kind=s["kind"], name=s["name"], sha256=s["sha256"], inputs=_specs(s["inputs"]),
-                 notes=list(s["notes"]), metadata=s.get("metadata") or {},
-                 constant_inputs=s.get("constant_inputs") or {})
-    cap = _captured(src, data, run_dir)
-    if data["exported_program"]:
-        cap.exported_program_file = os.path.join(run_dir, CAPTURE_DIR, data["exported_program"])
-    return cap
-
-
-def with_live_source(cap: Captured, spec: str, loader_shapes, limits: Limits) -> Captured:
-    """The same captured model with its source loaded again from its spec (through the same safe loaders),
-    with the inputs `prepare` resolved."""
-    from .sources import load_source
-    src = load_source(spec, loader_shapes, limits)
-    src.inputs = list(cap.source.inputs)
-    cap.source = src
-    if src.kind == "openvino-ir":
-        cap.ir_path = src.openvino_xml
-    return cap
-
-
-def _captured(src: Source, data: dict, run_dir: str) -> Captured:
-    onnx_graph = Graph.from_dict(data["onnx_graph"]) if data["onnx_graph"] is not None else None
-    before = Graph.from_dict(data["before"]) if data["before"] is not None else onnx_graph
-    return Captured(src, data["onnx_path"], onnx_graph, before, data["output_names"],
-                    timings=data["timings"], notes=data["notes"], onnx_error=data.get("onnx_error"),
-                    output_labels=data.get("output_labels") or [], onnx_route=_read_route(run_dir),
-                    tflite_path=data.get("tflite_path"))
-
-
-def _read_route(run_dir: str) -> dict | None:
-    path = os.path.join(run_dir, CAPTURE_DIR, ROUTE_FILE)
-    if not os.path.exists(path):
-        return None
-    with open(path) as f:
-        return json.load(f)
-
-
-def _specs(items: list[dict]) -> list[InputSpec]:
-    return [InputSpec(**{**d, "shape": list(d["shape"]), "dim_names": tuple(d.get("dim_names") or ())})
-            for d in items]
 
 
 def _shapes(d):

@@ -1,4 +1,4 @@
-"""Running an analysis's plan (pipeline.PLAN): in this process, one step after another (`run_here`), or in isolated
+"""Running an analysis's plan (plan.PLAN): in this process, one step after another (`run_here`), or in isolated
 worker processes, each step's jobs started as soon as what they wait for has finished (`IsolatedRun`). Both emit
 the same progress events and hand the same Report back to api.analyze.
 """
@@ -8,27 +8,10 @@ import os
 import threading
 from dataclasses import asdict
 
-from . import gc_policy
-from .errors import XcInputError
-from .limits import Limits
-from .pipeline import (
-    CAPTURE_DIR,
-    CAPTURED_FILE,
-    EXPORTED,
-    PLAN,
-    PLAN_STEP,
-    PREPARE,
-    ROUTE_STEP,
-    TARGETS,
-    Prepared,
-    assemble_report,
-    captured_summary,
-    prepare,
-    run_route,
-    run_target,
-    save_route,
-)
-from .progress import (
+from .. import gc_policy
+from ..errors import XcInputError
+from ..limits import Limits
+from ..progress import (
     CAPTURE,
     INPUTS,
     LOAD,
@@ -40,11 +23,15 @@ from .progress import (
     Progress,
     ProgressEvent,
 )
-from .report.sidecar import read_file as read_report
-from .onnx_route import ROUTE as ROUTE_WORDS
-from .targets import ERROR, TargetResult, make_targets, takes_programs
-from .targets.base import MAX_ERROR_DETAIL
-from .worker import Job, Outcome, WorkerLimits, run_jobs
+from ..report.sidecar import read_file as read_report
+from ..onnx_route import ROUTE as ROUTE_WORDS
+from ..targets import ERROR, TargetResult, make_targets, takes_programs
+from ..targets.base import MAX_ERROR_DETAIL
+from ..worker import Job, Outcome, WorkerLimits, run_jobs
+from .assemble import assemble_report
+from .plan import CAPTURE_DIR, CAPTURED_FILE, EXPORTED, PLAN, PLAN_STEP, PREPARE, ROUTE_STEP, TARGETS
+from .run_folder import captured_summary, save_route
+from .steps import Prepared, prepare, run_route, run_target
 
 
 def emit_captured(emit: Progress, prepared: Prepared, run_dir: str, captured) -> None:
@@ -64,7 +51,7 @@ def needs_route(prepared: Prepared, targets: list[str]) -> bool:
 
 def probes_of(captured) -> list[str]:
     """The source ops whose values per-layer drift compares: the module boundaries of the captured graph."""
-    from .analysis.layer_drift import module_boundaries
+    from ..analysis.layer_drift import module_boundaries
     return [b["source_op"] for b in module_boundaries(captured.before)]
 
 
@@ -79,7 +66,7 @@ def plan_targets(reference_id: str | None, targets: list[str], target_options: d
 
 # ------------------------------------------------------------------------------------------- in this process ----
 class _Here:
-    """pipeline.PLAN's steps in this process, on the live source: nothing is reloaded from the run folder."""
+    """plan.PLAN's steps in this process, on the live source: nothing is reloaded from the run folder."""
 
     def __init__(self, source, run_dir: str, targets: list[str], target_options: dict, limits: Limits,
                  prepare_args: dict, emit: Progress, run_info: dict, artifacts_dir: str | None):
@@ -148,7 +135,7 @@ class _AnyOf:
 
 
 class IsolatedRun:
-    """pipeline.PLAN in worker processes, `jobs` at once: the prepare job, then a job per target as soon as what
+    """plan.PLAN in worker processes, `jobs` at once: the prepare job, then a job per target as soon as what
     the target compiles exists — the targets that compile the ExportedProgram (Core ML, Inductor, the torch
     reference) when the prepare worker has written it, while it goes on to the ONNX export; the others once
     capture has finished — then the report job. A crash, a limit or an exception in a target is that target's
@@ -320,7 +307,7 @@ def report_isolated(run_dir: str, inputs_info: dict, made: list, folders: dict, 
     that would otherwise hold a dashboard server's interpreter while sessions wait for pages.
 
     Every target has finished by now, so a failure here (a memory limit on a big model, a crash, a bug in an
-    analysis) must not lose them: the report is built again without its optional parts (pipeline.report_job,
+    analysis) must not lose them: the report is built again without its optional parts (steps.report_job,
     lean), and if even that fails, a report of the targets' statuses is made here; either way run.report_error
     says what happened."""
     emit = emit or (lambda event: None)
@@ -381,7 +368,7 @@ def _writable(run_dir: str, target) -> tuple[str, ...]:
 
 
 def _inductor_cache() -> str:
-    from .paths import home
+    from ..paths import home
     return os.path.join(home(), "cache", "inductor")
 
 

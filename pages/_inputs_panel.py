@@ -7,6 +7,7 @@ import streamlit as st
 
 from pages._markup import code as _code, plain
 from xc_core.inputs.values import INPUT_DTYPES
+from xc_core.views.typed_report import Report, as_report
 
 
 def _t(text) -> str:
@@ -54,27 +55,28 @@ def overrides(source_key: str) -> dict:
     return {k: v for k, v in out.items() if v}
 
 
-def remember_auto(source_key: str, report: dict) -> None:
+def remember_auto(source_key: str, report: Report | dict) -> None:
     """What xc picked with no edits: the baseline edits are measured against."""
+    report = as_report(report)
     dims, axes, ranges, scalars = {}, {}, {}, []
-    for i in report["source"]["inputs"]:
-        names = i.get("dim_names") or []
+    for i in report.source.inputs:
         unnamed = False
-        for axis, label in enumerate(names):
+        for axis, label in enumerate(i.dim_names):
             if label and label != "?":
-                dims.setdefault(label, int(i["shape"][axis]))
+                dims.setdefault(label, int(i.shape[axis]))
             elif label == "?":
                 unnamed = True
         if unnamed:
-            axes[i["name"]] = list(i["shape"])
-        if i.get("low") is not None and i["dtype"].startswith(("int", "uint")):
-            ranges[i["name"]] = (int(i["low"]), int(i["high"]))
-        if not i["shape"] or i["shape"] == [1]:
-            scalars.append(i["name"])
+            axes[i.name] = list(i.shape)
+        if i.low is not None and i.dtype.startswith(("int", "uint")):
+            ranges[i.name] = (int(i.low), int(i.high))
+        if not i.shape or i.shape == (1,):
+            scalars.append(i.name)
     st.session_state[_k(source_key, "auto")] = {"dims": dims, "axes": axes, "ranges": ranges, "scalars": scalars}
 
 
-def render(sb, source_key: str, report: dict | None, needs_shapes: list[str]) -> None:
+def render(sb, source_key: str, report: Report | dict | None, needs_shapes: list[str]) -> None:
+    report = as_report(report) if report is not None else None
     st.session_state[_k(source_key, "needs")] = list(needs_shapes)
     auto = st.session_state.get(_k(source_key, "auto"))
     if report is None and not needs_shapes:
@@ -89,16 +91,16 @@ def render(sb, source_key: str, report: dict | None, needs_shapes: list[str]) ->
         if not auto:
             return
         st.caption("What xc picked for each input. Change a field and the model is analysed again.")
-        for i in report["source"]["inputs"]:
-            st.markdown(f"**{_t(i['name'])}** · {_t(i['dtype'])} · {_code(_shape_text(i))}")
-            if i.get("note"):
-                st.caption(_t(i["note"]))
+        for i in report.source.inputs:
+            st.markdown(f"**{_t(i.name)}** · {_t(i.dtype)} · {_code(_shape_text(i))}")
+            if i.note:
+                st.caption(_t(i.note))
         _constants(report)
         for name, v in auto["dims"].items():
             st.number_input(f"dim '{_t(name)}'", min_value=1, max_value=1 << 20, value=v, step=1,
                             key=_k(source_key, "dim", name), help="every dim of this name, in every input")
         for inp, shape in auto["axes"].items():
-            names = next(i.get("dim_names") or [] for i in report["source"]["inputs"] if i["name"] == inp)
+            names = next(i.dim_names for i in report.source.inputs if i.name == inp)
             cols = st.columns(max(1, sum(1 for n in names if n == "?")))
             c = 0
             for axis, label in enumerate(names):
@@ -122,10 +124,10 @@ def render(sb, source_key: str, report: dict | None, needs_shapes: list[str]) ->
             st.rerun()
 
 
-def _constants(report: dict) -> None:
+def _constants(report: Report) -> None:
     """The constant inputs the export recorded (use_cache=False), read-only: the program was re-exported with
     them baked in, so there is nothing to set — but the panel shows every input the model was given."""
-    constants = (report.get("source") or {}).get("constant_inputs") or {}
+    constants = report.source.constant_inputs
     if not constants:
         return
     from xc_core.sources.pt2_constants import baked_in_note
@@ -134,11 +136,12 @@ def _constants(report: dict) -> None:
     st.caption(_t(baked_in_note(constants)) + "; to analyse other values, export the model again with them.")
 
 
-def _shape_text(i: dict) -> str:
-    names = i.get("dim_names") or []
+def _shape_text(i) -> str:
+    """An InputSpec's shape, each named axis with its name."""
+    names = i.dim_names
     return "[" + ", ".join(f"{names[a]}={d}" if a < len(names) and names[a] else str(d)
-                           for a, d in enumerate(i["shape"])) + "]"
+                           for a, d in enumerate(i.shape)) + "]"
 
 
-def _reference_failed(report) -> bool:
-    return bool(report) and (report.get("reference") or {}).get("status") == "error"
+def _reference_failed(report: Report | None) -> bool:
+    return bool(report) and report.reference.status == "error"

@@ -10,15 +10,15 @@ import streamlit as st
 from pages import _auth, _inputs_panel
 from pages._markup import code, evidence_badge, plain  # noqa: F401 — the pages read them as _ui.plain …
 from xc_core.service import DONE, FAILED
+from xc_core.sources.formats import upload_extensions
 from xc_core.run_keys import run_key_of
 from xc_core.targets import REGISTRY, base_id, target_ids
 from xc_core.evidence import HELP as EVIDENCE_HELP  # noqa: F401 — the pages read it as _ui.EVIDENCE_HELP
 from xc_core.views.progress import progress_lines
+from xc_core.views.typed_report import Report, as_report
 
-# Model files, and the names exporters give an ONNX model's external data (torch: model.onnx.data; Hugging Face
-# optimum: model.onnx_data; others: .bin, which is also an accepted model name).
-UPLOAD_TYPES = ["pt2", "pt", "pth", "jit", "ptl", "safetensors", "onnx", "bin", "mlmodel", "zip", "data", "onnx_data",
-                "tflite"]
+# Model files, and the names exporters give an ONNX model's external data: the source-format table's.
+UPLOAD_TYPES = upload_extensions()
 SAVED_RUN = "Saved run"
 
 
@@ -164,7 +164,7 @@ def sidebar_and_analyze() -> None:
                              format_func=lambda t: f"{t} — {REGISTRY[base_id(t)].label}",
                              **kept_widget("targets", available))
     _variant_form(sb)
-    options = _target_options(sb, targets)
+    options: dict[str, dict] = {}       # a target's options live in its identity: the variant form sets them
     if not targets:
         st.session_state.update(report=None, pending=None, failed=None, report_hint=True,
                                 report_error="Pick at least one target in the sidebar to compare.")
@@ -217,16 +217,17 @@ def sidebar_and_analyze() -> None:
             return
         _adopt(a)
         report, needs = a.report, a.needs_shapes
-    if report is not None:
+    typed = session_report(report) if report is not None else None
+    if typed is not None:
         if not edits:
-            _inputs_panel.remember_auto(source_key, report)
+            _inputs_panel.remember_auto(source_key, typed)
         from xc_core.views.rows import run_status
-        label, state = run_status(report)
+        label, state = run_status(typed)
         (sb.warning if state == "error" else sb.caption)(plain(label))
-        run_id = (report.get("run") or {}).get("key")
+        run_id = run_key(typed)
         if run_id:      # the link a reviewer pastes: this run on any page, without analysing again
             sb.caption(f"Run `{run_id[:12]}` · link: `?run={run_id[:12]}`")
-    _inputs_panel.render(sb, source_key, report, needs)
+    _inputs_panel.render(sb, source_key, typed, needs)
 
 
 def _session_id() -> str:
@@ -275,9 +276,14 @@ def run_label(r: dict) -> str:
     return f"{r['source_name'] or '?'} · {when} · {origin} · {n} target(s) · {r['key'][:8]}"
 
 
-def run_files(report: dict) -> dict[str, str]:
+def run_key(report: Report) -> str | None:
+    """The run store's key of the report's run (None: a report that was never stored)."""
+    return report.run.key
+
+
+def run_files(report: Report) -> dict[str, str]:
     """The run's files (path in the run → file on disk) from the store; {} for a run that is not there."""
-    key = (report.get("run") or {}).get("key")
+    key = run_key(report)
     return _service().store.files(key) if key else {}
 
 
@@ -319,17 +325,16 @@ def _variants_from_link(text: str) -> list[str]:
 def _variant_form(sb) -> None:
     """Add a target again with other options: a variant is its own column on every page."""
     with sb.expander("Add a variant (a target with other options)"):
-        with_options = [t for t in target_ids() if REGISTRY[t].option_names]
+        with_options = [t for t in target_ids() if REGISTRY[t].option_specs()]
         tid = st.selectbox("Target", with_options, key="variant_target")
-        cls = REGISTRY[tid]
-        for name in cls.option_names:
-            choices = cls.option_choices.get(name)
-            label, helptext = name, cls.option_help.get(name)
-            if choices:
-                st.selectbox(label, ["default", *choices], key=f"variant_opt_{tid}_{name}", help=helptext,
-                             format_func=str)
+        # One widget per field of the target's Options dataclass: its choices, its default, its help.
+        for opt in REGISTRY[tid].option_specs():
+            key = f"variant_opt_{tid}_{opt.name}"
+            if opt.choices:
+                st.selectbox(opt.name, ["default", *opt.choices], key=key, help=opt.help, format_func=str)
             else:
-                st.text_input(label, key=f"variant_opt_{tid}_{name}", placeholder="default", help=helptext)
+                st.text_input(opt.name, key=key, help=opt.help,
+                              placeholder="default" if opt.default is None else f"default ({opt.default})")
         st.button("Add variant", key="variant_add", on_click=_add_variant, args=(tid,))
         if st.session_state.get("variant_error"):
             st.error(plain(st.session_state["variant_error"]))
@@ -339,19 +344,17 @@ def _add_variant(tid: str) -> None:
     """Button callback (runs before the script, so the Targets widget may still be changed)."""
     from xc_core.errors import XcInputError
     from xc_core.targets import make_target
-    cls = REGISTRY[tid]
     opts = {}
-    for name in cls.option_names:
-        value = st.session_state.get(f"variant_opt_{tid}_{name}")
+    for opt in REGISTRY[tid].option_specs():
+        value = st.session_state.get(f"variant_opt_{tid}_{opt.name}")
         if value not in (None, "", "default"):
-            opts[name] = value
+            opts[opt.name] = value
     st.session_state["variant_error"] = None
     if not opts:
         st.session_state["variant_error"] = "Set at least one option: a variant differs from the target's defaults."
         return
-    spec = tid + "[" + ",".join(f"{k}={v}" for k, v in opts.items()) + "]"
     try:
-        identity = make_target(spec).identity
+        identity = make_target(tid, **opts).identity     # each value read as its option's type, as the CLI does
     except XcInputError as e:
         st.session_state["variant_error"] = e.for_dashboard()
         return
@@ -361,34 +364,6 @@ def _add_variant(tid: str) -> None:
     chosen = list(st.session_state.get("targets") or [])
     if identity not in chosen:
         st.session_state["targets"] = chosen + [identity]
-
-
-def _target_options(sb, targets: list[str]) -> dict[str, dict]:
-    """Options that differ from a target's defaults; they become part of its identity in the report."""
-    from xc_core.analysis.boundaries import DEFAULT_BANDWIDTH_GB_S, DEFAULT_TRANSITION_OVERHEAD_MS
-    options: dict[str, dict] = {}
-    mobile = sorted({base_id(t) for t in targets} & {"ort-nnapi", "ort-coreml"})
-    if not mobile:
-        return options
-    with sb.expander("Target options"):
-        if "ort-nnapi" in mobile:
-            if st.checkbox("NNAPI: relaxed fp16 (emulated)", **kept_widget("opt_nnapi_fp16", False),
-                           help="NNAPI_FLAG_USE_FP16: the NNAPI partitions are emulated in fp16"):
-                options["ort-nnapi"] = {"fp16": True}
-        if "ort-coreml" in mobile:
-            if not st.checkbox("CoreML EP: fp16 compute (emulated)", **kept_widget("opt_coreml_fp16", True),
-                               help="MLProgram partitions on the GPU / Neural Engine compute in fp16"):
-                options["ort-coreml"] = {"fp16": False}
-        bw = st.number_input("Boundary copy bandwidth (GB/s)", 0.1, 100.0, step=0.5,
-                             **kept_widget("opt_bandwidth", DEFAULT_BANDWIDTH_GB_S))
-        ov = st.number_input("Overhead per transition (ms)", 0.0, 10.0, step=0.05,
-                             **kept_widget("opt_overhead", DEFAULT_TRANSITION_OVERHEAD_MS))
-        for t in mobile:
-            if bw != DEFAULT_BANDWIDTH_GB_S:
-                options.setdefault(t, {})["bandwidth_gb_s"] = bw
-            if ov != DEFAULT_TRANSITION_OVERHEAD_MS:
-                options.setdefault(t, {})["transition_overhead_ms"] = ov
-    return options
 
 
 _PREVIEW_WAIT = "_xc_preview_wait"
@@ -507,7 +482,7 @@ def guard_page() -> None:
         st.stop()
 
 
-def require_report(while_running=None) -> dict | None:
+def require_report(while_running=None) -> Report:
     """The page's Report, or an explanation of why there is none (then the page stops).
 
     `while_running(analysis) -> bool` draws what a page can show before the report is ready (the Topology page:
@@ -536,7 +511,26 @@ def require_report(while_running=None) -> dict | None:
         if st.session_state.get("busy") and st.button("Try again", key="retry_busy"):
             st.rerun()      # the sidebar asks for the analysis again
         st.stop()
-    return report
+    return session_report(report)
+
+
+_SESSION_REPORT = "_xc_session_report"
+
+
+def session_report(report: dict) -> Report:
+    """The session's report dict as a Report, converted once per report and kept beside it in the session: every
+    page run reads the same object, so the pages' caches keyed on its identity (the Topology's) keep hitting."""
+    kept = st.session_state.get(_SESSION_REPORT)
+    if kept is None or kept[0] is not report:
+        kept = (report, as_report(report))
+        st.session_state[_SESSION_REPORT] = kept
+    return kept[1]
+
+
+def stored_report(report: Report) -> dict:
+    """The report exactly as the run store keeps it (for report.json downloads: an older report not upgraded)."""
+    kept = st.session_state.get(_SESSION_REPORT)
+    return kept[0] if kept is not None and kept[1] is report else report.to_dict()
 
 
 def full_message(detail: str | None) -> None:
@@ -578,14 +572,14 @@ def _failed_columns(cols, failed: dict[str, str]) -> None:
             st.error(f"{plain(why)} — nothing to show; the Overview has the whole message.")
 
 
-def header(report: dict, title: str) -> None:
-    src = report["source"]
+def header(report: Report, title: str) -> None:
+    src = report.source
     st.title(title)
     # An imported report is anyone's text: the name escaped (never a link or markup), the code spans kept to the
     # characters a sha256 and a target id have (a backtick would end the span).
-    sha = re.sub(r"[^0-9a-f]", "", str(src["sha256"]))[:12]
-    ref = re.sub(r"[^\w.\-\[\]=,]", "", str((report.get("reference") or {}).get("id", "—")))
-    st.caption(f"**{plain(src['name'])}** · {plain(src['kind'])} · sha256 `{sha}` · reference `{ref or '—'}`")
+    sha = re.sub(r"[^0-9a-f]", "", str(src.sha256))[:12]
+    ref = re.sub(r"[^\w.\-\[\]=,]", "", str(report.reference.id))   # none: "", shown as —
+    st.caption(f"**{plain(src.name)}** · {plain(src.kind)} · sha256 `{sha}` · reference `{ref or '—'}`")
 
 
 def file_reader(path: str):
@@ -605,10 +599,11 @@ def report_and_sidecar(uploads: list):
     return reports[0], (sidecars[0].getvalue() if sidecars else None)
 
 
-def target_label(report: dict):
+def target_label(report: Report):
     """A selectbox format_func: a target's identity with its label as configured."""
     def fmt(tid: str) -> str:
-        label = (report["targets"].get(tid) or {}).get("label")
+        target = report.targets.get(tid)
+        label = target.label if target else None
         return f"{tid} — {label}" if label else tid
     return fmt
 
@@ -618,9 +613,9 @@ STAGE_PICKS = "topo_stage_graphs"   # the step graphs the Topology page shows as
 STAGE_REQUEST = "_stage_graph_request"
 
 
-def stage_graph_file(report: dict, files: dict | None = None) -> str | None:
+def stage_graph_file(report: Report, files: dict | None = None) -> str | None:
     """stages.json of this run on disk (from the run store), or None when the run kept none."""
-    name = (report.get("stage_graphs") or {}).get("file")
+    name = report.stage_graphs.file
     if not name:
         return None
     files = run_files(report) if files is None else files
@@ -633,13 +628,13 @@ def _stage_graphs(path: str) -> dict:
     return read_stage_graphs(path)
 
 
-def stage_graphs(report: dict) -> dict:
+def stage_graphs(report: Report) -> dict:
     """Step graphs by key ({} when the run kept none); read once per file and shared by the sessions."""
     path = stage_graph_file(report)
     return _stage_graphs(path) if path else {}
 
 
-def request_stage_graph(report: dict, tid: str, step: int) -> None:
+def request_stage_graph(report: Report, tid: str, step: int) -> None:
     """A button callback: the Topology page, when next opened, shows this step graph beside its target's compiled
     graph. Kept under a plain key (widget keys of a page not on screen are dropped at the end of a run) and
     applied by the Topology page before it draws its widgets."""

@@ -17,14 +17,15 @@ from xc_core.views.rows import MODEL_EXPLORER_ZIP, artifact_groups, model_explor
 report = _ui.require_report()
 _ui.header(report, "Downloads")
 files = _ui.run_files(report)
-key = (report.get("run") or {}).get("key")
+key = _ui.run_key(report)
 # Download names and the zip's folder come from the model's name: a file name, never a path ("../../x").
-name = _ui._safe_filename(os.path.splitext(str(report["source"]["name"]))[0]) or "model"
+name = _ui._safe_filename(os.path.splitext(str(report.source.name))[0]) or "model"
+as_stored = _ui.stored_report(report)      # report.json as the store keeps it (an older report not upgraded)
 
 st.subheader("Reports")
 c1, c2, c3, c4 = st.columns(4)
 stored_report = _ui.file_reader(files["report.json"]) if "report.json" in files else None
-c1.download_button("report.json", stored_report or (lambda: json.dumps(report, indent=1)), file_name="report.json",
+c1.download_button("report.json", stored_report or (lambda: json.dumps(as_stored, indent=1)), file_name="report.json",
                    mime="application/json", key="dl_report_json", on_click="ignore")
 sidecar = sidecar_in(files)
 if sidecar:
@@ -52,7 +53,7 @@ def _zip() -> bytes:
             if not rel.startswith(MODEL_EXPLORER_DIR + "/"):     # an older run's stored export: made afresh below
                 z.write(path, f"{name}-xc/{rel}")
         if "report.json" not in files:       # the whole report inline: no sidecar to keep beside it
-            z.writestr(f"{name}-xc/report.json", json.dumps(report, indent=1))
+            z.writestr(f"{name}-xc/report.json", json.dumps(as_stored, indent=1))
         z.writestr(f"{name}-xc/report.md", _markdown())
         with zipfile.ZipFile(io.BytesIO(model_explorer_zip(report))) as explorer:
             for entry in explorer.namelist():

@@ -21,16 +21,16 @@ fig = fusion_counts_figure(report, targets)
 st.plotly_chart(fig, width="stretch", key="fusion_counts")
 st.caption("Before: ops of the captured framework graph. After: compute ops of each compiled graph (layout "
            "reorders, casts and constants are counted apart). Evidence: "
-           + " · ".join(f"`{t}` {report['targets'][t]['op_counts']['evidence']}" for t in targets))
+           + " · ".join(f"`{t}` {report.targets[t].op_counts.evidence}" for t in targets))
 
 with st.expander("Op counts by type"):
     rows = {}
-    for op, n in report["capture"]["op_types_before"].items():
+    for op, n in report.capture.op_types_before.items():
         rows.setdefault(("captured", op), n)
     table = pd.DataFrame([{"graph": "captured", "op_type": op, "count": n}
-                          for op, n in report["capture"]["op_types_before"].items()]
+                          for op, n in report.capture.op_types_before.items()]
                          + [{"graph": t, "op_type": op, "count": n} for t in targets
-                            for op, n in report["targets"][t]["op_counts"]["after"].items()])
+                            for op, n in report.targets[t].op_counts.after.items()])
     st.dataframe(table.pivot_table(index="op_type", columns="graph", values="count", fill_value=0),
                  width="stretch")
 
@@ -38,8 +38,7 @@ st.subheader("Fusions each compiler implements: did they fire?")
 st.caption("Every place where a fusion from the target's own compiler catalogue could apply. **Blocked**: the "
            "graph forbids it (an intermediate tensor has a second consumer or is a model output). **Missed**: "
            "nothing forbids it and it still did not fire. **Superseded**: another fusion took one of its ops. "
-           "Evidence: " + " · ".join(f"`{t}` {(report['targets'][t].get('fusions') or {}).get('evidence')}"
-                                     for t in targets))
+           "Evidence: " + " · ".join(f"`{t}` {report.targets[t].fusions.evidence}" for t in targets))
 show_all = st.toggle("Show the fusions that fired too", value=False, key="fusion_catalogue_all")
 crow = catalogue_rows(report, targets, only_failed=not show_all)
 if crow:
@@ -54,7 +53,8 @@ with st.expander("The catalogues and where each entry comes from"):
     else:
         st.write("No catalogue is kept for this target's compiler.")
 
-matrix = report.get("fusion_matrix") or {"patterns": [], "not_fired": []}
+# As report.json holds it: analysis/fusion_diff reads it so.
+matrix = report.fusion_matrix.to_dict() if report.fusion_matrix else {"patterns": [], "not_fired": []}
 st.subheader("Fusion patterns (in source ops) and where they fired")
 if matrix["patterns"]:
     prow = [{"pattern": p["pattern"], **{t: p["targets"].get(t, 0) for t in targets}} for p in matrix["patterns"]]
@@ -78,12 +78,12 @@ else:
 
 st.subheader("Fused groups per target")
 tid = st.selectbox("Target", targets, key="fusion_target")
-groups = report["targets"][tid]["fusions"]["groups"]
-if groups:
-    st.dataframe(pd.DataFrame([{"node": g["node"], "pattern": g["pattern"], "pass": g.get("pass") or "—",
-                                "module_path": g.get("module_path") or "—",
-                                "absorbed": ", ".join(a["id"] for a in g["absorbed"]),
-                                "source ops": ", ".join(g["source_ops"])} for g in groups]),
+groups = report.targets[tid].fusions.groups
+if groups:     # "pass": the compiler pass that fused it (coremltools'), a toolchain fact kept in extra
+    st.dataframe(pd.DataFrame([{"node": g.node, "pattern": g.pattern, "pass": g.extra.get("pass") or "—",
+                                "module_path": g.module_path or "—",
+                                "absorbed": ", ".join(a["id"] for a in g.absorbed),
+                                "source ops": ", ".join(g.source_ops)} for g in groups]),
                  hide_index=True, width="stretch")
 else:
     st.write("No fused groups.")

@@ -41,12 +41,12 @@ if fig is None:
 st.plotly_chart(fig, width="stretch", key="heatmap")
 missing = not_compiled(report)
 st.caption("Evidence per target: " + " · ".join(
-    f"{_ui.code(t)} {_ui.plain(report['targets'][t]['graph']['evidence'])}" for t in targets)
+    f"{_ui.code(t)} {_ui.plain(report.targets[t].graph.evidence)}" for t in targets)
     + ". Hover a cell for the ops it covers and the fallback reason. A cell counts source ops (the captured "
     "graph's ops its row holds, as they ran on that target), not compiled ops: one source op may become several "
     "compiled ops, or be fused with others, so these counts differ from the Overview's compiled-op split."
-    + (" Time: " + " · ".join(f"{_ui.code(t)} {_ui.plain(report['targets'][t]['node_times']['evidence'])} on "
-                              f"{_ui.plain(report['targets'][t]['node_times']['host_cpu'])}"
+    + (" Time: " + " · ".join(f"{_ui.code(t)} {_ui.plain(report.targets[t].node_times.evidence)} on "
+                              f"{_ui.plain(report.targets[t].node_times.host_cpu)}"
                               for t in time_targets(report))
        + "; a compiled node counts in the first row that carries it." if colour == "time" else "")
     + (" Empty columns: " + " · ".join(f"{_ui.code(t)} {_ui.plain(why)}" for t, why in missing.items())

@@ -9,13 +9,11 @@ report = _ui.require_report()
 _ui.header(report, "Precision audit")
 
 summary = []
-for tid, t in report["targets"].items():
-    prec = t.get("precision") or {}
-    summary.append({"target": tid, "evidence": prec.get("evidence") or "—",
-                    **{k: v for k, v in (prec.get("mix") or {}).items()}})
+for tid, t in report.targets.items():
+    summary.append({"target": tid, "evidence": t.precision.evidence or "—", **dict(t.precision.mix)})
 st.subheader("Per target")
 st.dataframe(pd.DataFrame(summary).fillna(0), hide_index=True, width="stretch")
-notes = [f"`{tid}`: {n}" for tid, t in report["targets"].items() for n in t.get("notes") or []
+notes = [f"`{tid}`: {n}" for tid, t in report.targets.items() for n in t.notes
          if "bf16" in n or "precision" in n]
 for n in notes:
     st.caption(_ui.plain(n))

@@ -16,6 +16,7 @@ from xc_core.views.rows import (
     stage_targets,
     step_rows,
 )
+from xc_core.targets import steps_captions
 from xc_core.views.target_groups import target_groups
 
 STAGE_COLUMNS = 6       # targets side by side in one stage table: a cell of ~110 px each at 1280 px
@@ -39,31 +40,25 @@ for title, members in groups:
     part = matrix[members].map(_ui.plain)
     part.columns = [_ui.plain(c) for c in members]
     st.table(part)
+# Each family says where its steps come from (its target class's `steps_caption`).
 st.caption("Each cell: what the target's toolchain did in that stage. Ops are compute ops (casts, reorders and "
-           "constants counted apart); *fused nodes* carry two or more source ops. ORT: one optimized model per "
-           "optimization level, dumped by ORT. OpenVINO: the model as read, after its common transformations, "
-           "and the CPU plugin's runtime model. coremltools: its default pipeline recorded pass by pass as "
-           "ct.convert runs it (the net change of the passes of each kind). Inductor: its pre- and post-grad FX graphs, then its "
-           "kernels. Mobile EPs: the basic-optimized graph, then ORT's partitioning. ExecuTorch: the Edge program, the "
-           "partitioner's delegates, the .pte's execution plan. Core AI: the program as converted, after its "
-           "pre-compilation rewrite, then lowered to ODIX. LiteRT: the .tflite litert-torch wrote (its fusions and "
-           "NHWC transposes), then the delegate's partitions. Evidence (steps / backend "
-           "selection): " + " · ".join(f"{_ui.code(t)} {ev.get('steps')} / {ev.get('assignment')}" for t in targets
-                                       for ev in [report['targets'][t]['stages']['evidence']]))
+           "constants counted apart); *fused nodes* carry two or more source ops. " + " ".join(steps_captions()) +
+           " Evidence (steps / backend selection): " + " · ".join(f"{_ui.code(t)} {ev.get('steps')} / {ev.get('assignment')}" for t in targets
+                                       for ev in [report.targets[t].stages.evidence]))
 
 st.subheader("Every step of one target")
 tid = st.selectbox("Target", targets, key="stages_target", format_func=_ui.target_label(report))
 st.dataframe(pd.DataFrame(step_rows(report, tid)), hide_index=True, width="stretch")
-for i, step in enumerate(report["targets"][tid]["stages"]["steps"]):
-    if step.get("note"):       # in full: a table cell cuts it (e.g. why a big graph's levels were left out)
-        st.caption(f"Step {i + 1}: {_ui.plain(step['note'])}")
-kept = [i for i, s in enumerate(report["targets"][tid]["stages"]["steps"]) if s["graph"] and s["graph"] != "final"]
+steps = report.targets[tid].stages.steps
+for i, step in enumerate(steps):
+    if step.note:       # in full: a table cell cuts it (e.g. why a big graph's levels were left out)
+        st.caption(f"Step {i + 1}: {_ui.plain(step.note)}")
+kept = [i for i, s in enumerate(steps) if s.graph and s.graph != "final"]
 files = _ui.run_files(report)
 if kept and _ui.stage_graph_file(report, files):
-    steps = report["targets"][tid]["stages"]["steps"]
-    later = [i for i in kept if steps[i]["stage"] != "import"]      # the import graph is the least news
+    later = [i for i in kept if steps[i].stage != "import"]      # the import graph is the least news
     pick = st.selectbox("Step graph", kept, index=kept.index(later[0]) if later else 0, key="stages_step",
-                        format_func=lambda i: f"#{i + 1} {steps[i]['name']}")
+                        format_func=lambda i: f"#{i + 1} {steps[i].name}")
     st.button("Show it in the Topology page beside the compiled graph", key="stages_open",
               on_click=_ui.request_stage_graph, args=(report, tid, pick))
     if st.session_state.get(_ui.STAGE_REQUEST):
@@ -75,10 +70,10 @@ st.subheader("Where targets first part ways, per source op")
 st.caption("For each source op and target: which other source ops share a node with it after import, graph "
            "optimisation and fusion ('gone': constant-folded or eliminated); then the backend, the precision and "
            "whether it falls back, in the compiled graph. The first stage whose answer differs is where the "
-           "targets diverge for that op. Evidence: " + (report.get("divergence") or {}).get("evidence", "—"))
+           "targets diverge for that op. Evidence: " + report.divergence.get("evidence", "—"))
 st.dataframe(pd.DataFrame([divergence_counts(report)]), hide_index=True, width="stretch")
 c1, c2, c3 = st.columns([2, 2, 1])
-compare = [t for t in targets if t in ((report.get("divergence") or {}).get("signatures") or {})]
+compare = [t for t in targets if t in (report.divergence.get("signatures") or {})]
 everyone = "every target"
 a = c1.selectbox("Compare", [everyone] + compare, key="stages_div_a")
 b = c2.selectbox("with", [t for t in compare if t != a], key="stages_div_b", disabled=a == everyone)

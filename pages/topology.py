@@ -13,6 +13,7 @@ from pages import _capture_preview, _ui
 from pages._graph_pane import HIERARCHY_NOTES, graph_pane, pane_items
 from xc_core.views import graph_layout as layout, topology
 from xc_core.views.rows import stage_graph_choices, with_stage_graphs
+from xc_core.views.typed_report import Report, TargetBlock, as_report
 
 # While the targets compile, the captured graph (what every target starts from) is drawn instead.
 report = _ui.require_report(while_running=_capture_preview.show)
@@ -26,14 +27,14 @@ FLAT_PICKER_MAX = 1000   # above this many source ops, pick a module first (a 20
 PANE_HEIGHT = 680
 
 
-def _rkey(report: dict) -> str:
-    """Identity of the report object for the caches (the sidebar serves the same object for the same analysis)."""
-    return f"{report['source'].get('sha256')}|{report.get('created_at')}|{id(report)}"
+def _rkey(report: Report) -> str:
+    """Identity of the report object for the caches (the session keeps one Report per analysis: _ui.session_report)."""
+    return f"{report.source.sha256}|{report.created_at}|{id(report)}"
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
-def _tree(rkey: str, tid: str, _target: dict) -> topology.Tree:
-    return topology.build_tree(layout.prepare(_target["graph"], _target.get("fusions")))
+def _tree(rkey: str, tid: str, _target: TargetBlock) -> topology.Tree:
+    return topology.build_tree(layout.prepare(_target.graph, _target.fusions))
 
 
 @st.cache_resource(max_entries=96, show_spinner="Drawing the graph…")
@@ -43,7 +44,7 @@ def _drawing(rkey: str, tid: str, expanded: tuple, colour: str, _tree: topology.
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
-def _alignment(rkey: str, _report: dict) -> dict:
+def _alignment(rkey: str, _report: Report) -> dict:
     return layout.index_alignment(layout.alignment_rows(_report))
 
 
@@ -95,10 +96,10 @@ def _valid(key: str, options: list, default) -> None:
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
-def _with_steps(rkey: str, picks: tuple, _report: dict, _graphs: dict) -> dict:
+def _with_steps(rkey: str, picks: tuple, _report: Report, _graphs: dict) -> Report:
     """The report with the picked step graphs as extra targets (one object per pick set, so the drawing caches
     below keep hitting)."""
-    return with_stage_graphs(_report, _graphs, list(picks))
+    return as_report(with_stage_graphs(_report, _graphs, list(picks)))
 
 
 _ui.apply_stage_request()
@@ -116,11 +117,11 @@ if step_choices:
     if chosen:
         report = _with_steps(_rkey(report), chosen, report, _ui.stage_graphs(report))
 
-candidates = [tid for tid, t in report["targets"].items() if (t.get("graph") or {}).get("nodes")]
+candidates = [tid for tid, t in report.targets.items() if t.graph.nodes]
 if not candidates:
     st.info("No selected target produced a compiled graph to draw. Pick targets in the sidebar.")
     st.stop()
-ok = [tid for tid in candidates if report["targets"][tid]["status"] == "ok"] or candidates
+ok = [tid for tid in candidates if report.targets[tid].status == "ok"] or candidates
 
 rk = _rkey(report)
 aidx = _alignment(rk, report)
@@ -140,7 +141,7 @@ picked = c1.multiselect("Targets (2 or 3)", candidates, max_selections=3, key="t
 if not picked:
     st.info("Pick two or three targets to compare.")
     st.stop()
-trees = {tid: _tree(rk, tid, report["targets"][tid]) for tid in picked}
+trees = {tid: _tree(rk, tid, report.targets[tid]) for tid in picked}
 largest = max(trees.values(), key=lambda tr: len(tr.prep.ids))
 
 # One set of expanded groups for every pane: group paths are source module paths, the same on every target.
@@ -170,8 +171,8 @@ if find.strip():
     q = find.strip().lower()
     for tid, tr in trees.items():
         matches[tid] = [i for i, (nid, n) in enumerate(zip(tr.prep.ids, tr.prep.nodes))
-                        if q in nid.lower() or q in (n.get("op_type") or "").lower()
-                        or any(q in s.lower() for s in n.get("source_ops") or [])
+                        if q in nid.lower() or q in (n.op_type or "").lower()
+                        or any(q in s.lower() for s in n.source_ops)
                         or q in (tr.prep.modules[i] or "").lower()][:200]
     if st.session_state.get("_topo_found") != (rk, q):      # open the hiding groups once per new query
         st.session_state["_topo_found"] = (rk, q)
@@ -201,7 +202,7 @@ s2.button("Clear", on_click=_clear, key="topo_clear", width="stretch", help="Cle
 
 sel = st.session_state.get(SEL) or None
 sel_ops = list(sel["ops"]) if sel else []
-timed = [tid for tid in picked if (report["targets"][tid].get("node_times") or {}).get("timed_us")]
+timed = [tid for tid in picked if report.targets[tid].node_times.timed_us]
 colour = st.radio("Colour", ["backend", "time"], horizontal=True, key="topo_colour",
                   help="time: each box by its measured time (the runtime's profiler on this host's CPU, median of "
                        "the profiled runs), relative to the pane's costliest box; grey: not timed")
@@ -237,7 +238,7 @@ else:
 panes = st.columns(len(picked))
 drawings = {}
 for col, tid in zip(panes, picked):
-    t, tr = report["targets"][tid], trees[tid]
+    t, tr = report.targets[tid], trees[tid]
     try:
         v, svg = _drawing(rk, tid, tuple(sorted(expanded)), colour, tr)
     except topology.GraphvizMissing as e:
@@ -255,9 +256,9 @@ for col, tid in zip(panes, picked):
     items, clusters = pane_items(v)
     n_fused = sum(1 for i in range(len(tr.prep.ids)) if tr.prep.is_fused(i))
     with col:
-        ev = (t.get("graph") or {}).get("evidence")
+        ev = t.graph.evidence
         st.markdown(f"**{_ui.plain(tid)}** " + _ui.evidence_badge(ev)
-                    + ("" if t["status"] == "ok" else f" · status **{t['status']}**"),
+                    + ("" if t.status == "ok" else f" · status **{t.status}**"),
                     help=f"Backend assignment evidence: {ev or 'unknown'} — {_ui.EVIDENCE_HELP.get(ev, '')}")
         graph_pane(
             data={"svg": svg, "key": f"{rk}|{tid}|{colour}|{len(expanded)}|{hash(tuple(sorted(expanded)))}",
@@ -304,5 +305,5 @@ for op in sel_ops[:MAX_TABLE_OPS]:
                       "fused with": ", ".join(cell.get("fused_with") or []) or "—",
                       "fallback reason": cell.get("fallback_reason") or "—"})
 st.dataframe(pd.DataFrame(table).astype(str), hide_index=True, width="stretch")
-st.caption("Alignment evidence: " + _ui.evidence_badge((report.get("alignment") or {}).get("evidence") or "reported")
+st.caption("Alignment evidence: " + _ui.evidence_badge(report.alignment.evidence or "reported")
            + " — provenance recorded by capture and each compiler (source ops carried by each node).")

@@ -8,6 +8,7 @@ refusals per node: its note says the delegate ran 6 ops where xc placed 3) sits 
 the GPU delegate's words are parsed and placed on a graph built by hand; and one real litert-gpu analysis, where the
 delegate refuses nodes by their tensors' names, checks that its own count and xc's placement now agree."""
 import copy
+import dataclasses
 import os
 
 import pytest
@@ -204,7 +205,7 @@ def test_topology_says_what_its_node_count_holds(report):
     prep = graph_layout.prepare(gpu["graph"], gpu.get("fusions"))
     assert topology.fallback_caption(gpu, prep.nodes).startswith(
         f"{counts.split_counts(report, GPU)['on_cpu']} compiled ops on the CPU as fallback")
-    flagged = [{**n, "fallback": True} if n["kind"] == "layout" else n for n in prep.nodes]
+    flagged = [dataclasses.replace(n, fallback=True) if n.kind == "layout" else n for n in prep.nodes]
     assert topology.fallback_caption(gpu, flagged) == "6 compiled ops on the CPU as fallback and 1 layout move"
     assert counts.op_counts(t)["text"] == f"{t['op_count_after']} compiled ops (from {t['op_count_before']} source ops)"
 

@@ -71,6 +71,7 @@ def test_tally_puts_the_worst_first_and_says_when_nothing_was_judged():
     assert views.checklist_tally(r, "npu") == "✗ 1 FAIL · ⚠ 1 warn"
     assert views.checklist_tally(r, "cpu") == "⚠ 1 warn"
     assert views.checklist_tally(r, HOSTILE) == "– n/a"
+    r = _report()       # a changed report is a new dict: the views read a report dict once (typed_report.as_report)
     r["checklist"]["targets"]["cpu"][3]["verdict"] = "pass"
     assert views.checklist_tally(r, "cpu") == "✓ pass"
 
@@ -175,8 +176,8 @@ def test_artifact_groups_label_openvinos_two_models_and_leave_model_explorer_to_
     assert "model_explorer" not in names and not any("report.json" in str(g) for g in groups)
     ov = groups[1]
     notes = [note for note, _ in ov["parts"]]
-    assert notes == [views.ARTIFACT_NOTES["openvino-cpu"]["runtime_model.xml"],
-                     views.ARTIFACT_NOTES["openvino-cpu"]["model.xml"]]
+    from xc_core.targets import artifact_notes
+    assert notes == [artifact_notes("openvino-cpu")["runtime_model.xml"], artifact_notes("openvino-cpu")["model.xml"]]
     assert "Netron" in notes[0] and "not loadable by read_model" in notes[0]
     assert "loadable by openvino.Core().read_model" in notes[1]
     assert [f["label"] for f in ov["parts"][1][1]] == ["model.bin", "model.xml"]

@@ -268,6 +268,7 @@ def run_router(sample: str):
     return at
 
 
+@pytest.mark.slow      # ~30 s per sample: the page analyses the sample on every target first
 @pytest.mark.parametrize("sample", SAMPLES)
 def test_topology_page_renders_and_selects(sample):
     at = run_router(sample)

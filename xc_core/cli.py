@@ -669,10 +669,9 @@ def _targets() -> int:
         cls = REGISTRY[tid]
         ok, why = cls.available()
         print(f"{tid:16} {'available' if ok else 'unavailable: ' + printable_line(why):40} {cls.description}")
-        for name in cls.option_names:
-            alias = [a for a, n in cls.option_aliases.items() if n == name]
-            print(f"{'':18}[{name}=…]{' (also ' + ', '.join(alias) + ')' if alias else ''}  "
-                  f"{cls.option_help.get(name, '')}")
+        for opt in cls.option_specs():      # read off the target's Options dataclass
+            also = f" (also {', '.join(opt.aliases)})" if opt.aliases else ""
+            print(f"{'':18}[{opt.name}=…]{also}  {opt.help}")
     print("\nA target listed with options is a variant with its own column, e.g.\n"
           "  --targets \"ort-cpu,ort-cpu[level=basic],openvino-cpu[precision=f32],coreml-ane[precision=fp32]\"")
     return EXIT_OK

@@ -151,6 +151,14 @@ def request_parts(source_sha: str, inputs_sha: str | None = None, *, shapes=None
             "toolchains": toolchain_versions() if toolchains is None else toolchains}
 
 
+def run_key(**parts) -> str:
+    """A run's identity: everything that changes its result (source content, inputs, targets, options, edits,
+    limits, xc's version)."""
+    from . import __version__
+    text = json.dumps({**parts, "xc_version": __version__}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
 def target_identities(targets: list[str], options: dict | None) -> dict[str, str]:
     """Each target as asked for (an id or a variant: 'ort-cpu', 'ort-cpu[level=basic]') → the identity it runs as,
     its options included, however they were given ('openvino-cpu[inference_precision=f32]'). Two that end as one
@@ -161,7 +169,6 @@ def target_identities(targets: list[str], options: dict | None) -> dict[str, str
 
 def cell_keys(parts: dict, targets: list[str], options: dict | None) -> dict[str, str]:
     """identity → the key of that target's cell, in the order asked (an identity asked twice is one cell)."""
-    from .store import run_key
     out: dict[str, str] = {}
     for identity in target_identities(targets, options).values():
         out.setdefault(identity, run_key(kind="cell", target=identity, **parts))
@@ -170,7 +177,6 @@ def cell_keys(parts: dict, targets: list[str], options: dict | None) -> dict[str
 
 def run_key_of(cells: dict[str, str], worker_limits) -> str:
     """The key of the run made of these cells under these worker limits (xc_core.worker.WorkerLimits)."""
-    from .store import run_key
     limits = {k: float(v) for k, v in worker_limits.to_dict().items()}
     return run_key(format=KEY_FORMAT, kind="run", cells=list(cells.values()), worker_limits=limits)
 

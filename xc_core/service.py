@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from .errors import XcInputError
 from .paths import scratch_dir, sweep_scratch
+from .sources.formats import EXTERNAL_DATA_EXTENSIONS, model_extensions
 from .store import RunStore, StoreUnavailable, say_once
 
 QUEUED, RUNNING, DONE, REFUSED, FAILED = "queued", "running", "done", "refused", "failed"
@@ -34,8 +35,9 @@ MAX_REMEMBERED_REFUSALS = 256
 MAX_KEPT_IN_MEMORY = 16     # finished reports held when the store cannot keep them (each can be tens of MB)
 DEFAULT_SESSION_ANALYSES = 2    # a session's own analyses queued or running at once (XC_SESSION_ANALYSES)
 # What a model upload's main file may be called when it comes with other files; the others are its data.
-MODEL_EXTENSIONS = (".onnx", ".pt2", ".pt", ".pth", ".jit", ".ptl", ".safetensors", ".mlmodel", ".zip", ".tflite")
-DATA_EXTENSIONS = (".data", ".onnx_data")     # what exporters name external data (.bin is a model's name too)
+# Which uploaded file is the model, and which are an ONNX model's external data (sources/formats.py, the one table).
+MODEL_EXTENSIONS = model_extensions()
+DATA_EXTENSIONS = EXTERNAL_DATA_EXTENSIONS
 
 
 def on_server_start() -> int:

@@ -35,6 +35,8 @@ import time
 import uuid
 
 from .paths import home, list_folder, write_json_atomic
+# run_key is the key recipe's (run_keys.py); named here too, where runs are stored and looked up by it.
+from .run_keys import reusable_cells, run_key  # noqa: F401
 
 DEFAULT_STORE_MB = 4096
 _SCHEMA = """
@@ -57,14 +59,6 @@ _COLUMNS = ("key", "created", "last_used", "bytes", "source_name", "source_sha25
 MAX_RECOVER_BYTES = 512 << 20
 
 
-def run_key(**parts) -> str:
-    """A run's identity: everything that changes its result (source content, inputs, targets, options, edits,
-    limits, xc's version)."""
-    from . import __version__
-    text = json.dumps({**parts, "xc_version": __version__}, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
 def run_summary(report: dict, origin: str) -> dict:
     """What the history lists without opening the report: where it came from, targets by status, verdicts."""
     statuses = [t["status"] for t in (report.get("targets") or {}).values()]
@@ -75,7 +69,6 @@ def run_summary(report: dict, origin: str) -> dict:
     summary = {"origin": origin, "kind": (report.get("source") or {}).get("kind"),
                "ok": statuses.count("ok"), "error": statuses.count("error"),
                "unavailable": statuses.count("unavailable"), "verdicts": verdicts}
-    from .run_keys import reusable_cells
     cell_keys = reusable_cells(report)
     if cell_keys:
         # Every run answers for each of its targets alone too (run_keys.py): listed here, a batch or `--reuse`

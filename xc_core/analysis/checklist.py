@@ -2,6 +2,7 @@
 not applicable — never blank), the evidence kind it rests on, one line of detail, and the page that shows it."""
 from __future__ import annotations
 
+from ..report.types import ReferenceBlock, TargetBlock
 from .drift import ROUTE_REFERENCE, output_flags, route_departing
 
 # How a verdict reads wherever it is shown (Markdown, the dashboard's tables, the CLI): a symbol and a word, the
@@ -27,36 +28,45 @@ QUESTIONS = {
 
 
 def checklist(report: dict, not_fired: list[dict]) -> dict:
+    """The five answers for every target of the report dict being assembled (pipeline/assemble.py)."""
+    reference = ReferenceBlock.from_dict(report.get("reference"))
+    # The route as report.json holds it: route_departure reads its free conversion figures.
+    route = (report.get("capture") or {}).get("onnx_route")
     out = {}
-    for tid, t in report["targets"].items():
-        items = [_q1(t), _q2(t), _q3(tid, t, not_fired), _q4(t, report), _q5(t)]
+    for tid, block in report["targets"].items():
+        # Typed, all but the compiled graph: questions 1 and 2 read its nodes as dicts, since typing every node of
+        # a big model's graphs (tens of thousands per target) would cost seconds while the report is assembled.
+        graph = block.get("graph")
+        t = TargetBlock.from_dict({**block, "graph": None})
+        items = [_q1(t, graph), _q2(t, graph), _q3(tid, t, graph, not_fired), _q4(t, graph, reference, route),
+                 _q5(t, graph)]
         out[tid] = [{"id": i, "question": QUESTIONS[i][0], "page": QUESTIONS[i][1], **item}
                     for i, item in enumerate(items, start=1)]
     return {"targets": out, "thresholds": {"match_rel_l2": MATCH_REL_L2, "warn_rel_l2": WARN_REL_L2,
                                            "match_cosine": MATCH_COSINE}}
 
 
-def _unavailable(t) -> dict | None:
+def _unavailable(t: TargetBlock, graph: dict | None) -> dict | None:
     """A target with nothing to judge: unavailable here, or failed before its graph was read. The failure is one
     finding, question 1's; the other questions say they cannot be answered instead of repeating it."""
-    if t["status"] == "unavailable":
-        return {"verdict": NA, "evidence": None, "detail": f"target unavailable: {t['error']}"}
-    if t.get("graph") is None:
+    if t.status == "unavailable":
+        return {"verdict": NA, "evidence": None, "detail": f"target unavailable: {t.error}"}
+    if graph is None:
         return {"verdict": NA, "evidence": None, "detail": "no compiled graph to judge (question 1 says why)"}
     return None
 
 
-def _q1(t) -> dict:
-    if t["status"] != "unavailable" and t.get("graph") is None:
+def _q1(t: TargetBlock, graph: dict | None) -> dict:
+    if t.status != "unavailable" and graph is None:
         # Nothing came back to judge. The failure is the target's status and error (with whose it is and
         # what to do), not a verdict on a report nobody could read.
         return {"verdict": NA, "evidence": None,
-                "detail": f"no compiled graph came back, so there is no report to read: {t['error']}"}
-    bad = _unavailable(t)
+                "detail": f"no compiled graph came back, so there is no report to read: {t.error}"}
+    bad = _unavailable(t, graph)
     if bad:
         return bad
-    ev = t["graph"]["evidence"]
-    nodes = [n for n in t["graph"]["nodes"] if n["kind"] == "compute"]
+    ev = graph["evidence"]
+    nodes = [n for n in graph["nodes"] if n["kind"] == "compute"]
     unknown = sum(1 for n in nodes if n["backend"] in (None, "unknown"))
     if unknown:
         return {"verdict": WARN, "evidence": ev, "detail": f"{unknown} of {len(nodes)} op(s) without an assignment"}
@@ -74,19 +84,19 @@ def _q1(t) -> dict:
                                                       f"its backend ({ev})"}
 
 
-def _q2(t) -> dict:
-    bad = _unavailable(t)
+def _q2(t: TargetBlock, graph: dict | None) -> dict:
+    bad = _unavailable(t, graph)
     if bad:
         return bad
-    if not t.get("accelerated"):
-        return {"verdict": NA, "evidence": t["graph"]["evidence"], "detail": "no accelerator on this target"}
-    bounds = (t.get("info") or {}).get("boundaries") or {}
-    fallbacks = [n for n in t["graph"]["nodes"] if n.get("fallback")]
-    ev = bounds.get("evidence") or t["graph"]["evidence"]
+    if not t.accelerated:
+        return {"verdict": NA, "evidence": graph["evidence"], "detail": "no accelerator on this target"}
+    bounds = t.info.boundaries
+    fallbacks = [n for n in graph["nodes"] if n.get("fallback")]
+    ev = bounds.evidence or graph["evidence"]
     if not fallbacks:
         return {"verdict": PASS, "evidence": ev, "detail": "every op stays on the accelerator"}
-    count = bounds.get("count", 0)
-    cliff = (bounds.get("latency_cliff") or {}).get("estimate_ms")
+    count = bounds.count
+    cliff = (bounds.latency_cliff or {}).get("estimate_ms")
     types = sorted({n["op_type"] for n in fallbacks})
     verdict = FAIL if count >= 2 else WARN
     # Counted as every view counts the split (views/target_counts.py): compiled (compute) ops; a layout move or
@@ -99,81 +109,79 @@ def _q2(t) -> dict:
                       + (f", ≈{cliff:.2f} ms latency-cliff estimate" if cliff is not None else "")}
 
 
-def _q3(tid, t, not_fired) -> dict:
+def _q3(tid: str, t: TargetBlock, graph: dict | None, not_fired: list[dict]) -> dict:
     """Fusions this target's compiler implements that were possible here and did not fire (a per-compiler
     catalogue, analysis/fusion_catalogue.py). Patterns fused only on other targets are information, not a warning:
     compilers fuse differently by design."""
-    bad = _unavailable(t)
+    bad = _unavailable(t, graph)
     if bad:
         return bad
-    fusions = t.get("fusions") or {}
-    ev = fusions.get("evidence")
-    groups = fusions.get("count", 0)
+    fusions = t.fusions
+    ev = fusions.evidence
+    groups = fusions.count
     elsewhere = sorted({m["pattern"] for m in not_fired if m["missing_on"] == tid})
     aside = (f"; {len(elsewhere)} pattern(s) other targets fused are their compilers' choices (see Fusion)"
              if elsewhere else "")
-    cat = fusions.get("catalogue")
-    if cat is None:
-        shrink = t["op_count_after"] < t["op_count_before"]
-        hidden = (t.get("info") or {}).get("fusions_inside_delegates")
+    cat = fusions.catalogue
+    if not cat:
+        shrink = t.op_count_after < t.op_count_before
+        hidden = t.info.extra.get("fusions_inside_delegates")     # a toolchain's free fact (ExecuTorch's)
         if not shrink and not groups and hidden:
             # The backend fuses when it compiles its delegate (XNNPACK, Vulkan): not in the program xc reads.
             return {"verdict": NA, "evidence": ev, "detail": hidden}
         if not shrink and not groups:
             return {"verdict": WARN, "evidence": ev, "detail": f"no fusion and no op-count shrink "
-                                                              f"({t['op_count_before']} → {t['op_count_after']})"}
-        return {"verdict": PASS, "evidence": ev, "detail": f"{groups} fused group(s); ops {t['op_count_before']} → "
-                                                          f"{t['op_count_after']}" + aside}
-    opps = cat["opportunities"]
-    failed = [o for o in opps if o["outcome"] in ("blocked", "missed")]
+                                                              f"({t.op_count_before} → {t.op_count_after})"}
+        return {"verdict": PASS, "evidence": ev, "detail": f"{groups} fused group(s); ops {t.op_count_before} → "
+                                                          f"{t.op_count_after}" + aside}
+    opps = cat.opportunities
+    failed = [o for o in opps if o.outcome in ("blocked", "missed")]
     if failed:
         first = failed[0]
-        names = sorted({o["fusion"] for o in failed})
+        names = sorted({o.fusion for o in failed})
         return {"verdict": WARN, "evidence": ev,
-                "detail": f"{len(failed)} of {len(opps)} {cat['compiler']} fusion opportunities did not fire "
-                          f"({', '.join(names[:3])}); e.g. {'→'.join(first['op_types'])} at {first['nodes'][0]}: "
-                          f"{first['reason']}"}
+                "detail": f"{len(failed)} of {len(opps)} {cat.compiler} fusion opportunities did not fire "
+                          f"({', '.join(names[:3])}); e.g. {'→'.join(first.op_types)} at {first.nodes[0]}: "
+                          f"{first.reason}"}
     if not opps:
         return {"verdict": PASS, "evidence": ev,
-                "detail": f"nothing here matches a fusion {cat['compiler']} is catalogued with; ops "
-                          f"{t['op_count_before']} → {t['op_count_after']}" + aside}
-    fired = cat["counts"].get("fired", 0)
+                "detail": f"nothing here matches a fusion {cat.compiler} is catalogued with; ops "
+                          f"{t.op_count_before} → {t.op_count_after}" + aside}
+    fired = cat.counts.get("fired", 0)
     return {"verdict": PASS, "evidence": ev,
-            "detail": f"every catalogued {cat['compiler']} fusion that was possible fired ({fired} of {len(opps)}"
+            "detail": f"every catalogued {cat.compiler} fusion that was possible fired ({fired} of {len(opps)}"
                       + (f", {len(opps) - fired} taken by another fusion" if fired < len(opps) else "")
-                      + f"); ops {t['op_count_before']} → {t['op_count_after']}" + aside}
+                      + f"); ops {t.op_count_before} → {t.op_count_after}" + aside}
 
 
-def _q4(t, report) -> dict:
-    bad = _unavailable(t)
+def _q4(t: TargetBlock, graph: dict | None, reference: ReferenceBlock, route: dict | None) -> dict:
+    bad = _unavailable(t, graph)
     if bad:
         return bad
-    drift = t.get("drift")
+    drift = t.drift
     if not drift:
-        ref = report.get("reference")
-        if ref is None:
+        if not reference:
             return {"verdict": NA, "evidence": None, "detail": "no reference for this source"}
-        if ref.get("status") != "ok":
+        if reference.status != "ok":
             return {"verdict": NA, "evidence": None,
                     "detail": "the reference itself failed with these inputs, so there is nothing to compare to"}
-        not_run = (t.get("info") or {}).get("numerics_not_run")
+        not_run = t.info.numerics_not_run
         if not_run:
             return {"verdict": NA, "evidence": None, "detail": not_run}
-        return {"verdict": FAIL, "evidence": None, "detail": f"the target did not run: {t.get('error')}"}
-    if drift.get("failed"):
-        return {"verdict": NA, "evidence": drift["evidence"],
-                "detail": f"no numbers: {drift['failed']} — xc's emulation failed, not a finding about the model"}
-    worst = drift["worst"] or {}
-    route = (report.get("capture") or {}).get("onnx_route")
-    routed = bool(route) and (t.get("identity", t.get("id")) in (route.get("targets") or [])
-                              or "onnx_conversion" in (t.get("info") or {}))
-    against_route = routed and drift.get("reference") == ROUTE_REFERENCE
+        return {"verdict": FAIL, "evidence": None, "detail": f"the target did not run: {t.error}"}
+    if drift.failed:
+        return {"verdict": NA, "evidence": drift.evidence,
+                "detail": f"no numbers: {drift.failed} — xc's emulation failed, not a finding about the model"}
+    worst = drift.worst or {}        # the worst output's figures, as analysis/drift.worst wrote them
+    routed = bool(route) and ((t.identity or t.id) in (route.get("targets") or [])
+                              or "onnx_conversion" in t.info.extra)
+    against_route = routed and drift.reference == ROUTE_REFERENCE
     departure = route_departure(route) if routed else None
     if "error" in worst:
-        return {"verdict": FAIL, "evidence": drift["evidence"],
+        return {"verdict": FAIL, "evidence": drift.evidence,
                 "detail": worst["error"] + _conversion_clause(departure, against_route)}
-    outputs = drift.get("outputs") or {}
-    not_informative, implausible = output_flags({**outputs.get(worst.get("output"), {}), **worst})
+    worst_output = drift.outputs.get(worst.get("output"))
+    not_informative, implausible = output_flags({**(worst_output.to_dict() if worst_output else {}), **worst})
     rel, cos = worst.get("rel_l2"), worst.get("cosine")
     figures = f"rel L2 {_sci(rel)}, cosine {cos:.6f}" if cos is not None else f"rel L2 {_sci(rel)}"
     if implausible:
@@ -199,11 +207,11 @@ def _q4(t, report) -> dict:
         # conversion's error, which is xc's — a warning to measure again, never a failure of the runtime.
         verdict = WARN
     detail += _conversion_clause(departure, against_route)
-    others = {k: why for k, why in (drift.get("not_informative") or {}).items() if k != worst.get("output")}
+    others = {k: why for k, why in drift.not_informative.items() if k != worst.get("output")}
     if others:
         detail += "; not informative: " + ", ".join(f"'{k}' ({why})" for k, why in others.items())
-    return {"verdict": verdict, "evidence": drift["evidence"],
-            "detail": detail + (f" ({drift['assumption']})" if drift.get("assumption") and verdict != PASS else "")
+    return {"verdict": verdict, "evidence": drift.evidence,
+            "detail": detail + (f" ({drift.assumption})" if drift.assumption and verdict != PASS else "")
             + (_attribution_clause(t) if verdict != PASS else "")}
 
 
@@ -261,17 +269,17 @@ def _sci(x) -> str:
     return "—" if x is None else "0" if x == 0 else f"{x:.2e}"
 
 
-def _q5(t) -> dict:
-    bad = _unavailable(t)
+def _q5(t: TargetBlock, graph: dict | None) -> dict:
+    bad = _unavailable(t, graph)
     if bad:
         return bad
-    mix = (t.get("precision") or {}).get("mix") or {}
-    ev = (t.get("precision") or {}).get("evidence")
+    mix = t.precision.mix
+    ev = t.precision.evidence
     floats = {k for k in mix if k in ("fp32", "fp16", "bf16", "int8", "uint8", "fp64")}
     lowered = floats - {"fp32", "fp64"}
     if not lowered:
         return {"verdict": PASS, "evidence": ev, "detail": "fp32 like the reference"}
-    undeclared = lowered - _declared_precisions(t)
+    undeclared = lowered - set(t.declared_precisions)
     detail = ", ".join(f"{k} × {mix[k]}" for k in sorted(lowered))
     if undeclared:
         # The runtime chose it by itself (OpenVINO runs bf16 on CPUs with AMX / avx512_bf16): a warning that says
@@ -283,29 +291,24 @@ def _q5(t) -> dict:
                                                       + _attribution_clause(t, "precision")}
 
 
-def _drift_clause(t) -> str:
-    worst = (t.get("drift") or {}).get("worst") or {}
+def _drift_clause(t: TargetBlock) -> str:
+    worst = t.drift.worst or {}
     if worst.get("rel_l2") is None:
         return ""
     return f"; worst output '{worst.get('output')}' drifts rel L2 {worst['rel_l2']:.2e} from the fp32 reference"
 
 
-def _attribution_clause(t, kind: str | None = None) -> str:
+def _attribution_clause(t: TargetBlock, kind: str | None = None) -> str:
     """The largest attributed drift jump (of `kind`, when given) as evidence, with its own evidence kind (the
     per-layer numerics), or nothing when the per-layer drift attributed none."""
-    att = (t.get("layer_drift") or {}).get("attribution") or {}
-    jumps = [j for j in att.get("jumps") or [] if kind is None or j["kind"] == kind]
+    att = t.layer_drift.attribution
+    jumps = [j for j in att.jumps if kind is None or j.kind == kind]
     if not jumps:
         return ""
-    return f"; per-layer drift ({att['evidence']}): {jumps[0]['sentence']}"
+    return f"; per-layer drift ({att.evidence}): {jumps[0].sentence}"
 
 
-def _precision_switch(t) -> str:
-    if t.get("id", "").startswith("openvino"):
+def _precision_switch(t: TargetBlock) -> str:
+    if t.id.startswith("openvino"):
         return " — set OpenVINO's INFERENCE_PRECISION_HINT to f32 (ov.properties.hint.inference_precision) to keep fp32"
     return ""
-
-
-def _declared_precisions(t) -> set[str]:
-    """What the target's configuration asked for (its typed `declared_precisions`), not what the runtime chose."""
-    return set(t.get("declared_precisions") or [])

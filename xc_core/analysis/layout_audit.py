@@ -14,6 +14,7 @@ Bytes are element count × element size of the tensor moved, where its shape is 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 from ..ir import COMPUTE, LAYOUT, Graph
 from .boundaries import tensor_bytes
@@ -23,6 +24,18 @@ _ONEDNN_TAGS = {"a": "C", "ab": "NC", "abc": "NCW", "acb": "NWC", "abcd": "NCHW"
                 "abcde": "NCDHW", "acdeb": "NDHWC", "aBc8b": "NCW8c", "aBc16b": "NCW16c", "aBcd8b": "NCHW8c",
                 "aBcd16b": "NCHW16c", "aBcde8b": "NCDHW8c", "aBcde16b": "NCDHW16c", "ba": "CN"}
 _NCHW_TO_NHWC, _NHWC_TO_NCHW = [0, 2, 3, 1], [0, 3, 1, 2]
+
+
+@dataclass(frozen=True)
+class LayoutMoves:
+    """What a target family's compiled graph says about layouts, declared on its target class (`layout_moves`):
+    where the audit's facts come from, in words, and whether every transpose is a layout move (a Core ML program
+    has no layout node kind; elsewhere only transposes the reader marks LAYOUT, or ORT's NHWC-domain ones, count)."""
+    said_by: str = "the compiled graph's layout nodes"
+    every_transpose: bool = False
+
+
+LAYOUT_NODES = LayoutMoves()
 
 
 def layout_name(tag: str | None) -> str | None:
@@ -51,8 +64,8 @@ def _family(layout: str | None) -> str | None:
     return "channels-first"
 
 
-def layout_audit(g: Graph, target_id: str) -> dict:
-    """Node layouts and the moves between them, for one compiled graph."""
+def layout_audit(g: Graph, family: LayoutMoves = LAYOUT_NODES) -> dict:
+    """Node layouts and the moves between them, for one compiled graph of a target of this family."""
     producer = {t.name: n for n in g.nodes for t in n.outputs}
     layouts: dict[str, str] = {}
     for n in g.nodes:
@@ -61,7 +74,7 @@ def layout_audit(g: Graph, target_id: str) -> dict:
             layouts[n.id] = layout
     moves = []
     for n in g.nodes:
-        move = _move(n, producer, target_id)
+        move = _move(n, producer, family.every_transpose)
         if move is not None:
             moves.append(move)
     transitions = Counter(f"{m['from']} → {m['to']}" for m in moves
@@ -75,7 +88,7 @@ def layout_audit(g: Graph, target_id: str) -> dict:
         "bytes_moved": int(sum(sized)),
         "unsized_moves": len(moves) - len(sized),
         "transitions": dict(transitions.most_common()),
-        "said_by": _said_by(target_id, layouts, moves),
+        "said_by": family.said_by,
     }
 
 
@@ -87,7 +100,7 @@ def _node_layout(n) -> str | None:
     return None
 
 
-def _move(n, producer: dict, target_id: str) -> dict | None:
+def _move(n, producer: dict, every_transpose: bool) -> dict | None:
     # A move writes what it reads: the output's shape, or the input's where the optimized model left the new
     # tensor untyped (ORT's blocked tensors); blocked layouts may pad channels, which is not counted.
     sized = [t for t in n.outputs[:1] + n.inputs[:1] if t.shape and all(isinstance(d, int) for d in t.shape)]
@@ -104,7 +117,7 @@ def _move(n, producer: dict, target_id: str) -> dict | None:
         out = {"from": "NHWC" if n.attributes.get("channels_last") else "NCHW", "to": "NCHWc (blocked)"}
     elif (n.op_type, n.domain) == ("ReorderOutput", "com.microsoft.nchwc"):
         out = {"from": "NCHWc (blocked)", "to": "NHWC" if n.attributes.get("channels_last") else "NCHW"}
-    elif n.op_type.lower() == "transpose" and (n.kind == LAYOUT or target_id.startswith("coreml")
+    elif n.op_type.lower() == "transpose" and (n.kind == LAYOUT or every_transpose
                                                or n.domain == "com.microsoft.nhwc"):
         perm = n.attributes.get("perm")
         perm = list(perm) if isinstance(perm, (list, tuple)) else None
@@ -122,19 +135,3 @@ def _move(n, producer: dict, target_id: str) -> dict | None:
         return None
     return {"id": n.id, "op_type": n.op_type, **out, "shape": shape, "dtype": dtype,
             "bytes": tensor_bytes(shape, _numpy(dtype)), "module_path": n.module_path}
-
-
-def _said_by(target_id: str, layouts: dict, moves: list) -> str:
-    if target_id.startswith("openvino"):
-        return "OpenVINO's runtime model (outputLayouts per layer, Reorder layers)"
-    if target_id.startswith("ort-nnapi") or target_id.startswith("ort-coreml"):
-        return "the basic-optimized ONNX the EP is given: layouts are the EP's own business and not reported"
-    if target_id.startswith("ort"):
-        return "ORT's optimized model (NCHWc blocked ops, ReorderInput/ReorderOutput)"
-    if target_id.startswith("coreml"):
-        return "the MIL program's transpose ops (Core ML chooses memory layouts itself and does not report them)"
-    if target_id.startswith("litert") or target_id == "tflite-reference":
-        return "the .tflite's TRANSPOSE ops (litert-torch converts NCHW models to NHWC around convolutions)"
-    if target_id.startswith("inductor"):
-        return "Inductor's operand-preparation kernels"
-    return "the compiled graph's layout nodes"

@@ -35,6 +35,7 @@ import tempfile
 import zipfile
 
 from ..ir import COMPUTE, CONSTANT, IO
+from ..report.types import GraphBlock, LayerDrift, NodeRecord, Report, TargetBlock, TensorRecord
 
 # The run folder's subfolder the export is written to.
 MODEL_EXPLORER_DIR = "model_explorer"
@@ -62,18 +63,19 @@ _PRECISION_COLORS = {"fp32": "#90caf9", "fp16": "#a5d6a7", "bf16": "#c5e1a5", "i
 _OTHER_COLORS = ("#fff59d", "#b0bec5", "#f48fb1", "#bcaaa4", "#80deea", "#dce775", "#b39ddb")
 
 
-def write_model_explorer(report: dict, out_dir: str) -> list[str]:
+def write_model_explorer(report: Report | dict, out_dir: str) -> list[str]:
     """Write the Model Explorer files for `report` into `out_dir` (created) and return their paths.
 
     Files: <graph>.graph.json per graph ("captured" and each target with status ok and a graph);
     <target>.{backend,precision,fallback,drift}.nodedata.json; <left>.vs.<right>.sync.json per pair of graphs;
     index.json (which file is which, sync coverage) and README.txt. Names are the graph ids made file-safe.
     """
+    report = Report.of(report)
     graphs = _collect_graphs(report)
     names = _safe_names([gid for gid, _, _ in graphs])
     rank = _source_op_rank(report)
-    rows = (report.get("alignment") or {}).get("source_ops")
-    source = (report.get("source") or {}).get("name") or ""
+    rows = report.alignment.source_ops
+    source = report.source.name or ""
     os.makedirs(out_dir, exist_ok=True)
     written: list[str] = []
 
@@ -87,10 +89,10 @@ def write_model_explorer(report: dict, out_dir: str) -> list[str]:
         written.append(path)
 
     index: dict = {"source": source, "graphs": {}, "node_data": {}, "sync": [], "skipped": {}}
-    for tid, t in (report.get("targets") or {}).items():
-        if t.get("status") != "ok" or not t.get("graph"):
-            index["skipped"][tid] = f"status {t.get('status')}" if t.get("status") != "ok" else "no graph"
-    if not (report.get("capture") or {}).get("graph"):
+    for tid, t in report.targets.items():
+        if t.status != "ok" or not t.graph:
+            index["skipped"][tid] = f"status {t.status}" if t.status != "ok" else "no graph"
+    if not report.capture.graph:
         index["skipped"][CAPTURED] = "no captured graph"
 
     views = {}
@@ -105,7 +107,7 @@ def write_model_explorer(report: dict, out_dir: str) -> list[str]:
         overlays = {"backend": _categorical(view, "backend", _BACKEND_COLORS),
                     "precision": _categorical(view, "precision", _PRECISION_COLORS),
                     "fallback": _fallback(view)}
-        drift = _drift(view, target.get("layer_drift"))
+        drift = _drift(view, target.layer_drift)
         if drift is not None:
             overlays["drift"] = drift
         index["node_data"][gid] = {}
@@ -136,7 +138,7 @@ def write_model_explorer(report: dict, out_dir: str) -> list[str]:
     return written
 
 
-def model_explorer_zip(report: dict, folder: str = MODEL_EXPLORER_DIR) -> bytes:
+def model_explorer_zip(report: Report | dict, folder: str = MODEL_EXPLORER_DIR) -> bytes:
     """The export as one zip, every file under `folder`/. An export that fails (a bug: it reads only the report)
     gives a zip holding ERROR.txt with the one-line reason, never an exception in the page that asked."""
     buf = io.BytesIO()
@@ -153,10 +155,10 @@ def model_explorer_zip(report: dict, folder: str = MODEL_EXPLORER_DIR) -> bytes:
     return buf.getvalue()
 
 
-def export_plan(report: dict) -> dict:
+def export_plan(report: Report | dict) -> dict:
     """The export's index.json without building it: which graph file each graph id gets and each target's backend
     overlay — enough for `open_command`, and cheap (the names only)."""
-    graphs = _collect_graphs(report)
+    graphs = _collect_graphs(Report.of(report))
     names = _safe_names([gid for gid, _, _ in graphs])
     return {"graphs": {gid: f"{names[gid]}.graph.json" for gid, _, _ in graphs},
             "node_data": {gid: {"backend": f"{names[gid]}.backend.nodedata.json"}
@@ -165,36 +167,36 @@ def export_plan(report: dict) -> dict:
 
 # --- graphs --------------------------------------------------------------------------------------------------
 
-def _collect_graphs(report: dict) -> list[tuple[str, dict, dict | None]]:
+def _collect_graphs(report: Report) -> list[tuple[str, GraphBlock, TargetBlock | None]]:
     """(graph id, xc graph, target or None) — the captured graph first, then targets in the report's order."""
     out = []
-    captured = (report.get("capture") or {}).get("graph")
-    if captured:
-        out.append((CAPTURED, captured, None))
-    for tid, t in (report.get("targets") or {}).items():
-        if t.get("status") == "ok" and t.get("graph"):
-            out.append((tid, t["graph"], t))
+    if report.capture.graph:
+        out.append((CAPTURED, report.capture.graph, None))
+    for tid, t in report.targets.items():
+        if t.status == "ok" and t.graph:
+            out.append((tid, t.graph, t))
     return out
 
 
 class _GraphView:
     """One xc graph in Model Explorer's terms: the GraphNode list plus what overlays and mappings need."""
 
-    def __init__(self, gid: str, graph: dict, target: dict | None, rows: list | None, rank: dict[str, int]):
+    def __init__(self, gid: str, graph: GraphBlock, target: TargetBlock | None, rows: list | None,
+                 rank: dict[str, int]):
         self.gid, self.graph, self.target = gid, graph, target
-        self.nodes = [n for n in graph.get("nodes") or [] if n.get("id") is not None]
-        self.pos = {n["id"]: i for i, n in enumerate(self.nodes)}
-        self.kind = {n["id"]: n.get("kind") for n in self.nodes}
+        self.nodes = [n for n in graph.nodes if n is not None]
+        self.pos = {n.id: i for i, n in enumerate(self.nodes)}
+        self.kind = {n.id: n.kind for n in self.nodes}
         self.me_nodes, self.inputs_id, self.outputs_id = _me_nodes(graph, self.nodes)
         self.result_key = _result_keys(self.me_nodes)
-        self.carriers = [n for n in self.nodes if n.get("kind") not in _NOT_CARRIERS and n.get("source_ops")]
+        self.carriers = [n for n in self.nodes if n.kind not in _NOT_CARRIERS and n.source_ops]
         self.owners = _owners(gid, self.carriers, rows, rank)
 
     def collection(self, source: str) -> dict:
         g = self.graph
-        info = {"xc graph": self.gid, "source": source, "stage": g.get("stage"), "evidence": g.get("evidence")}
+        info = {"xc graph": self.gid, "source": source, "stage": g.stage, "evidence": g.evidence}
         if self.target is not None:
-            info.update(target=self.target.get("label"), status=self.target.get("status"))
+            info.update(target=self.target.label, status=self.target.status)
         graph = {"id": self.gid, "nodes": self.me_nodes,
                  # The "" group is the graph itself: shown in the side panel when no node is selected.
                  "groupNodeAttributes": {"": {k: _text(v) for k, v in info.items() if v not in (None, "")}},
@@ -203,24 +205,23 @@ class _GraphView:
         return {"label": label, "graphs": [graph], "graphSorting": "node_count_desc"}
 
 
-def _me_nodes(graph: dict, nodes: list[dict]) -> tuple[list[dict], str | None, str | None]:
+def _me_nodes(graph: GraphBlock, nodes: list[NodeRecord]) -> tuple[list[dict], str | None, str | None]:
     """GraphNode dicts with edges by tensor name, plus GraphInputs/GraphOutputs nodes where edges need them."""
     producer: dict[str, tuple[str, int]] = {}
     for n in nodes:
-        for j, t in enumerate(n.get("outputs") or []):
-            if t.get("name"):
-                producer.setdefault(t["name"], (n["id"], j))
-    consumed = {t.get("name") for n in nodes for t in n.get("inputs") or []}
-    taken = {n["id"] for n in nodes}
+        for j, t in enumerate(n.outputs):
+            if t.name:
+                producer.setdefault(t.name, (n.id, j))
+    consumed = {t.name for n in nodes for t in n.inputs}
+    taken = {n.id for n in nodes}
     # Declared inputs that a node reads but none produces; without a node to start from their edges would not be
     # drawn (the UI drops edges from unknown nodes). Initializers (weights) stay in inputsMetadata only.
-    graph_inputs = [t for t in graph.get("inputs") or []
-                    if t.get("name") and t["name"] in consumed and t["name"] not in producer]
-    graph_outputs = [t for t in graph.get("outputs") or [] if t.get("name") in producer]
+    graph_inputs = [t for t in graph.inputs if t.name and t.name in consumed and t.name not in producer]
+    graph_outputs = [t for t in graph.outputs if t.name in producer]
     inputs_id = _unique(GRAPH_INPUTS, taken) if graph_inputs else None
     outputs_id = _unique(GRAPH_OUTPUTS, taken | {inputs_id}) if graph_outputs else None
     for k, t in enumerate(graph_inputs):
-        producer[t["name"]] = (inputs_id, k)
+        producer[t.name] = (inputs_id, k)
 
     namespaces = _namespaces(nodes, producer)
     out = []
@@ -229,47 +230,47 @@ def _me_nodes(graph: dict, nodes: list[dict]) -> tuple[list[dict], str | None, s
                                                                   enumerate(graph_inputs)], []))
     for n in nodes:
         edges, inputs_meta = [], []
-        for i, t in enumerate(n.get("inputs") or []):
+        for i, t in enumerate(n.inputs):
             inputs_meta.append(_metadata(i, t))
-            src = producer.get(t.get("name"))
-            if src and src[0] != n["id"]:
+            src = producer.get(t.name)
+            if src and src[0] != n.id:
                 edges.append(_edge(src, i))
-        out.append(_me_node(n["id"], n.get("op_type") or "?", namespaces[n["id"]], _attrs(n), edges,
-                            [_metadata(j, t) for j, t in enumerate(n.get("outputs") or [])], inputs_meta))
+        out.append(_me_node(n.id, n.op_type or "?", namespaces[n.id], _attrs(n), edges,
+                            [_metadata(j, t) for j, t in enumerate(n.outputs)], inputs_meta))
     if outputs_id:
-        out.append(_me_node(outputs_id, GRAPH_OUTPUTS, "", [], [_edge(producer[t["name"]], k)
+        out.append(_me_node(outputs_id, GRAPH_OUTPUTS, "", [], [_edge(producer[t.name], k)
                                                                for k, t in enumerate(graph_outputs)],
                             [], [_metadata(k, t) for k, t in enumerate(graph_outputs)]))
     return out, inputs_id, outputs_id
 
 
-def _namespaces(nodes: list[dict], producer: dict[str, tuple[str, int]]) -> dict[str, str]:
+def _namespaces(nodes: list[NodeRecord], producer: dict[str, tuple[str, int]]) -> dict[str, str]:
     """Layer path per node: its module path ("blocks.0.expand" -> "blocks/0/expand"; the UI splits on "/" and
     reads ";" as a separator too). A node with none (a reorder or cast the compiler inserted, a constant) goes into
     the deepest layer its producers and consumers share, so it is drawn inside that layer instead of pulling edges
     out to the top level."""
-    own = {n["id"]: (n.get("module_path") or "").replace(".", "/").replace(";", "_") for n in nodes}
+    own = {n.id: (n.module_path or "").replace(".", "/").replace(";", "_") for n in nodes}
     consumers: dict[str, list[str]] = {}
     for n in nodes:
-        for t in n.get("inputs") or []:
-            consumers.setdefault(t.get("name"), []).append(n["id"])
+        for t in n.inputs:
+            consumers.setdefault(t.name, []).append(n.id)
     out = dict(own)
     # A chain of such nodes (a constant feeding an inserted reshape) takes a few rounds; 8 bound the cost.
     for _ in range(8):
         changed = False
         for n in nodes:
-            if own[n["id"]] or n.get("kind") == IO:  # graph inputs and outputs stay at the top, as GraphInputs
+            if own[n.id] or n.kind == IO:  # graph inputs and outputs stay at the top, as GraphInputs
                 continue
-            near = [out.get(producer.get(t.get("name"), ("",))[0], "") for t in n.get("inputs") or []]
-            near += [out[c] for t in n.get("outputs") or [] for c in consumers.get(t.get("name"), [])]
+            near = [out.get(producer.get(t.name, ("",))[0], "") for t in n.inputs]
+            near += [out[c] for t in n.outputs for c in consumers.get(t.name, [])]
             paths = [p.split("/") for p in near if p]
             shared = []
             for parts in zip(*paths) if paths else ():
                 if len(set(parts)) > 1:
                     break
                 shared.append(parts[0])
-            if "/".join(shared) != out[n["id"]]:
-                out[n["id"]], changed = "/".join(shared), True
+            if "/".join(shared) != out[n.id]:
+                out[n.id], changed = "/".join(shared), True
         if not changed:
             break
     return out
@@ -286,27 +287,26 @@ def _edge(src: tuple[str, int], input_index: int) -> dict:
     return {"sourceNodeId": src[0], "sourceNodeOutputId": str(src[1]), "targetNodeInputId": str(input_index)}
 
 
-def _metadata(index: int, tensor: dict) -> dict:
+def _metadata(index: int, tensor: TensorRecord) -> dict:
     # Keys as the UI's own tfjs loader writes them (src/ui/src/common/tfjs.ts): tensor_name, shape, dtype.
-    attrs = [{"key": "tensor_name", "value": _text(tensor.get("name"))}] if tensor.get("name") else []
-    shape = tensor.get("shape")
-    if isinstance(shape, (list, tuple)):
-        dims = "x".join("?" if d is None else str(d) for d in shape)
+    attrs = [{"key": "tensor_name", "value": _text(tensor.name)}] if tensor.name else []
+    if tensor.shape is not None:
+        dims = "x".join("?" if d is None else str(d) for d in tensor.shape)
         attrs.append({"key": "shape", "value": dims or "[]"})
-    if tensor.get("dtype"):
-        attrs.append({"key": "dtype", "value": _text(tensor["dtype"])})
+    if tensor.dtype:
+        attrs.append({"key": "dtype", "value": _text(tensor.dtype)})
     return {"id": str(index), "attrs": attrs}
 
 
-def _attrs(node: dict) -> list[dict]:
+def _attrs(node: NodeRecord) -> list[dict]:
     out = []
     for key in _XC_ATTRS:
-        value = node.get(key)
-        if value in (None, "", [], False):
+        value = getattr(node, key)
+        if value in (None, "", (), False):
             continue
-        out.append({"key": key, "value": ", ".join(map(str, value)) if isinstance(value, list) else _text(value)})
-    for key in sorted(node.get("attributes") or {}):
-        value = node["attributes"][key]
+        out.append({"key": key, "value": ", ".join(map(str, value)) if isinstance(value, tuple) else _text(value)})
+    for key in sorted(node.attributes):
+        value = node.attributes[key]
         if value is not None:
             out.append({"key": f"attr:{key}" if key in _XC_ATTRS else key, "value": _text(value)})
     return out
@@ -380,9 +380,9 @@ def _graph_node_data(name: str, results: dict, thresholds: list | None = None, c
 def _categorical(view: _GraphView, field: str, colors: dict[str, str]) -> dict:
     results = {}
     for n in view.nodes:
-        key = view.result_key.get(n["id"])
+        key = view.result_key.get(n.id)
         if key is not None:
-            value = str(n.get(field) or "none")
+            value = str(getattr(n, field) or "none")
             results[key] = {"value": value, "bgColor": colors.get(value) or _other_color(value)}
     return _graph_node_data(f"{view.gid} · {field}", results, categorical=True)
 
@@ -393,33 +393,32 @@ def _other_color(value: str) -> str:
 
 
 def _fallback(view: _GraphView) -> dict:
-    results = {view.result_key[n["id"]]: {"value": 1 if n.get("fallback") else 0}
-               for n in view.nodes if n["id"] in view.result_key}
+    results = {view.result_key[n.id]: {"value": 1 if n.fallback else 0}
+               for n in view.nodes if n.id in view.result_key}
     thresholds = [{"value": 0, "bgColor": "#e8f5e9"}, {"value": 1, "bgColor": "#ef5350"}]
     return _graph_node_data(f"{view.gid} · CPU fallback (1 = fell back)", results, thresholds)
 
 
-def _drift(view: _GraphView, layer_drift: dict | None) -> dict | None:
+def _drift(view: _GraphView, layer_drift: LayerDrift) -> dict | None:
     """rel L2 against the reference per node: a node takes the measured point of its deepest source op (its
     output is that op's tensor; earlier ones were fused away inside it). Points that failed verification
     (analysis/layer_drift.py: they may compare another tensor) are not shown. None when there are no points."""
-    points = [p for p in (layer_drift or {}).get("points") or [] if p.get("verified", True)]
+    points = [p for p in layer_drift.points if p is not None and p.verified]
     if not points:
         return None
     by_op: dict[str, tuple[float, float]] = {}
     for p in points:
-        rel = p.get("rel_l2")
-        if p.get("source_op") and isinstance(rel, (int, float)) and math.isfinite(rel):
-            by_op.setdefault(p["source_op"], (p.get("depth") if isinstance(p.get("depth"), (int, float)) else -1,
-                                               float(rel)))
+        rel = p.rel_l2
+        if p.source_op and isinstance(rel, (int, float)) and math.isfinite(rel):
+            by_op.setdefault(p.source_op, (p.depth if isinstance(p.depth, (int, float)) else -1, float(rel)))
     results = {}
     for n in view.carriers:
-        measured = [by_op[s] for s in n["source_ops"] if s in by_op]
-        if measured and n["id"] in view.result_key:
-            results[view.result_key[n["id"]]] = {"value": max(measured)[1]}
+        measured = [by_op[s] for s in n.source_ops if s in by_op]
+        if measured and n.id in view.result_key:
+            results[view.result_key[n.id]] = {"value": max(measured)[1]}
     if not results:
         return None
-    t = (layer_drift or {}).get("threshold_rel_l2") or _DEFAULT_DRIFT_THRESHOLD
+    t = layer_drift.threshold_rel_l2 or _DEFAULT_DRIFT_THRESHOLD
     top = max([10 * t] + [r["value"] for r in results.values()])
     # Orders of magnitude below the threshold matter more than a linear gradient would show.
     thresholds = [{"value": t / 100, "bgColor": "#c8e6c9"}, {"value": t / 10, "bgColor": "#fff9c4"},
@@ -429,11 +428,11 @@ def _drift(view: _GraphView, layer_drift: dict | None) -> dict | None:
 
 # --- sync navigation -----------------------------------------------------------------------------------------
 
-def _source_op_rank(report: dict) -> dict[str, int]:
+def _source_op_rank(report: Report) -> dict[str, int]:
     """Source op -> execution order (the alignment lists source ops in the captured graph's order)."""
-    rows = (report.get("alignment") or {}).get("source_ops") or []
-    order = [r.get("source_op") for r in rows]
-    order += [n.get("id") for n in ((report.get("capture") or {}).get("graph") or {}).get("nodes") or []]
+    # The alignment's rows are kept as read (report/types.py Alignment): dicts.
+    order = [r.get("source_op") for r in report.alignment.source_ops or []]
+    order += [n.id for n in report.capture.graph.nodes if n is not None]
     rank: dict[str, int] = {}
     for s in order:
         if s is not None and s not in rank:
@@ -441,7 +440,7 @@ def _source_op_rank(report: dict) -> dict[str, int]:
     return rank
 
 
-def _owners(gid: str, carriers: list[dict], rows: list | None, rank: dict[str, int]) -> dict[str, str]:
+def _owners(gid: str, carriers: list[NodeRecord], rows: list | None, rank: dict[str, int]) -> dict[str, str]:
     """Source op -> the one node of this graph that stands for it.
 
     Candidates are the alignment's carriers of the op (its "node" first, then its "nodes"); without an alignment
@@ -451,7 +450,7 @@ def _owners(gid: str, carriers: list[dict], rows: list | None, rank: dict[str, i
     the next layer (Core ML's conv carries the activation before it), and owning the previous op there would
     chain neighbouring layers into one mapping entry.
     """
-    by_id = {n["id"]: n for n in carriers}
+    by_id = {n.id: n for n in carriers}
     candidates: dict[str, list[str]] = {}
     if gid != CAPTURED and any(gid in (row.get("targets") or {}) for row in rows or []):
         for row in rows:
@@ -462,13 +461,13 @@ def _owners(gid: str, carriers: list[dict], rows: list | None, rank: dict[str, i
                 candidates[row["source_op"]] = ids
     else:
         for n in carriers:
-            for op in n["source_ops"]:
-                candidates.setdefault(op, []).append(n["id"])
+            for op in n.source_ops:
+                candidates.setdefault(op, []).append(n.id)
         for op, ids in candidates.items():
-            ids.sort(key=lambda i: (i != op, -len(by_id[i]["source_ops"])))
+            ids.sort(key=lambda i: (i != op, -len(by_id[i].source_ops)))
     owners = {}
     for op, ids in candidates.items():
-        computing = [i for i in ids if max(by_id[i]["source_ops"], key=lambda o: rank.get(o, -1)) == op]
+        computing = [i for i in ids if max(by_id[i].source_ops, key=lambda o: rank.get(o, -1)) == op]
         owners[op] = (computing or ids)[0]
     return owners
 
@@ -505,10 +504,10 @@ def _sync_entries(left: _GraphView, right: _GraphView, rank: dict[str, int]) -> 
     members = set(principal)
     for side, view in ((0, left), (1, right)):
         for n in view.carriers:
-            key = (side, n["id"])
+            key = (side, n.id)
             if key in members:
                 continue
-            for s in sorted(n["source_ops"], key=lambda s: rank.get(s, -1), reverse=True):
+            for s in sorted(n.source_ops, key=lambda s: rank.get(s, -1), reverse=True):
                 if s in shared:
                     union(key, (side, view.owners[s]))
                     members.add(key)

@@ -29,6 +29,7 @@ import re
 import time
 
 from ..errors import XcInputError
+from ..report.types import Report, TargetBlock
 
 SCHEMA = "xc-matrix/1"
 MATRIX_FILE = "matrix.json"
@@ -42,30 +43,35 @@ def family(target: str) -> str:
     return target.split("[", 1)[0].split("-", 1)[0]
 
 
-def cells_from_report(model: str, report: dict, run: str | None, cached: bool, columns: dict[str, str] | None = None,
-                      only: set[str] | None = None) -> list[dict]:
-    """The model's cells from one report: one per target (of the columns `only`, when given). `columns` maps a
-    target's identity in the report to its column, the target as --targets named it: a model's own options
-    ('openvino-cpu[inference_precision=f32]') change the identity, not the column; the identity is kept beside it."""
+def cells_from_report(model: str, report: Report | dict, run: str | None, cached: bool,
+                      columns: dict[str, str] | None = None, only: set[str] | None = None) -> list[dict]:
+    """The model's cells from one report (a Report or its dict): one per target (of the columns `only`, when given).
+    `columns` maps a target's identity in the report to its column, the target as --targets named it: a model's own
+    options ('openvino-cpu[inference_precision=f32]') change the identity, not the column; the identity is kept
+    beside it."""
     from ..review.diff import accelerated_share
+    from ..views.typed_report import as_report
+    # review.diff.accelerated_share reads a target's dict: the one the report was read from, when it was one.
+    raw_targets = report.get("targets") or {} if isinstance(report, dict) else None
+    report = as_report(report)
     cells = []
-    for identity, t in report.get("targets", {}).items():
+    for identity, t in report.targets.items():
         tid = (columns or {}).get(identity, identity)
         if only is not None and tid not in only:
             continue
-        ev = t.get("evidence") or {}
-        ok = t.get("status") == "ok"
-        share = accelerated_share(t) if ok else None
-        part = (t.get("info") or {}).get("partitioning") or {}
-        fusions = t.get("fusions") if ok else None
+        ev = t.evidence
+        ok = t.status == "ok"
+        share = accelerated_share(raw_targets[identity] if raw_targets is not None else t.to_dict()) if ok else None
+        fusions = t.fusions if ok else None
         cells.append({
-            "model": model, "target": tid, "identity": identity, "family": family(tid), "status": t.get("status"),
+            "model": model, "target": tid, "identity": identity, "family": family(tid), "status": t.status,
             "cached": cached,
-            "error": t.get("error"), "advice": _advice(t.get("advice")), "run": run,
-            "accelerated_share": _figure(share, part.get("evidence") or ev.get("assignment")),
-            "fallbacks": _figure(_fallback_count(t), ev.get("assignment")) if ok and t.get("accelerated") else None,
-            "fusions": _figure(fusions.get("count"), fusions.get("evidence") or ev.get("fusion"))
-            if isinstance(fusions, dict) else None,
+            "error": t.error, "advice": _advice(t.advice.to_dict() if t.advice else None), "run": run,
+            "accelerated_share": _figure(share, t.info.partitioning.evidence or ev.get("assignment")),
+            "fallbacks": _figure(_fallback_count(t), ev.get("assignment")) if ok and t.accelerated else None,
+            # A fusions block written without its count (none xc wrote) has no figure, as before it was typed.
+            "fusions": _figure(fusions.count if "count" in (fusions.key_order or ()) else None,
+                               fusions.evidence or ev.get("fusion")) if fusions else None,
             "worst_drift": _drift(t) if ok else None,
             "time_us": _time(t) if ok else None,
         })
@@ -76,37 +82,36 @@ def _figure(value, evidence) -> dict | None:
     return None if value is None else {"value": value, "evidence": evidence or "unknown"}
 
 
-def _fallback_count(t: dict) -> int | None:
-    nodes = (t.get("graph") or {}).get("nodes")
-    return None if nodes is None else sum(1 for n in nodes if n.get("fallback"))
+def _fallback_count(t: TargetBlock) -> int | None:
+    return sum(1 for n in t.graph.nodes if n.fallback) if t.graph else None
 
 
-def _drift(t: dict) -> dict | None:
-    worst = (t.get("drift") or {}).get("worst") or {}
+def _drift(t: TargetBlock) -> dict | None:
+    worst = t.drift.worst or {}
     if worst.get("rel_l2") is None:
         return None
-    return {"value": worst["rel_l2"], "evidence": (t.get("evidence") or {}).get("numerics") or "unknown",
+    return {"value": worst["rel_l2"], "evidence": t.evidence.get("numerics") or "unknown",
             "output": worst.get("output")}
 
 
-def _time(t: dict) -> dict | None:
+def _time(t: TargetBlock) -> dict | None:
     """The measured time of one whole run: the toolchain's own figure for the run, else the sum over its nodes
     when every compute node was timed. A partial sum (only the nodes left on this CPU) is not a model's time."""
-    nt = t.get("node_times") or {}
-    if nt.get("evidence") != "measured":
+    nt = t.node_times
+    if nt.evidence != "measured":
         return None
-    value = nt.get("run_us")
-    if value is None and nt.get("compute_nodes") and nt.get("compute_nodes_timed") == nt.get("compute_nodes"):
-        value = nt.get("timed_us")
+    value = nt.run_us
+    if value is None and nt.compute_nodes and nt.compute_nodes_timed == nt.compute_nodes:
+        value = nt.timed_us
     if value is None:
         return None
-    out = {"value": round(float(value), 3), "evidence": "measured", "host_cpu": nt.get("host_cpu")}
+    out = {"value": round(float(value), 3), "evidence": "measured", "host_cpu": nt.host_cpu}
     # The run-to-run spread of that figure (analysis/node_time.py): what the fleet diff tells noise from a change by.
-    spread = (nt.get("spread") or {}).get("run_us" if nt.get("run_us") is not None else "total_us")
+    spread = nt.spread.get("run_us" if nt.run_us is not None else "total_us")
     if spread:
         out["spread"] = {k: spread[k] for k in ("q1", "q3", "n")}
-    if nt.get("cpu_wait_share") is not None:
-        out["cpu_wait_share"] = nt["cpu_wait_share"]       # a busy host's times are not compared
+    if nt.cpu_wait_share is not None:
+        out["cpu_wait_share"] = nt.cpu_wait_share       # a busy host's times are not compared
     return out
 
 

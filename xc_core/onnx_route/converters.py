@@ -372,7 +372,7 @@ def _guarded(op: str, domain: str, converter):
     nobody foresaw is said in one line naming the op and node (RouteError with `unexpected` set) — never a bare
     KeyError or IndexError."""
     from . import modules as m
-    from .route import RouteError
+    from .refusals import RouteError
     ignored = IGNORED_ATTRIBUTES.get(op, set()) if not domain else set()
 
     def convert(node, graph):
@@ -389,9 +389,9 @@ def _guarded(op: str, domain: str, converter):
         except RouteError:
             raise
         except NotImplementedError as e:   # onnx2torch's own refusal of a form: said with the node
-            from .route import _DEFAULT_ADVICE
+            from .refusals import DEFAULT_ADVICE
             raise RouteError(f"{where}: onnx2torch's converter does not compute this form ({first_line(e, 200)}) — "
-                             f"{_DEFAULT_ADVICE}") from None
+                             f"{DEFAULT_ADVICE}") from None
         except Exception as e:  # noqa: BLE001 — a converter's bug, said as the node it stopped at
             raise RouteError(f"{where}: its converter failed ({type(e).__name__}: {first_line(e, 200)})",
                              unexpected=e) from None
@@ -424,121 +424,8 @@ def _resize_plan(node, graph, version: int) -> dict | None:
     values = [_constant(graph, name) for name in wanted]
     if not shape or None in shape or any(v is None for v, name in zip(values, wanted) if name):
         return None
+    from .modules import resize_plan
     return resize_plan(dict(node.attributes), version, shape, *values)
-
-
-def resize_plan(attrs: dict, version: int, shape: list, *given) -> dict:
-    """How modules.Resize computes Resize-`version` with `attrs` on an input of `shape` (given: [scales] for
-    Resize-10, else [roi, scales, sizes], each None or an array): per resized axis the input elements and weights
-    each output element takes, from ONNX's reference implementation run on the identity; and F.interpolate's
-    arguments when PyTorch's own interpolation gives the same numbers."""
-    import numpy as np
-
-    from . import modules as m
-    roi, scales, sizes = (None, given[0], None) if version == 10 else (list(given) + [None] * 3)[:3]
-    given_scales = scales is not None and np.size(scales) > 0
-    if not given_scales and (sizes is None or not np.size(sizes)):
-        raise m.Unsupported("Resize with neither scales nor sizes")
-    rank = len(shape)
-    roi = roi if roi is not None and np.size(roi) == 2 * rank else None
-    taps, out_shape = [], []
-    for axis in range(rank):
-        matrix, offset = _resize_axis(version, attrs, shape[axis],
-                                      float(scales[axis]) if given_scales else None,
-                                      None if given_scales else int(sizes[axis]),
-                                      None if roi is None else (float(roi[axis]), float(roi[rank + axis])))
-        out_shape.append(matrix.shape[0])
-        if matrix.shape[0] == matrix.shape[1] and np.array_equal(matrix, np.eye(matrix.shape[0])) \
-                and not np.any(offset):
-            continue
-        taps.append(_taps(axis, matrix, offset))
-    return {"taps": taps, "interpolate": _matching_interpolate(
-        attrs, list(shape), out_shape, taps, [float(v) for v in scales] if given_scales else None)}
-
-
-def _resize_axis(version: int, attrs: dict, size: int, scale, out, roi):
-    """(matrix [out, in], offset [out]) of one axis of Resize: ONNX's reference implementation (onnx.reference) run
-    on the identity (the matrix) and on zeros (the offset, tf_crop_and_resize's extrapolation_value)."""
-    import numpy as np
-    from onnx import TensorProto, helper
-    from onnx.reference import ReferenceEvaluator
-    kept = {k: v for k, v in attrs.items() if k != "axes"}
-    if version == 10:
-        inputs = ["x", "scales"]
-        inits = [helper.make_tensor("scales", TensorProto.FLOAT, [2], [scale, 1.0])]
-    else:
-        inputs = ["x", "roi", "scales", "sizes"]
-        roi_values = [roi[0], 0.0, roi[1], 1.0] if roi else []
-        inits = [helper.make_tensor("roi", TensorProto.FLOAT, [len(roi_values)], roi_values)]
-        if scale is not None:
-            inits += [helper.make_tensor("scales", TensorProto.FLOAT, [2], [scale, 1.0])]
-            inputs[3:] = []
-        else:
-            inputs[2] = ""
-            inits += [helper.make_tensor("sizes", TensorProto.INT64, [2], [out, 0])]
-    node = helper.make_node("Resize", inputs, ["y"], **kept)
-    results = []
-    for data in (np.eye(size), np.zeros((size, 1))):
-        columns = data.shape[1]
-        if scale is None:
-            inits[-1] = helper.make_tensor("sizes", TensorProto.INT64, [2], [out, columns])
-        graph = helper.make_graph([node], "resize_axis",
-                                  [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [size, columns])],
-                                  [helper.make_tensor_value_info("y", TensorProto.DOUBLE, None)], inits)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", version)])
-        results.append(np.asarray(ReferenceEvaluator(model).run(None, {"x": data})[0], dtype=np.float64))
-    offset = results[1][:, 0]
-    return results[0] - offset[:, None], offset
-
-
-def _taps(axis: int, matrix, offset):
-    """(axis, [index array per tap], [weight array per tap, None for a plain pick], offset or None) of a resize
-    matrix whose rows each take a few input elements."""
-    import numpy as np
-    rows = [np.nonzero(r)[0] for r in matrix]
-    count = max((len(r) for r in rows), default=0)
-    indices = [[int(r[k]) if k < len(r) else 0 for r in rows] for k in range(count)]
-    weights = [[float(matrix[i, r[k]]) if k < len(r) else 0.0 for i, r in enumerate(rows)] for k in range(count)]
-    if count == 1 and all(w == 1.0 for w in weights[0]):
-        weights = [None]
-    return axis, indices, weights, [float(v) for v in offset] if np.any(offset) else None
-
-
-def _matching_interpolate(attrs: dict, shape: list, out_shape: list, taps: list, scales):
-    """F.interpolate's keyword arguments when they give the reference's numbers for this Resize (checked on
-    random data of one batch item and channel), else None."""
-    import numpy as np
-    import torch
-    import torch.nn.functional as F
-
-    from . import modules as m
-    spatial = len(shape) - 2
-    if spatial not in (1, 2, 3) or not taps or any(t[0] < 2 for t in taps) or any(t[3] is not None for t in taps):
-        return None
-    mode = attrs.get("mode", "nearest")
-    modes = {"nearest": ["nearest", "nearest-exact"], "linear": [("linear", "bilinear", "trilinear")[spatial - 1]],
-             "cubic": ["bicubic"] if spatial == 2 else []}.get(mode, [])
-    size = out_shape[2:]
-    probe = torch.from_numpy(np.random.default_rng(0).standard_normal([1, 1] + shape[2:]).astype(np.float32))
-    wanted = m.Resize(attrs, 0, {"taps": taps, "interpolate": None})(probe)
-    for name in modes:
-        corners = [None] if name.startswith("nearest") else [False, True]
-        for align in corners:
-            options = [{"size": size}]
-            if scales is not None:
-                options.append({"scale_factor": scales[2:], "recompute_scale_factor": False})
-            for option in options:
-                kwargs = {"mode": name, **option}
-                if align is not None:
-                    kwargs["align_corners"] = align
-                try:
-                    got = F.interpolate(probe, **kwargs)
-                except (RuntimeError, ValueError):
-                    continue
-                # float32 coordinate arithmetic moves a weight by ~1e-7; a wrong mapping moves values by ~1
-                if got.shape == wanted.shape and torch.allclose(got, wanted, rtol=1e-4, atol=1e-4):
-                    return kwargs
-    return None
 
 
 def _constant_value(node):

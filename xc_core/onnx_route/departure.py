@@ -20,7 +20,6 @@ def first_departure(source, conversion, feeds: dict) -> dict:
     node outputs were compared}; "node" None (with "note") when no single node departs; {"error": …} when the
     comparison itself could not run."""
     from ..analysis.drift import DEPARTS_ABOVE
-    from .route import compare_output
     try:
         mine = route_values(conversion)
         wanted = [o for n in source.graph.node for o in n.output if o in mine]
@@ -111,3 +110,26 @@ def onnx_runtime_values(source, feeds: dict, wanted: list[str]) -> dict:
     inputs = {i.name for i in session.get_inputs()}
     values = session.run(names, {k: np.asarray(v) for k, v in feeds.items() if k in inputs})
     return dict(zip(names, values))
+
+
+def compare_output(ref: np.ndarray, got: np.ndarray, held_in_float: bool = False) -> dict:
+    """One output of the route against ONNX Runtime's: shape and dtype first, then the values (drift_metrics).
+    A shape or dtype that differs is the entry's `error` and no value metric is given: a transposed result can
+    have a small relative error and still be wrong everywhere. Integer values held in float32 (the float model
+    of a quantized graph, `held_in_float`) are the same numbers: compared, with a note."""
+    from ..analysis.drift import drift_metrics
+    shape_match, dtype_match = ref.shape == got.shape, ref.dtype == got.dtype
+    facts = {"shape_match": shape_match, "dtype_match": dtype_match, "shape": list(got.shape),
+             "reference_shape": list(ref.shape), "dtype": str(got.dtype), "reference_dtype": str(ref.dtype)}
+    if not shape_match:
+        return {**facts, "error": f"shape {list(got.shape)} from the program, {list(ref.shape)} from ONNX Runtime: "
+                                  "the route's values for this output cannot be trusted"}
+    held = (not dtype_match and held_in_float and ref.dtype.kind in "iub" and got.dtype.kind == "f"
+            and bool(np.all(np.isnan(got) | (np.round(got) == got))))
+    if not dtype_match and not held:
+        return {**facts, "error": f"dtype {got.dtype} from the program, {ref.dtype} from ONNX Runtime: the route's "
+                                  "values for this output cannot be trusted"}
+    entry = {**drift_metrics(ref, got), **facts}
+    if held:
+        entry["note"] = f"{ref.dtype} values held in {got.dtype} (the float model of the quantized graph)"
+    return entry

@@ -28,37 +28,14 @@ import numpy as np
 from ..analysis.drift import route_departing
 from ..errors import XcInputError, first_line, with_kind
 from .graph_prep import origin_of, prepare
+from .departure import compare_output
 from .names import shown
+from .refusals import ADVICE, DEFAULT_ADVICE, RouteError
 
 ROUTE = ("ONNX → xc's graph preparation → PyTorch (onnx2torch + xc's converters) → traced at the analysis "
          "shapes → torch.export")
 PROGRAM_FILE = "onnx_route.pt2"
 OUTPUTS_FILE = "program_outputs.npz"
-
-
-class RouteError(RuntimeError):
-    """Why an ONNX model could not become a PyTorch program: one line naming the op and what to do. `unexpected`:
-    the type name of the exception it wraps when that was a failure nobody foresaw (a bug of the route, not a form
-    it knowingly refuses)."""
-
-    def __init__(self, message: str, unexpected: BaseException | str | None = None):
-        super().__init__(message)
-        self.unexpected = type(unexpected).__name__ if isinstance(unexpected, BaseException) else unexpected
-
-
-# What a user can do when an op stops the route, by op type (the default: the last entry's advice).
-_ADVICE = {
-    "NonMaxSuppression": "its converter needs torchvision, which xc cannot install beside the CPU torch; analyse "
-                         "the model without its post-processing (cut the graph before NMS)",
-    "RoiAlign": "its converter needs torchvision, which xc cannot install beside the CPU torch",
-    "Loop": "a loop with a data-dependent trip count has no static PyTorch form; export the model with the loop "
-            "unrolled, or upload it as a PyTorch program (.pt2)",
-    "Scan": "export the model with the scan unrolled, or upload it as a PyTorch program (.pt2)",
-    "STFT": "export the model with the STFT as a convolution (many audio exporters offer it), or as a .pt2",
-    "DFT": "export the model with the DFT as a convolution, or as a .pt2",
-}
-_DEFAULT_ADVICE = ("upload the model as a PyTorch program (.pt2, torch.export) if you have it, or re-export the "
-                   "ONNX without this op; the ONNX Runtime and OpenVINO targets still analyse the ONNX as it is")
 
 
 def available() -> tuple[bool, str]:
@@ -123,7 +100,7 @@ def convert(source, specs, feeds: dict) -> Conversion:
     except RouteError:
         raise
     except Unsupported as e:               # a form the preparation knowingly refuses (an op newer than opset 17)
-        raise RouteError(f"{_first(e)} — {_DEFAULT_ADVICE}") from None
+        raise RouteError(f"{_first(e)} — {DEFAULT_ADVICE}") from None
     except Exception as e:  # noqa: BLE001
         raise RouteError(f"preparing the graph for onnx2torch failed: {_first(e)}", unexpected=e) from None
     safe, names = safe_names(prepared)
@@ -136,7 +113,7 @@ def convert(source, specs, feeds: dict) -> Conversion:
             raise RouteError(in_model_names(str(e), names), unexpected=e.unexpected) from None
         except Unsupported as e:           # a converter xc has, refusing this form of the op
             raise RouteError(f"{in_model_names(_first(e), names)} — xc's converter does not compute this form; "
-                             f"{_DEFAULT_ADVICE}") from None
+                             f"{DEFAULT_ADVICE}") from None
         except NotImplementedError as e:
             raise RouteError(_no_converter(e, safe, names, opsets)) from None
         except Exception as e:  # noqa: BLE001
@@ -181,7 +158,7 @@ def _refuse_bfloat16(model, feeds: dict) -> None:
     if bf16:
         raise RouteError(f"bfloat16 tensors ({', '.join(repr(shown(n)) for n in bf16[:3])}"
                          f"{' …' if len(bf16) > 3 else ''}): the route takes float32, float16 and integer models — "
-                         f"{_DEFAULT_ADVICE}")
+                         f"{DEFAULT_ADVICE}")
 
 
 def run_program(program, args) -> list:
@@ -343,29 +320,6 @@ def _conversion_drift(names: list[str], reference: list, converted: list, held_i
     return out
 
 
-def compare_output(ref: np.ndarray, got: np.ndarray, held_in_float: bool = False) -> dict:
-    """One output of the route against ONNX Runtime's: shape and dtype first, then the values (drift_metrics).
-    A shape or dtype that differs is the entry's `error` and no value metric is given: a transposed result can
-    have a small relative error and still be wrong everywhere. Integer values held in float32 (the float model
-    of a quantized graph, `held_in_float`) are the same numbers: compared, with a note."""
-    from ..analysis.drift import drift_metrics
-    shape_match, dtype_match = ref.shape == got.shape, ref.dtype == got.dtype
-    facts = {"shape_match": shape_match, "dtype_match": dtype_match, "shape": list(got.shape),
-             "reference_shape": list(ref.shape), "dtype": str(got.dtype), "reference_dtype": str(ref.dtype)}
-    if not shape_match:
-        return {**facts, "error": f"shape {list(got.shape)} from the program, {list(ref.shape)} from ONNX Runtime: "
-                                  "the route's values for this output cannot be trusted"}
-    held = (not dtype_match and held_in_float and ref.dtype.kind in "iub" and got.dtype.kind == "f"
-            and bool(np.all(np.isnan(got) | (np.round(got) == got))))
-    if not dtype_match and not held:
-        return {**facts, "error": f"dtype {got.dtype} from the program, {ref.dtype} from ONNX Runtime: the route's "
-                                  "values for this output cannot be trusted"}
-    entry = {**drift_metrics(ref, got), **facts}
-    if held:
-        entry["note"] = f"{ref.dtype} values held in {got.dtype} (the float model of the quantized graph)"
-    return entry
-
-
 def _no_converter(e: Exception, model, names: dict, opsets: dict) -> str:
     """onnx2torch's 'Converter is not implemented (OperationDescription(domain=…, operation_type=…, version=…))'
     as the op, its domain and opset, the first node that has it, and what to do."""
@@ -376,7 +330,7 @@ def _no_converter(e: Exception, model, names: dict, opsets: dict) -> str:
     domain, op, version = found.group(1) or "ai.onnx", found.group(2), found.group(3)
     node = next((names.get(n.name, n.name) for n in model.graph.node if n.op_type == op), "?")
     return (f"no PyTorch converter for {op} (domain {domain}, opset {opsets.get(domain, version)}; first at node "
-            f"'{shown(node)}') in onnx2torch or xc — {_ADVICE.get(op, _DEFAULT_ADVICE)}")
+            f"'{shown(node)}') in onnx2torch or xc — {ADVICE.get(op, DEFAULT_ADVICE)}")
 
 
 def _first(e: Exception) -> str:

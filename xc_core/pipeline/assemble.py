@@ -19,13 +19,14 @@ from ..analysis.drift import (ROUTE_REFERENCE, ReferenceVectors, drift_details, 
 from ..analysis.fusion import fusion_groups, pattern_counts
 from ..analysis.fusion_catalogue import check_catalogue
 from ..analysis.fusion_diff import fusion_matrix
-from ..analysis.layout_audit import layout_audit
+from ..analysis.layout_audit import LAYOUT_NODES, layout_audit
 from ..analysis.node_time import time_summary
 from ..analysis.op_counts import op_counts, other_counts
 from ..analysis.precision import precision_mix
 from ..analysis.stage_trace import GraphStore, divergence_block, stage_block
 from ..capture import Captured
 from ..errors import kept_cause
+from ..report.types import TargetInfo
 from ..targets import OK, REGISTRY
 
 SCHEMA_VERSION = "1.0"
@@ -217,7 +218,8 @@ def target_block(r, captured, reference, stage_graphs: GraphStore | None = None,
             block["stages"] = stage_block(r, captured, {"steps": fusion_ev,
                                                         "assignment": r.evidence.get("assignment", ev.REPORTED)},
                                           GraphStore() if stage_graphs is None else stage_graphs)
-            block["layout"] = {**layout_audit(g, tid), "evidence": r.evidence.get("assignment", ev.REPORTED)}
+            block["layout"] = {**layout_audit(g, getattr(cls, "layout_moves", LAYOUT_NODES)),
+                               "evidence": r.evidence.get("assignment", ev.REPORTED)}
     if r.outputs:
         block["outputs"] = {"evidence": r.evidence.get("numerics", ev.MEASURED),
                             "values": {k: _summary(v) for k, v in r.outputs.items()}}
@@ -248,21 +250,17 @@ def target_block(r, captured, reference, stage_graphs: GraphStore | None = None,
     return block
 
 
-# Typed TargetResult fields and the report's `info` keys the pages read them under.
-_INFO_FIELDS = {"partitioning": "partitioning", "partitioning_as_shipped": "partitioning_as_shipped",
-                "boundaries": "boundaries", "compute_units": "compute_units_predicted",
-                "numerics_assumption": "numerics_assumption", "numerics_failed": "numerics_failed",
-                "numerics_not_run": "numerics_not_run",
-                "intermediates_method": "intermediates_method"}
-
-
 def _info(r) -> dict:
+    """A target's `info`: its toolchain's free facts, then the typed facts TargetInfo names (report/types.py), each
+    under TargetInfo's key where the result has it."""
     info = dict(r.info)
-    for attr, key in _INFO_FIELDS.items():
-        if getattr(r, attr) is not None:
-            info[key] = getattr(r, attr)
-    if r.contract:
-        info["read_back_check"] = list(r.contract)
+    for key, attr in TargetInfo.result_fields().items():
+        value = getattr(r, attr)
+        if isinstance(value, (list, tuple)):
+            if value:           # an empty list (nothing found wrong) is not written
+                info[key] = list(value)
+        elif value is not None:
+            info[key] = value
     return info
 
 

@@ -202,10 +202,14 @@ class GraphBlock(Block):
 # ---- the source, inputs, host and run ------------------------------------------------------------------------------
 @_frozen
 class InputSpec(Block):
-    """One model input as the loader declared it (the free keys — low, high, dim_names … — stay in extra)."""
+    """One model input as the loader declared it (the other free keys stay in extra)."""
     name: str = ""
     shape: tuple[int, ...] = ()
     dtype: str = ""
+    dim_names: tuple[str | None, ...] = ()   # the model's name per axis; "?" for an unnamed symbolic axis
+    low: float | None = None           # integer inputs: values are drawn from [low, high)
+    high: float | None = None
+    note: str | None = None            # how the loader chose this input
 
 
 @_frozen
@@ -242,8 +246,10 @@ class SourceBlock(Block):
 
 @_frozen
 class InputsBlock(Block):
-    """How the analysis inputs were made (seed, distribution, resolution … in extra)."""
+    """How the analysis inputs were made (seed, distribution … in extra)."""
     origin: str = ""                   # seeded-random | npz
+    # how each input's shape and values were found: inputs (name -> shape_from, values_from …), probes tried
+    resolution: Mapping[str, Json] = field(default_factory=dict)
 
 
 @_frozen
@@ -259,6 +265,7 @@ class HostBlock(Block):
 class RunBlock(Block):
     """How the run was made (isolated, jobs, limits, confinement … in extra)."""
     cell_keys: Mapping[str, str] = field(default_factory=dict)   # target identity -> its cell's key (run_keys.py)
+    key: str | None = None             # the run's key in the run store (None: a report never stored)
 
 
 @_frozen
@@ -364,8 +371,9 @@ class FusionGroup(Block):
     node: str = ""
     op_type: str = ""
     pattern: str = ""
-    absorbed: tuple[str, ...] = ()
+    absorbed: tuple[Mapping[str, Json], ...] = ()   # the nodes taken in: id, op_type, module_path
     source_ops: tuple[str, ...] = ()
+    module_path: str | None = None     # the source module the absorbed ops share (None: none, or several)
 
 
 @_frozen
@@ -373,8 +381,10 @@ class FusionOpportunity(Block):
     """A place where a catalogued fusion could fire, and what happened."""
     fusion: str = ""
     nodes: tuple[str, ...] = ()
+    op_types: tuple[str, ...] = ()     # the op type of each node, in order (the checklist names the chain)
     outcome: str = ""                  # fired | superseded | blocked | missed
     reason: str | None = None
+    module_path: str | None = None     # the module of its first node
 
 
 @_frozen
@@ -463,6 +473,7 @@ class Jump(Block):
     source_op: str = ""
     depth: int = 0
     share: float = 0.0                 # of the attributed drift
+    rel_l2: float | None = None        # the per-layer drift where the jump ends (its mark on the figure)
     kind: str = ""                     # precision | backend-boundary | fusion | fallback | none recorded
     nodes: tuple[str, ...] = ()
     decisions: tuple[Mapping[str, Json], ...] = ()   # kind, nodes, detail
@@ -566,6 +577,7 @@ class ComputeUnits(Block):
     share: Mapping[str, float] = field(default_factory=dict)
     counts: Mapping[str, int] = field(default_factory=dict)
     evidence: str | None = None
+    unknown_ops: tuple[str, ...] = ()  # op types no rule places
 
 
 @_frozen
@@ -584,17 +596,35 @@ class WorkerFacts(Block):
 
 @_frozen
 class TargetInfo(Block):
-    """A target's `info`: the typed facts below, and its toolchain's free facts (versions, options …) in extra."""
-    partitioning: Partitioning = absent(Partitioning)
-    partitioning_as_shipped: PartitioningAsShipped = absent(PartitioningAsShipped)
-    boundaries: Boundaries = absent(Boundaries)
-    compute_units_predicted: ComputeUnits = absent(ComputeUnits)
-    numerics_assumption: str | None = None   # what the output numbers stand for
-    numerics_failed: NumericsFailed = absent(NumericsFailed)
-    numerics_not_run: Json = None      # compiled only: this host cannot run it
-    intermediates_method: str | None = None  # how per-layer values were obtained
-    read_back_check: tuple[str, ...] = ()   # what xc's checks of the read-back graph found wrong
-    worker: WorkerFacts = absent(WorkerFacts)
+    """A target's `info`: the typed facts below, and its toolchain's free facts (versions, options …) in extra.
+
+    A field whose metadata names a `result_field` is that TargetResult attribute under this key: pipeline/assemble.py
+    writes each after the free facts, in this order, where the result has it (not None, a list not empty). A new
+    typed fact of a target's result is declared here, once."""
+    partitioning: Partitioning = field(default_factory=lambda: Partitioning(null=True),
+                                       metadata={"result_field": "partitioning"})
+    partitioning_as_shipped: PartitioningAsShipped = field(default_factory=lambda: PartitioningAsShipped(null=True),
+                                                           metadata={"result_field": "partitioning_as_shipped"})
+    boundaries: Boundaries = field(default_factory=lambda: Boundaries(null=True),
+                                   metadata={"result_field": "boundaries"})
+    compute_units_predicted: ComputeUnits = field(default_factory=lambda: ComputeUnits(null=True),
+                                                  metadata={"result_field": "compute_units"})
+    # what the output numbers stand for
+    numerics_assumption: str | None = field(default=None, metadata={"result_field": "numerics_assumption"})
+    numerics_failed: NumericsFailed = field(default_factory=lambda: NumericsFailed(null=True),
+                                            metadata={"result_field": "numerics_failed"})
+    # compiled only: this host cannot run it
+    numerics_not_run: Json = field(default=None, metadata={"result_field": "numerics_not_run"})
+    # how per-layer values were obtained
+    intermediates_method: str | None = field(default=None, metadata={"result_field": "intermediates_method"})
+    # what xc's checks of the read-back graph found wrong
+    read_back_check: tuple[str, ...] = field(default=(), metadata={"result_field": "contract"})
+    worker: WorkerFacts = absent(WorkerFacts)   # put among the free facts by the step that ran the target
+
+    @classmethod
+    def result_fields(cls) -> dict[str, str]:
+        """info key -> the TargetResult attribute it is filled from, in the order the keys are written."""
+        return {f.name: f.metadata["result_field"] for f in dataclasses.fields(cls) if "result_field" in f.metadata}
 
 
 @_frozen

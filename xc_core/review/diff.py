@@ -31,30 +31,34 @@ from ..analysis.node_time import (
     time_change,
 )
 from ..errors import printable_line
+from ..report.types import NodeRecord, NodeTimes, Report, TargetBlock
 from ..views.rows import ACCELERATORS, fmt_sci
+from ..views.typed_report import as_report, as_target
+from .gate import fallback_place
 from .md_text import code, table, text
 
 WORSE = {"pass": 0, "not applicable": 0, "warn": 1, "fail": 2}
 SAME_MODEL_SHARE = 0.5      # of the larger model's source ops, lined up by module path and op type
 
 
-def diff_reports(base: dict, new: dict) -> dict:
+def diff_reports(base: Report | dict, new: Report | dict) -> dict:
+    # Both upgraded to today's fields: two runs of different xc versions compare on the same terms.
+    base, new = as_report(base), as_report(new)
     b_ops, n_ops = _source_ops(base), _source_ops(new)
     out = {
         "models": _models(base, new, b_ops, n_ops),     # first: it says how to read everything after it
         "base": _about(base), "new": _about(new),
-        "targets_added": [t for t in new["targets"] if t not in base["targets"]],
-        "targets_removed": [t for t in base["targets"] if t not in new["targets"]],
+        "targets_added": [t for t in new.targets if t not in base.targets],
+        "targets_removed": [t for t in base.targets if t not in new.targets],
         "source_ops": {
             "added": [_op_ref(n_ops[k]) for k in n_ops if k not in b_ops],
             "removed": [_op_ref(b_ops[k]) for k in b_ops if k not in n_ops],
-            "op_count": {"base": (base.get("capture") or {}).get("op_count_before"),
-                         "new": (new.get("capture") or {}).get("op_count_before")},
+            "op_count": {"base": _captured_ops(base), "new": _captured_ops(new)},
         },
         "targets": {},
     }
     swaps = _replacements(b_ops, n_ops)
-    for tid in [t for t in new["targets"] if t in base["targets"]]:
+    for tid in [t for t in new.targets if t in base.targets]:
         out["targets"][tid] = _target_diff(tid, base, new, b_ops, n_ops, swaps)
     out["source_ops"]["replaced"] = _replaced(out["source_ops"])
     out["changed"] = bool(out["targets_added"] or out["targets_removed"] or out["source_ops"]["added"]
@@ -62,21 +66,25 @@ def diff_reports(base: dict, new: dict) -> dict:
     return out
 
 
-def _about(report: dict) -> dict:
-    src = report["source"]
-    return {"name": src["name"], "kind": src["kind"], "sha256": src["sha256"],
-            "run": (report.get("run") or {}).get("key")}
+def _about(report: Report) -> dict:
+    src = report.source
+    return {"name": src.name, "kind": src.kind, "sha256": src.sha256, "run": report.run.key}
 
 
-def _models(base: dict, new: dict, b_ops: dict, n_ops: dict) -> dict:
+def _captured_ops(report: Report) -> int | None:
+    """The captured graph's op count (None: no captured graph)."""
+    return report.capture.op_count_before if report.capture else None
+
+
+def _models(base: Report, new: Report, b_ops: dict, n_ops: dict) -> dict:
     """Are base and new one model? {relation, common_source_ops, line}: relation is same-file, new-version,
     edited or different; line (None unless different) is the sentence every format puts first."""
-    b, n = base["source"], new["source"]
+    b, n = base.source, new.source
     larger = max(len(b_ops), len(n_ops))
     common = sum(1 for k in n_ops if k in b_ops) / larger if larger else None
-    if b["sha256"] == n["sha256"]:
+    if b.sha256 == n.sha256:
         relation = "same-file"
-    elif b["name"] == n["name"]:
+    elif b.name == n.name:
         relation = "new-version"
     elif common is not None and common >= SAME_MODEL_SHARE:
         relation = "edited"
@@ -85,9 +93,9 @@ def _models(base: dict, new: dict, b_ops: dict, n_ops: dict) -> dict:
     line = None
     if relation == "different":
         def about(src, report):
-            ops = (report.get("capture") or {}).get("op_count_before")
-            name = printable_line(src["name"])     # a file name may hold a newline or a terminal escape
-            return (f"{name} ({src['kind']}, sha256 {src['sha256'][:12]}"
+            ops = _captured_ops(report)
+            name = printable_line(src.name)     # a file name may hold a newline or a terminal escape
+            return (f"{name} ({src.kind}, sha256 {src.sha256[:12]}"
                     + (f", {ops} captured ops" if ops is not None else ", no captured graph") + ")")
         shared = (f"{100 * common:.0f}% of source ops line up" if common is not None
                   else "no captured graph to line up")
@@ -97,10 +105,11 @@ def _models(base: dict, new: dict, b_ops: dict, n_ops: dict) -> dict:
 
 
 # ---- source ops ---------------------------------------------------------------------------------------------
-def _source_ops(report: dict) -> dict[tuple, dict]:
+def _source_ops(report: Report) -> dict[tuple, dict]:
+    """The alignment's source-op rows (as the report holds them) by where they sit."""
     seen: Counter = Counter()
     out = {}
-    for row in (report.get("alignment") or {}).get("source_ops", []):
+    for row in report.alignment.source_ops or []:
         where = (row.get("module_path") or "", row["op_type"])
         out[(*where, seen[where])] = row
         seen[where] += 1
@@ -149,10 +158,10 @@ def _placement(cell: dict | None) -> tuple[str | None, str | None]:
 
 
 # ---- one target -------------------------------------------------------------------------------------------
-def _target_diff(tid: str, base: dict, new: dict, b_ops: dict, n_ops: dict, swaps: dict) -> dict:
-    bt, nt = base["targets"][tid], new["targets"][tid]
-    d: dict = {"status": {"base": bt["status"], "new": nt["status"]},
-               "op_count": {"base": bt.get("op_count_after"), "new": nt.get("op_count_after")}}
+def _target_diff(tid: str, base: Report, new: Report, b_ops: dict, n_ops: dict, swaps: dict) -> dict:
+    bt, nt = base.targets[tid], new.targets[tid]
+    d: dict = {"status": {"base": bt.status, "new": nt.status},
+               "op_count": {"base": bt.op_count_after, "new": nt.op_count_after}}
     d["fallbacks"] = _fallbacks(tid, bt, nt, b_ops, n_ops, swaps)
     d["fusions"] = _fusions(tid, base, new)
     d["backend_changes"], d["precision_changes"] = [], []
@@ -172,9 +181,8 @@ def _target_diff(tid: str, base: dict, new: dict, b_ops: dict, n_ops: dict, swap
     d["checklist"] = _checklist(tid, base, new)
     d["accelerated_share"] = {"base": accelerated_share(bt), "new": accelerated_share(nt)}
     d["latency_cliff_ms"] = {"base": _cliff(bt), "new": _cliff(nt)}
-    d["evidence"] = {"assignment": (nt.get("evidence") or {}).get("assignment"),
-                     "numerics": (nt.get("evidence") or {}).get("numerics")}
-    d["changed"] = bool(bt["status"] != nt["status"] or d["op_count"]["base"] != d["op_count"]["new"]
+    d["evidence"] = {"assignment": nt.evidence.get("assignment"), "numerics": nt.evidence.get("numerics")}
+    d["changed"] = bool(bt.status != nt.status or d["op_count"]["base"] != d["op_count"]["new"]
                         or d["fallbacks"]["added"] or d["fallbacks"]["removed"] or d["fusions"]["gained"]
                         or d["fusions"]["lost"] or d["backend_changes"] or d["precision_changes"]
                         or d["stage_changes"] or d["layout"]
@@ -195,7 +203,7 @@ def whole_run_time(time: dict) -> dict | None:
     return {**total, "what": "timed nodes' total"} if total.get("base") and total.get("new") else None
 
 
-def _node_times(bt: dict, nt: dict) -> dict:
+def _node_times(bt: TargetBlock, nt: TargetBlock) -> dict:
     """The measured time of each compiled node in both runs, matched like fallbacks (module path, op type, the
     n-th such node), judged by the noise test (analysis/node_time.time_change; `test` says it in words): `slower`
     the nodes beyond the runs' noise, `within_noise` how many changed materially but not beyond it,
@@ -203,24 +211,24 @@ def _node_times(bt: dict, nt: dict) -> dict:
     target shared (a busier host); `host_busy` why neither run's times are judged, when one was profiled on a busy
     host; `run` and `total` the whole run's time and the timed nodes' sum, judged the same way. Times from two
     different CPUs (the `node_times` host) are not compared."""
-    b_nt, n_nt = bt.get("node_times") or {}, nt.get("node_times") or {}
-    out = {"base_us": b_nt.get("timed_us"), "new_us": n_nt.get("timed_us"), "slower": [], "compared": False,
-           "why_not": None, "evidence": n_nt.get("evidence"), "test": noise_test(), "shift": None,
+    b_nt, n_nt = bt.node_times, nt.node_times
+    out = {"base_us": b_nt.timed_us, "new_us": n_nt.timed_us, "slower": [], "compared": False,
+           "why_not": None, "evidence": n_nt.evidence, "test": noise_test(), "shift": None,
            "within_noise": 0, "spread_unknown": [], "run": None, "total": None, "host_busy": None}
-    if not b_nt.get("timed_us") or not n_nt.get("timed_us"):
-        out["why_not"] = "not timed in " + ("either run" if not b_nt.get("timed_us") and not n_nt.get("timed_us")
-                                            else "the base run" if not b_nt.get("timed_us") else "the new run")
+    if not b_nt.timed_us or not n_nt.timed_us:
+        out["why_not"] = "not timed in " + ("either run" if not b_nt.timed_us and not n_nt.timed_us
+                                            else "the base run" if not b_nt.timed_us else "the new run")
         return out
-    if b_nt.get("host_cpu") != n_nt.get("host_cpu"):
-        out["why_not"] = f"timed on different CPUs ({b_nt.get('host_cpu')} / {n_nt.get('host_cpu')})"
+    if b_nt.host_cpu != n_nt.host_cpu:
+        out["why_not"] = f"timed on different CPUs ({b_nt.host_cpu} / {n_nt.host_cpu})"
         return out
     out["compared"] = True
 
-    def keyed(t):
+    def keyed(t: TargetBlock):
         seen: Counter = Counter()
         table = {}
-        for n in (t.get("graph") or {}).get("nodes", []):
-            k = (n.get("module_path") or "", n["op_type"])
+        for n in t.graph.nodes:
+            k = (n.module_path or "", n.op_type)
             table[(*k, seen[k])] = n
             seen[k] += 1
         return table
@@ -228,18 +236,18 @@ def _node_times(bt: dict, nt: dict) -> dict:
     b_samples = _samples(b_nt).get("nodes") or {}
     n_samples = _samples(n_nt).get("nodes") or {}
     matched = [(key, b_nodes[key], n) for key, n in n_nodes.items() if key in b_nodes
-               and b_nodes[key].get("measured_us") is not None and n.get("measured_us") is not None]
-    shift = target_shift([(b_samples[b["id"]], n_samples[n["id"]]) for _, b, n in matched
-                          if b_samples.get(b["id"]) and n_samples.get(n["id"])])
+               and b_nodes[key].measured_us is not None and n.measured_us is not None]
+    shift = target_shift([(b_samples[b.id], n_samples[n.id]) for _, b, n in matched
+                          if b_samples.get(b.id) and n_samples.get(n.id)])
     out["shift"] = shift
-    busy = out["host_busy"] = host_busy(b_nt.get("cpu_wait_share"), n_nt.get("cpu_wait_share"))
-    floor = slower_floor(n_nt["timed_us"])
+    busy = out["host_busy"] = host_busy(b_nt.cpu_wait_share, n_nt.cpu_wait_share)
+    floor = slower_floor(n_nt.timed_us)
     for key, b, n in matched:
-        c = time_change(figure(b["measured_us"], b_samples.get(b["id"])),
-                        figure(n["measured_us"], n_samples.get(n["id"])), floor, shift, busy=busy)
-        if c["verdict"] in (SLOWER, WITHIN_NOISE, SPREAD_UNKNOWN) and n["measured_us"] > b["measured_us"]:
-            row = {"node": n["id"], "op_type": n["op_type"], "module_path": key[0], "base_us": b["measured_us"],
-                   "new_us": n["measured_us"], "ratio": c["ratio"], "why": c["why"]}
+        c = time_change(figure(b.measured_us, b_samples.get(b.id)),
+                        figure(n.measured_us, n_samples.get(n.id)), floor, shift, busy=busy)
+        if c["verdict"] in (SLOWER, WITHIN_NOISE, SPREAD_UNKNOWN) and n.measured_us > b.measured_us:
+            row = {"node": n.id, "op_type": n.op_type, "module_path": key[0], "base_us": b.measured_us,
+                   "new_us": n.measured_us, "ratio": c["ratio"], "why": c["why"]}
             if c["verdict"] == SLOWER:
                 out["slower"].append({**row, "base_iqr": _iqr(c["base"]), "new_iqr": _iqr(c["new"]),
                                       "expected_us": c["expected_us"]})
@@ -250,10 +258,10 @@ def _node_times(bt: dict, nt: dict) -> dict:
     out["slower"].sort(key=lambda x: -(x["new_us"] - x["base_us"]))
     nodes = shift["nodes"] if shift else 1
     b_s, n_s = _samples(b_nt), _samples(n_nt)
-    out["run"] = time_change(figure(b_nt.get("run_us"), b_s.get("run")), figure(n_nt.get("run_us"), n_s.get("run")),
+    out["run"] = time_change(figure(b_nt.run_us, b_s.get("run")), figure(n_nt.run_us, n_s.get("run")),
                              slower_floor(None), shift, min_ratio=WHOLE_RUN_RATIO, nodes=nodes, busy=busy)
-    out["total"] = time_change(figure(b_nt.get("timed_us"), b_s.get("total")),
-                               figure(n_nt.get("timed_us"), n_s.get("total")), slower_floor(None), shift,
+    out["total"] = time_change(figure(b_nt.timed_us, b_s.get("total")),
+                               figure(n_nt.timed_us, n_s.get("total")), slower_floor(None), shift,
                                min_ratio=WHOLE_RUN_RATIO, nodes=nodes, busy=busy)
     return out
 
@@ -263,9 +271,9 @@ def _node_times(bt: dict, nt: dict) -> dict:
 WHOLE_RUN_RATIO = 1.1
 
 
-def _samples(node_times: dict) -> dict:
+def _samples(node_times: NodeTimes) -> dict:
     """The per-run samples a `node_times` block kept ({} from an older xc, which kept none)."""
-    samples = node_times.get("samples_us")
+    samples = node_times.samples_us
     return samples if isinstance(samples, dict) else {}
 
 
@@ -273,7 +281,7 @@ def _iqr(s: dict | None) -> list[float] | None:
     return [s["q1"], s["q3"]] if s and "q1" in s else None
 
 
-def _stage_ends(t: dict) -> dict[str, int]:
+def _stage_ends(t: TargetBlock) -> dict[str, int]:
     """Canonical stage → the op count the target's toolchain ended that stage with (its last step there)."""
     out = {}
     from ..views.rows import target_steps
@@ -283,7 +291,7 @@ def _stage_ends(t: dict) -> dict[str, int]:
     return out
 
 
-def _stage_changes(bt: dict, nt: dict) -> list[dict]:
+def _stage_changes(bt: TargetBlock, nt: TargetBlock) -> list[dict]:
     """Stages whose op count changed: where in the lowering a compiler decided differently."""
     from ..lowering import STAGE_TITLES, STAGES
     b, n = _stage_ends(bt), _stage_ends(nt)
@@ -291,9 +299,9 @@ def _stage_changes(bt: dict, nt: dict) -> list[dict]:
             and b[s] != n[s]]
 
 
-def _layout_change(bt: dict, nt: dict) -> dict | None:
+def _layout_change(bt: TargetBlock, nt: TargetBlock) -> dict | None:
     """Reorders / transposes inserted and the bytes they move, when either changed."""
-    b, n = bt.get("layout") or {}, nt.get("layout") or {}
+    b, n = bt.layout, nt.layout
     if not b or not n or (b["move_count"], b["bytes_moved"]) == (n["move_count"], n["bytes_moved"]):
         return None
     return {"moves": {"base": b["move_count"], "new": n["move_count"]},
@@ -304,7 +312,7 @@ def _accelerated(backend: str) -> bool:
     return backend.split(" ")[0] in ACCELERATORS
 
 
-def _fallbacks(tid: str, bt: dict, nt: dict, b_ops: dict, n_ops: dict, swaps: dict) -> dict:
+def _fallbacks(tid: str, bt: TargetBlock, nt: TargetBlock, b_ops: dict, n_ops: dict, swaps: dict) -> dict:
     """CPU fallbacks judged by what runs where: each compiled fallback node of the new run through the source ops it
     carries, each matched to base by where it sits (`_source_ops`' key) or, where the model replaced it, to the op
     it replaced at the same module path (`swaps`). A fallback is new only when one of its source ops ran on the
@@ -314,20 +322,20 @@ def _fallbacks(tid: str, bt: dict, nt: dict, b_ops: dict, n_ops: dict, swaps: di
     inserted), and whole runs without the source-op table, are matched by (module path, compiled op type) as a
     multiset. `added` / `removed` are grouped per op and place with a `count`; `count` is the compiled fallback
     nodes of each run; `still_on_cpu` the replaced ops that were on the CPU before and after."""
-    def fallback_nodes(t):
-        return [n for n in (t.get("graph") or {}).get("nodes", []) if n.get("fallback")]
+    def fallback_nodes(t: TargetBlock) -> list[NodeRecord]:
+        return [n for n in t.graph.nodes if n.fallback]
     b_nodes, n_nodes = fallback_nodes(bt), fallback_nodes(nt)
     out = {"count": {"base": len(b_nodes), "new": len(n_nodes)}, "added": [], "removed": [], "still_on_cpu": [],
            "matched_by": "source op" if b_ops and n_ops else "module path and compiled op type"}
     b_key = {row["source_op"]: k for k, row in b_ops.items()} if b_ops and n_ops else {}
     n_key = {row["source_op"]: k for k, row in n_ops.items()} if b_ops and n_ops else {}
-    b_mapped = [n for n in b_nodes if any(s in b_key for s in n.get("source_ops") or [])]
-    n_mapped = [n for n in n_nodes if any(s in n_key for s in n.get("source_ops") or [])]
-    b_rest = [n for n in b_nodes if not any(s in b_key for s in n.get("source_ops") or [])]
-    n_rest = [n for n in n_nodes if not any(s in n_key for s in n.get("source_ops") or [])]
+    b_mapped = [n for n in b_nodes if any(s in b_key for s in n.source_ops)]
+    n_mapped = [n for n in n_nodes if any(s in n_key for s in n.source_ops)]
+    b_rest = [n for n in b_nodes if not any(s in b_key for s in n.source_ops)]
+    n_rest = [n for n in n_nodes if not any(s in n_key for s in n.source_ops)]
 
-    def key(n):
-        return (n.get("module_path") or "", n["op_type"])
+    def key(n: NodeRecord):
+        return (n.module_path or "", n.op_type)
     added_keys = Counter(map(key, n_rest)) - Counter(map(key, b_rest))
     removed_keys = Counter(map(key, b_rest)) - Counter(map(key, n_rest))
     added, removed = _take(n_rest, added_keys, key), _take(b_rest, removed_keys, key)
@@ -348,7 +356,7 @@ def _fallbacks(tid: str, bt: dict, nt: dict, b_ops: dict, n_ops: dict, swaps: di
             other = pairs.get(k)
             return (ops_there.get(other), True) if other else (None, False)
         for n in n_mapped:
-            keys = [n_key[s] for s in n["source_ops"] if s in n_key]
+            keys = [n_key[s] for s in n.source_ops if s in n_key]
             sides = [counterpart(k, b_ops, swaps) for k in keys]
             # New unless every source op it carries was on the CPU in base (itself, or the op it replaced).
             if any(on_cpu(row) is not True for row, _ in sides):
@@ -357,9 +365,9 @@ def _fallbacks(tid: str, bt: dict, nt: dict, b_ops: dict, n_ops: dict, swaps: di
                 for k, (row, swapped) in zip(keys, sides):
                     if swapped:
                         out["still_on_cpu"].append({"module_path": k[0], "base": row["op_type"], "new": k[1],
-                                                    "node": n["id"], "op_type": n["op_type"]})
+                                                    "node": n.id, "op_type": n.op_type})
         for n in b_mapped:
-            keys = [b_key[s] for s in n["source_ops"] if s in b_key]
+            keys = [b_key[s] for s in n.source_ops if s in b_key]
             sides = [counterpart(k, n_ops, replaced_by) for k in keys]
             # Gone when a source op it carried runs on the accelerator now, or left the model.
             if any(on_cpu(row) is not True for row, _ in sides):
@@ -370,13 +378,13 @@ def _fallbacks(tid: str, bt: dict, nt: dict, b_ops: dict, n_ops: dict, swaps: di
     return out
 
 
-def _fallback_ref(n: dict, row: dict | None) -> dict:
+def _fallback_ref(n: NodeRecord, row: dict | None) -> dict:
     """A compiled fallback node as the diff names it: its compiled op type, and where it sits — the module path of
     the source op it carries (the capture's, which every target shares), else the node's own."""
-    return {"node": n["id"], "op_type": n["op_type"],
-            "module_path": (row or {}).get("module_path") or n.get("module_path") or "",
-            "source_op_type": (row or {}).get("op_type"), "reason": n.get("fallback_reason"),
-            "source_ops": n.get("source_ops") or []}
+    return {"node": n.id, "op_type": n.op_type,
+            "module_path": (row or {}).get("module_path") or n.module_path or "",
+            "source_op_type": (row or {}).get("op_type"), "reason": n.fallback_reason,
+            "source_ops": list(n.source_ops)}
 
 
 def _grouped(refs: list[dict]) -> list[dict]:
@@ -390,7 +398,7 @@ def _grouped(refs: list[dict]) -> list[dict]:
     return list(groups.values())
 
 
-def _take(nodes: list[dict], wanted: Counter, key) -> list[dict]:
+def _take(nodes: list[NodeRecord], wanted: Counter, key) -> list[dict]:
     out = []
     for n in nodes:
         if wanted[key(n)] > 0:
@@ -399,69 +407,75 @@ def _take(nodes: list[dict], wanted: Counter, key) -> list[dict]:
     return out
 
 
-def _fusions(tid: str, base: dict, new: dict) -> dict:
-    def counts(report):
+def _fusions(tid: str, base: Report, new: Report) -> dict:
+    def counts(report: Report):
         return {p["pattern"]: p["targets"].get(tid, 0)
-                for p in (report.get("fusion_matrix") or {}).get("patterns", []) if p["targets"].get(tid)}
+                for p in report.fusion_matrix.patterns or [] if p["targets"].get(tid)}
     b, n = counts(base), counts(new)
     gained = [{"pattern": p, "base": b.get(p, 0), "new": c} for p, c in sorted(n.items()) if c > b.get(p, 0)]
     lost = [{"pattern": p, "base": c, "new": n.get(p, 0)} for p, c in sorted(b.items()) if c > n.get(p, 0)]
     return {"gained": gained, "lost": lost,
-            "groups": {"base": (base["targets"][tid].get("fusions") or {}).get("count"),
-                       "new": (new["targets"][tid].get("fusions") or {}).get("count")}}
+            "groups": {"base": _fused_groups(base.targets[tid]), "new": _fused_groups(new.targets[tid])}}
 
 
-def _drift(bt: dict, nt: dict) -> list[dict]:
+def _fused_groups(t: TargetBlock) -> int | None:
+    """How many fused groups the target's graph has (None: no fusion block)."""
+    return t.fusions.count if t.fusions else None
+
+
+def _drift(bt: TargetBlock, nt: TargetBlock) -> list[dict]:
     """Each output's rel L2 in both runs and new / base, with what each was measured against (a target that
     compiled the program xc's ONNX → PyTorch route made is measured against that program: the compiler's drift,
     never the route's), whether the new figure's reference can tell (`informative`) and why a figure is
     implausible. A figure that became implausible with no rel L2 left (a NaN output) is an infinite ratio."""
     from ..analysis.drift import output_flags
-    b_drift, n_drift = bt.get("drift") or {}, nt.get("drift") or {}
-    b_out, n_out = b_drift.get("outputs") or {}, n_drift.get("outputs") or {}
+    b_drift, n_drift = bt.drift, nt.drift
+    b_out, n_out = b_drift.outputs, n_drift.outputs
     rows = []
     for name in n_out:
         if name not in b_out:
             continue
-        b, n = b_out[name].get("rel_l2"), n_out[name].get("rel_l2")
-        (_, b_bad), (n_unsure, n_bad) = output_flags(b_out[name]), output_flags(n_out[name])
+        b, n = b_out[name].rel_l2, n_out[name].rel_l2
+        # output_flags (analysis/, below the typed views) reads one output's figures as report.json holds them.
+        (_, b_bad), (n_unsure, n_bad) = output_flags(b_out[name].to_dict()), output_flags(n_out[name].to_dict())
         ratio = None
         if b is not None and n is not None:
             ratio = 1.0 if b == n else (n / b if b > 0 else math.inf)
-        elif n_bad and not b_bad and "error" not in b_out[name]:
+        elif n_bad and not b_bad and b_out[name].error is None:
             ratio = math.inf
         rows.append({"output": name, "base": b, "new": n, "ratio": ratio,
-                     "against": {"base": b_drift.get("reference"), "new": n_drift.get("reference")},
+                     "against": {"base": b_drift.reference, "new": n_drift.reference},
                      "informative": not n_unsure, "implausible": {"base": b_bad, "new": n_bad},
-                     "evidence": n_drift.get("evidence")})
+                     "evidence": n_drift.evidence})
     return rows
 
 
-def _checklist(tid: str, base: dict, new: dict) -> list[dict]:
-    b = {i["id"]: i for i in base["checklist"]["targets"].get(tid, [])}
+def _checklist(tid: str, base: Report, new: Report) -> list[dict]:
+    b = {i.id: i for i in base.checklist.targets.get(tid, ())}
     rows = []
-    for i in new["checklist"]["targets"].get(tid, []):
-        if i["id"] in b:
-            rows.append({"id": i["id"], "question": i["question"], "base": b[i["id"]]["verdict"],
-                         "new": i["verdict"], "detail": i["detail"],
-                         "worse": WORSE.get(i["verdict"], 0) > WORSE.get(b[i["id"]]["verdict"], 0)})
+    for i in new.checklist.targets.get(tid, ()):
+        if i.id in b:
+            rows.append({"id": i.id, "question": i.question, "base": b[i.id].verdict,
+                         "new": i.verdict, "detail": i.detail,
+                         "worse": WORSE.get(i.verdict, 0) > WORSE.get(b[i.id].verdict, 0)})
     return rows
 
 
-def accelerated_share(t: dict) -> float | None:
+def accelerated_share(t: TargetBlock | dict) -> float | None:
     """The share of nodes the accelerator takes: ORT's checker's own figure, else the compute ops not left on the
     CPU (Core ML's predicted units); None on a target without an accelerator or a graph."""
-    part = (t.get("info") or {}).get("partitioning")
+    t = as_target(t)
+    part = t.info.partitioning
     if part:
-        return part.get("accelerated_share_nodes")
-    if not t.get("accelerated") or not t.get("graph"):
+        return part.extra.get("accelerated_share_nodes")     # the checker's own figure, a toolchain fact
+    if not t.accelerated or not t.graph:
         return None
-    compute = [n for n in t["graph"]["nodes"] if n.get("kind") == "compute"]
-    return round(sum(not n.get("fallback") for n in compute) / len(compute), 4) if compute else None
+    compute = t.graph.compute_nodes()
+    return round(sum(not n.fallback for n in compute) / len(compute), 4) if compute else None
 
 
-def _cliff(t: dict) -> float | None:
-    return (((t.get("info") or {}).get("boundaries") or {}).get("latency_cliff") or {}).get("estimate_ms")
+def _cliff(t: TargetBlock) -> float | None:
+    return (t.info.boundaries.latency_cliff or {}).get("estimate_ms")
 
 
 # ---- rendering --------------------------------------------------------------------------------------------
@@ -522,12 +536,6 @@ def change_lines(d: dict) -> list[tuple[str, str]]:
             if c["base"] != c["new"]:
                 lines.append((tid, f"checklist ({c['id']}) {c['base']} → {c['new']}: {c['detail']}"))
     return lines
-
-
-def fallback_place(f: dict) -> str:
-    """"GELU at layers.1.mlp.act_fn", with "× 2" when the group holds more than one node."""
-    count = f.get("count") or 1
-    return f"{f['op_type']} at {f['module_path'] or '(root)'}" + (f" × {count}" if count > 1 else "")
 
 
 def _iqr_text(x: dict) -> str:

@@ -98,7 +98,6 @@ def _apply(rules: GateRules, values: dict, where: str) -> GateRules:
 
 def regressions(diff: dict, rules: GateRules, per_target: dict[str, GateRules] | None = None) -> list[dict]:
     """Every change the rules count as a regression: {target, rule, what}."""
-    from .diff import fallback_place       # the diff imports this module: named once, read here
     out = []
     for tid, t in diff["targets"].items():
         r = (per_target or {}).get(tid, rules)
@@ -162,3 +161,10 @@ def regressions(diff: dict, rules: GateRules, per_target: dict[str, GateRules] |
                 if c["worse"]:
                     add("checklist_worse", f"checklist ({c['id']}) {c['base']} → {c['new']}: {c['detail']}")
     return out
+
+
+def fallback_place(f: dict) -> str:
+    """A fallback of the diff, in the words the gate and the diff both use: "GELU at layers.1.mlp.act_fn", with
+    "× 2" when the group holds more than one node."""
+    count = f.get("count") or 1
+    return f"{f['op_type']} at {f['module_path'] or '(root)'}" + (f" × {count}" if count > 1 else "")

@@ -25,11 +25,12 @@ import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 from .. import evidence as ev
-from ..analysis.common_cause import NOT_RUN, cause_body, cause_head, causes, covered_targets
+from ..analysis.common_cause import NOT_RUN, cause_body, cause_head
 from ..analysis.drift import output_flags, passes_at
 from ..analysis.drift_attribution import attribution_rows
 from ..analysis.fusion_diff import not_fired_by_pattern
 from ..errors import visible
+from ..report.types import DriftOutput, Report
 from ..views import figures, topology
 from ..views import graph_layout as topo
 from ..views.fallbacks import accelerated_targets, fallback_rows, split_summary
@@ -50,6 +51,8 @@ from ..views.rows import (
     stage_targets,
     time_rows,
 )
+from ..views.typed_report import as_report
+from .causes import covered_targets
 
 SECTIONS = [("overview", "Overview"), ("heatmap", "Heat map"), ("fusion", "Fusion"), ("stages", "Stages"),
             ("drift", "Drift"), ("checklist", "Checklist"), ("fallbacks", "Fallbacks"), ("topology", "Topology")]
@@ -160,10 +163,10 @@ def _table(rows: list[dict], html_cols: tuple[str, ...] = (), scroll_over: int =
             "</tbody></table></div>" + (_caption(f"{len(rows)} rows: scroll the table.") if tall else ""))
 
 
-def _target_evidence(report: dict, block: str) -> str:
+def _target_evidence(report: Report, block: str) -> str:
     """ "tid badge · tid badge" for a per-target block's evidence key (graph, op_counts, drift...)."""
-    parts = [f"<code>{_e(t)}</code> {_badge((b.get(block) or {}).get('evidence'))}"
-             for t, b in report["targets"].items() if (b.get(block) or {}).get("evidence")]
+    parts = [f"<code>{_e(t)}</code> {_badge(getattr(b, block).evidence)}"
+             for t, b in report.targets.items() if getattr(b, block).evidence]
     return " · ".join(parts)
 
 
@@ -285,20 +288,22 @@ def _tid(tid: str) -> str:
 
 
 # ---- sections -------------------------------------------------------------------------------------------------
-def _overview(report: dict, figs: _Figures) -> str:
-    src = report.get("source") or {}
-    ref = report.get("reference") or {}
-    out = [f'<p class="meta">Source <b>{_e(src.get("name"))}</b> · {_e(src.get("kind"))} · sha256 '
-           f'<code>{_e((src.get("sha256") or "")[:12])}</code> · reference <code>{_e(ref.get("id"))}</code>'
-           + (f" ({_e(ref.get('status'))})" if ref.get("status") not in (None, "ok") else "")
-           + f' · xc {_e(report.get("xc_version"))} · created {_e(report.get("created_at"))}</p>']
-    if report.get("reference") is None:
+def _overview(report: Report, figs: _Figures) -> str:
+    src, ref = report.source, report.reference
+    # No reference (a compiled artifact): its id shows as a dash, and no status.
+    ref_id, ref_status = (ref.id, ref.status) if ref else (None, None)
+    out = [f'<p class="meta">Source <b>{_e(src.name)}</b> · {_e(src.kind)} · sha256 '
+           f'<code>{_e(src.sha256[:12])}</code> · reference <code>{_e(ref_id)}</code>'
+           + (f" ({_e(ref_status)})" if ref_status not in (None, "ok") else "")
+           + f' · xc {_e(report.xc_version)} · created {_e(report.created_at)}</p>']
+    if not ref:
         out.append(_note("No reference run: the source is a compiled artifact, so there are no drift figures."))
-    elif ref.get("status") == "error" and not any(c["reference_failed"] for c in causes(report)):
-        out.append(_note(f"The reference failed: {_e(ref.get('error'))}", "error"))
+    elif ref.status == "error" and not any(c.reference_failed for c in report.common_causes):
+        out.append(_note(f"The reference failed: {_e(ref.error)}", "error"))
     # A cause several targets share, said once (analysis/common_cause.py); the targets it stopped are not blamed.
-    for cause in causes(report):
-        out.append(_note(f"<b>{_e(cause_head(cause))}</b> {_badge(cause.get('evidence'))}: {_e(cause_body(cause))}",
+    for cause in report.common_causes:
+        stored = cause.to_dict()        # the wording (analysis/) reads a cause as report.json holds it
+        out.append(_note(f"<b>{_e(cause_head(stored))}</b> {_badge(cause.evidence)}: {_e(cause_body(stored))}",
                          "error"))
     # Before any target's figure: the route's own error (xc's, said once) and what the drift figures cannot tell.
     route = onnx_route_lines(report)
@@ -314,16 +319,16 @@ def _overview(report: dict, figs: _Figures) -> str:
     out.append('<dl class="legend">' + "".join(f"<dt>{_badge(k)}</dt><dd>{_e(EVIDENCE_HELP[k])}</dd>"
                                                  for k in ev.ALL) + "</dl>")
     out.append("<h3>Targets</h3>")
-    if not report.get("targets"):
+    if not report.targets:
         out.append(_note("The report has no target."))
         return "".join(out)
-    checks = (report.get("checklist") or {}).get("targets") or {}
+    checks = report.checklist.targets
     rows = overview_rows(report)
     main = []
     for row in rows:
         items = checks.get(row["target"]) or []
-        counts = {v: sum(i["verdict"] == v for i in items) for v in VERDICT_LABEL}
-        evidence = (report["targets"][row["target"]].get("evidence") or {}).items()
+        counts = {v: sum(i.verdict == v for i in items) for v in VERDICT_LABEL}
+        evidence = report.targets[row["target"]].evidence.items()
         cells = {c: _e(row.get(c, "—")) for c in TARGET_COLS}
         cells.update(target=_tid(row["target"]),
                      ops=f'<span class="num">{_e(row.get("ops"))}</span>',
@@ -353,19 +358,19 @@ def _overview(report: dict, figs: _Figures) -> str:
         out.append(_caption("Each compiled node's median time over the profiled runs, as its runtime's profiler "
                             "measured it on this host's CPU (not the device's): which ops dominate on which target, "
                             "not the device's latency."))
-    failed = [(t, b) for t, b in report["targets"].items() if b.get("status") != "ok"]
+    failed = [(t, b) for t, b in report.targets.items() if b.status != "ok"]
     covered = covered_targets(report)
     for tid, b in failed:
         if tid in covered:
-            out.append(_caption(f"<code>{_e(tid)}</code> {_e(b.get('status'))}: {NOT_RUN}"))
+            out.append(_caption(f"<code>{_e(tid)}</code> {_e(b.status)}: {NOT_RUN}"))
             continue
-        out.append(_note(f"<code>{_e(tid)}</code> {_e(b.get('status'))}"
-                         + (f" at {_e(b['error_stage'])}" if b.get("error_stage") else "")
-                         + f": {_e(b.get('error') or 'no error text')}", "error"))
+        out.append(_note(f"<code>{_e(tid)}</code> {_e(b.status)}"
+                         + (f" at {_e(b.error_stage)}" if b.error_stage else "")
+                         + f": {_e(b.error or 'no error text')}", "error"))
     return "".join(out)
 
 
-def _heatmap(report: dict, figs: _Figures) -> str:
+def _heatmap(report: Report, figs: _Figures) -> str:
     targets = figures.heatmap_targets(report)
     if not targets:
         return _note("No target produced a graph, so there is nothing to map.")
@@ -382,7 +387,7 @@ def _heatmap(report: dict, figs: _Figures) -> str:
             + _heatmap_time(report, figs))
 
 
-def _heatmap_time(report: dict, figs: _Figures) -> str:
+def _heatmap_time(report: Report, figs: _Figures) -> str:
     fig = figures.heatmap_figure(report, colour="time")
     if fig is None:
         return ""
@@ -392,7 +397,7 @@ def _heatmap_time(report: dict, figs: _Figures) -> str:
             + figs.div(fig, "heatmap-time"))
 
 
-def _fusion(report: dict, figs: _Figures) -> str:
+def _fusion(report: Report, figs: _Figures) -> str:
     targets = figures.fusion_targets(report)
     out = []
     if not targets:
@@ -400,23 +405,23 @@ def _fusion(report: dict, figs: _Figures) -> str:
     else:
         out.append(figs.div(figures.fusion_counts_figure(report, targets), "fusion-counts"))
         out.append(_caption("Before: compute ops of the captured framework graph"
-                            + ("" if report.get("capture") else " (none captured: no bar)")
+                            + ("" if report.capture else " (none captured: no bar)")
                             + ". After: compute ops of each compiled graph (layout reorders, casts and constants "
                             "are counted apart). Evidence: " + _target_evidence(report, "op_counts")))
-    matrix = report.get("fusion_matrix")
+    matrix = report.fusion_matrix
     out.append("<h3>Fusion patterns (in source ops) and where they fired</h3>")
-    if matrix is None:
+    if not matrix:
         out.append(_note("No fusion matrix: the report has no captured graph to compare the targets' fusions on."))
         return "".join(out)
-    if matrix.get("patterns"):
-        cols = list(dict.fromkeys(targets + [t for p in matrix["patterns"] for t in p["targets"]]))
+    if matrix.patterns:
+        cols = list(dict.fromkeys(targets + [t for p in matrix.patterns for t in p["targets"]]))
         groups = target_groups(cols, TARGET_COLUMNS)
         for title, members in groups:
             out.append((f"<h3>{_e(title)}</h3>" if len(groups) > 1 else "")
                        + _table([{"pattern": p["pattern"], **{t: p["targets"].get(t, 0) for t in members}}
-                                 for p in matrix["patterns"]]))
+                                 for p in matrix.patterns]))
         out.append(_caption("Instances of each fused source-op pattern per target. Evidence: "
-                            + _badge(matrix.get("evidence"))))
+                            + _badge(matrix.evidence)))
     else:
         out.append(_note("No fusions on any target."))
     out.append("<h3>Fusions each compiler implements that did not fire</h3>")
@@ -429,7 +434,7 @@ def _fusion(report: dict, figs: _Figures) -> str:
     else:
         out.append(_note("Every catalogued fusion that was possible fired on every target."))
     out.append("<h3>Fused on one target, not on another (information)</h3>")
-    missed = not_fired_by_pattern(matrix)
+    missed = not_fired_by_pattern(matrix.to_dict())     # analysis/ reads the matrix as report.json holds it
     if missed:
         # One row per pattern and reason, listing the targets it missed on: the report has one per target.
         grouped: dict[tuple, dict] = {}
@@ -442,7 +447,7 @@ def _fusion(report: dict, figs: _Figures) -> str:
         out.append(_table(rows))
         out.append(_caption("Compilers implement different fusions: a group of source ops one target fused into "
                             "one node, kept in separate nodes on another — with the compiler's reason where it gives one (targets with the same reason "
-                            "share a row). Evidence: " + _badge(matrix.get("evidence"))))
+                            "share a row). Evidence: " + _badge(matrix.evidence)))
     else:
         out.append(_note("Every fusion that fired on one target fired on the others."))
     return "".join(out)
@@ -451,19 +456,19 @@ def _fusion(report: dict, figs: _Figures) -> str:
 PASS_COL = f"pass @ atol=rtol={DRIFT_ATOL:g}"
 
 
-def _metric_row(tid: str, name: str, m: dict, evidence: str | None, against: str | None = None) -> dict:
+def _metric_row(tid: str, name: str, m: DriftOutput, evidence: str | None, against: str | None = None) -> dict:
     """One row of the drift table, as the drift page builds it at its default tolerances (cells are HTML): a pass
     against a constant reference is "not informative", a figure beyond any plausible range "implausible"."""
-    if "error" in m:
+    if m.error is not None:
         return {"target": _e(tid), "output": _e(name), "against": _e(against), PASS_COL: _verdict("fail"),
-                "error": _e(m["error"]), "evidence": _badge(evidence)}
-    ok = passes_at(m["details"], DRIFT_ATOL, DRIFT_RTOL) if m.get("details") else False
-    not_informative, bad = output_flags(m)
+                "error": _e(m.error), "evidence": _badge(evidence)}
+    ok = passes_at(m.details, DRIFT_ATOL, DRIFT_RTOL) if m.details else False
+    not_informative, bad = output_flags(m.to_dict())     # analysis/ reads the output as report.json holds it
     row = {"target": tid, "output": name, "against": against or "—",
-           "max abs": fmt_sci(m.get("max_abs")), "mean abs": fmt_sci(m.get("mean_abs")),
-           "rel L2": fmt_sci(m.get("rel_l2")), "cosine": f"{m['cosine']:.6f}" if m.get("cosine") is not None else "—",
-           "SNR dB": f"{m['snr_db']:.1f}" if m.get("snr_db") is not None else "—" if not_informative else "∞",
-           "min atol": fmt_sci(m.get("min_atol")), "min rtol": fmt_sci(m.get("min_rtol")),
+           "max abs": fmt_sci(m.max_abs), "mean abs": fmt_sci(m.mean_abs),
+           "rel L2": fmt_sci(m.rel_l2), "cosine": f"{m.cosine:.6f}" if m.cosine is not None else "—",
+           "SNR dB": f"{m.snr_db:.1f}" if m.snr_db is not None else "—" if not_informative else "∞",
+           "min atol": fmt_sci(m.min_atol), "min rtol": fmt_sci(m.min_rtol),
            "check": f"implausible: {bad}" if bad else f"not informative: {not_informative}" if not_informative else ""}
     if bad:
         verdict = _verdict("fail") + " implausible"
@@ -476,21 +481,20 @@ def _metric_row(tid: str, name: str, m: dict, evidence: str | None, against: str
             "evidence": _badge(evidence)}
 
 
-def _drift(report: dict, figs: _Figures) -> str:
-    targets = [t for t, b in report["targets"].items() if b.get("drift")]
+def _drift(report: Report, figs: _Figures) -> str:
+    drift = {t: b.drift for t, b in report.targets.items() if b.drift}
+    targets = list(drift)
     if not targets:
         return _note("No drift figures: " + ("this source has no reference (a compiled artifact)."
-                                             if report.get("reference") is None else "no target ran."))
+                                             if not report.reference else "no target ran."))
     out = [_note(_e(flag), "error") for flag in drift_flags(report)]      # what the figures below cannot tell
-    rows = [_metric_row(tid, name, m, report["targets"][tid]["drift"].get("evidence"),
-                        report["targets"][tid]["drift"].get("reference"))
-            for tid in targets for name, m in (report["targets"][tid]["drift"].get("outputs") or {}).items()]
+    rows = [_metric_row(tid, name, m, drift[tid].evidence, drift[tid].reference)
+            for tid in targets for name, m in drift[tid].outputs.items()]
     if rows:
         out.append(_table(rows, html_cols=tuple(dict.fromkeys(k for r in rows for k in r))))
     else:
         out.append(_note("No output was compared."))
-    assumptions = [f"<code>{_e(t)}</code> {_e(report['targets'][t]['drift']['assumption'])}" for t in targets
-                   if report["targets"][t]["drift"].get("assumption")]
+    assumptions = [f"<code>{_e(t)}</code> {_e(drift[t].assumption)}" for t in targets if drift[t].assumption]
     out.append(_caption(f"Pass: |target − reference| ≤ atol + rtol·|reference| everywhere (np.isclose), at the "
                         f"dashboard's default atol = rtol = {DRIFT_ATOL:g}. min atol / min rtol: the smallest "
                         "tolerance that passes with the other at 0 (as Polygraphy reports them)."
@@ -499,22 +503,22 @@ def _drift(report: dict, figs: _Figures) -> str:
     out.append("<h3>Error distribution of each target's worst output</h3>")
     out.append(_caption("Open a target to draw its histogram and scatter."))
     for tid in targets:
-        d = report["targets"][tid]["drift"]
-        name = (d.get("worst") or {}).get("output")
-        m = (d.get("outputs") or {}).get(name) or {}
-        head = f"<p><b>{_e(tid)}</b> · output <code>{_e(name)}</code> {_badge(d.get('evidence'))}</p>"
-        summary = (f"<summary><b>{_e(tid)}</b> · output <code>{_e(name)}</code> {_badge(d.get('evidence'))} · "
-                   f"rel L2 {_e(fmt_sci(m.get('rel_l2')))}</summary>")
-        if d.get("failed"):
+        d = drift[tid]
+        name = (d.worst or {}).get("output")
+        m = d.outputs.get(name) or DriftOutput(null=True)
+        head = f"<p><b>{_e(tid)}</b> · output <code>{_e(name)}</code> {_badge(d.evidence)}</p>"
+        summary = (f"<summary><b>{_e(tid)}</b> · output <code>{_e(name)}</code> {_badge(d.evidence)} · "
+                   f"rel L2 {_e(fmt_sci(m.rel_l2))}</summary>")
+        if d.failed:
             out.append(head + _note("Emulation failed (xc's), no figures.", "error"))
             continue
-        if name is None or not m.get("details"):
-            why = m.get("error") or ("no output was compared" if name is None else "no element-wise details")
+        if name is None or not m.details:
+            why = m.error or ("no output was compared" if name is None else "no element-wise details")
             out.append(head + _note(f"No distribution: {_e(why)}."))
             continue
         hist = figures.drift_histogram_figure(report, tid, name, DRIFT_ATOL)
         scatter = figures.drift_scatter_figure(report, tid, name, webgl=False)
-        h, sc = m["details"]["histogram"], m["details"]["scatter"]
+        h, sc = m.details["histogram"], m.details["scatter"]
         left = (figs.div(hist, f"drift-hist-{tid}") if hist is not None
                 else _note("Every element equals the reference exactly: no error to plot."))
         right = figs.div(scatter, f"drift-scatter-{tid}") if scatter is not None else _note("No sampled element.")
@@ -533,35 +537,37 @@ def _drift(report: dict, figs: _Figures) -> str:
         return "".join(out)
     out.append(figs.div(figures.layer_drift_figure(report), "drift-layers"))
     rows = []
-    for t, ld in layer.items():
-        first = ld.get("first_divergence")
+    for t in layer:
+        ld = report.targets[t].layer_drift
+        first = ld.first_divergence
         rows.append({"target": t, "first boundary over tolerance": first["module_path"] if first else "none",
                      "rel L2 there": fmt_sci(first["rel_l2"]) if first else "—",
-                     "boundaries compared": f"{ld.get('covered')} / {ld.get('boundaries')}",
-                     "how intermediates were obtained": ld.get("method") or "—",
-                     "evidence": _badge(ld.get("evidence"))})
+                     "boundaries compared": f"{ld.covered} / {ld.boundaries}",
+                     "how intermediates were obtained": ld.method or "—",
+                     "evidence": _badge(ld.evidence)})
     out.append(_table(rows, html_cols=("evidence",)))
     out.append(_caption("Boundaries are module outputs of the captured graph; a boundary whose tensor does not "
                         "survive compilation on a target (fused into a larger node) is skipped for that target."))
     jumps = [{"target": t, **{k: v for k, v in row.items() if k != "evidence"},
               "evidence": _badge(row["evidence"])}
-             for t in layer for row in attribution_rows(report["targets"][t])]
+             # attribution_rows (analysis/) reads a target's layer_drift block as report.json holds it (`layer`'s)
+             for t in layer for row in attribution_rows({"layer_drift": layer[t]})]
     if jumps:
         out.append("<h3>Where the drift jumps, and the decision there</h3>")
         out.append(_table(jumps, html_cols=("evidence",)))
-        method = next((report["targets"][t]["layer_drift"]["attribution"]["method"] for t in layer
-                       if (report["targets"][t]["layer_drift"] or {}).get("attribution")), "")
+        method = next((report.targets[t].layer_drift.attribution.method for t in layer
+                       if report.targets[t].layer_drift.attribution), "")
         out.append(_caption("Share: of the drift each jump explains. Method: " + _e(method)))
     return "".join(out)
 
 
-def _checklist(report: dict, figs: _Figures) -> str:
-    check = report.get("checklist") or {}
-    per_target = check.get("targets") or {}
+def _checklist(report: Report, figs: _Figures) -> str:
+    check = report.checklist
+    per_target = check.targets
     if not per_target:
         return _note("The report has no checklist (no target to answer it for).")
     targets = list(per_target)
-    questions = [(i["id"], i["question"]) for i in per_target[targets[0]]]
+    questions = [(i.id, i.question) for i in per_target[targets[0]]]
     out = []
     groups = target_groups(targets, TARGET_COLUMNS)
     for title, members in groups:
@@ -570,11 +576,11 @@ def _checklist(report: dict, figs: _Figures) -> str:
             row = {"#": _e(qid), "question": _e(question)}
             for tid in members:
                 items = per_target[tid]
-                row[tid] = _verdict(items[k]["verdict"]) if k < len(items) else "—"
+                row[tid] = _verdict(items[k].verdict) if k < len(items) else "—"
             grid.append(row)
         out.append((f"<h3>{_e(title)}</h3>" if len(groups) > 1 else "")
                    + _table(grid, html_cols=("#", "question", *members)))
-    th = check.get("thresholds") or {}
+    th = check.thresholds
     if th:
         out.append(_caption(f"Outputs match when rel L2 ≤ {th['match_rel_l2']:g} and cosine ≥ "
                             f"{th['match_cosine']}; warn up to rel L2 {th['warn_rel_l2']:g}. Every verdict names "
@@ -586,13 +592,13 @@ def _checklist(report: dict, figs: _Figures) -> str:
             if k >= len(items):
                 continue
             item = items[k]
-            out.append(f"<li><b>{_e(tid)}</b> {_verdict(item['verdict'])} {_badge(item.get('evidence'))} — "
-                       f"{_e(item.get('detail'))}</li>")
+            out.append(f"<li><b>{_e(tid)}</b> {_verdict(item.verdict)} {_badge(item.evidence)} — "
+                       f"{_e(item.detail)}</li>")
         out.append("</ul>")
     return "".join(out)
 
 
-def _fallbacks(report: dict, figs: _Figures) -> str:
+def _fallbacks(report: Report, figs: _Figures) -> str:
     targets = accelerated_targets(report)
     if not targets:
         return _note("None of the targets has an accelerator to fall back from (ort-nnapi, ort-coreml and coreml-ane "
@@ -639,33 +645,32 @@ def _fallbacks(report: dict, figs: _Figures) -> str:
         out.append(_caption("Every node an accelerated target leaves on the CPU, why, where it came from and the "
                             "bytes that cross its accelerator ↔ CPU boundaries. Evidence: "
                             + " · ".join(f"<code>{_e(t)}</code> "
-                                         f"{_badge((report['targets'][t].get('graph') or {}).get('evidence'))}"
+                                         f"{_badge(report.targets[t].graph.evidence)}"
                                          for t in targets)))
     else:
         out.append(_note("No fallback nodes: every node runs on the accelerator."))
     return "".join(out)
 
 
-def _topology_pair(report: dict) -> list[str]:
+def _topology_pair(report: Report) -> list[str]:
     """The two targets whose graphs differ most in the node count the topology draws (constants and graph
     inputs/outputs left out; compiled targets first), or the only one."""
-    cands = [t for t, b in report["targets"].items() if (b.get("graph") or {}).get("nodes")]
-    ok = [t for t in cands if report["targets"][t]["status"] == "ok"]
+    cands = [t for t, b in report.targets.items() if b.graph.nodes]
+    ok = [t for t in cands if report.targets[t].status == "ok"]
     cands = ok if len(ok) >= 2 else cands
     if len(cands) < 2:
         return cands
-    size = {t: sum(n.get("kind") not in topo.DROP_KINDS for n in report["targets"][t]["graph"]["nodes"])
-            for t in cands}
+    size = {t: sum(n.kind not in topo.DROP_KINDS for n in report.targets[t].graph.nodes) for t in cands}
     # max() keeps the first of equal pairs, so equal graphs give the first two targets.
     return list(max(itertools.combinations(cands, 2), key=lambda p: abs(size[p[0]] - size[p[1]])))
 
 
-def _topology(report: dict, figs: _Figures) -> str:
+def _topology(report: Report, figs: _Figures) -> str:
     picked = _topology_pair(report)
     if not picked:
         return _note("No target produced a compiled graph to draw.")
-    trees = {tid: topology.build_tree(topo.prepare(report["targets"][tid]["graph"],
-                                                   report["targets"][tid].get("fusions"))) for tid in picked}
+    trees = {tid: topology.build_tree(topo.prepare(report.targets[tid].graph, report.targets[tid].fusions))
+             for tid in picked}
     largest = max(trees.values(), key=lambda tr: len(tr.prep.ids))
     expanded = topology.auto_expand(largest)
     aidx = topo.index_alignment(topo.alignment_rows(report))
@@ -679,7 +684,7 @@ def _topology(report: dict, figs: _Figures) -> str:
         out.append(_note("Only one target produced a graph: nothing to compare it with."))
     panes = []
     for tid in picked:
-        t, tr = report["targets"][tid], trees[tid]
+        t, tr = report.targets[tid], trees[tid]
         v = topology.view(tr, expanded)
         gaps = topo.counterpart_gaps(tr.prep, tid, aidx, picked) if len(picked) > 1 else {}
         try:
@@ -688,9 +693,9 @@ def _topology(report: dict, figs: _Figures) -> str:
         except topology.GraphvizMissing as e:
             svg = _note(str(e), "error")
         n_fused = sum(1 for i in range(len(tr.prep.ids)) if tr.prep.is_fused(i))
-        evid = (t.get("graph") or {}).get("evidence")
+        evid = t.graph.evidence
         panes.append(f"<div><h3>{_e(tid)}</h3><p>{_badge(evid)} assignment evidence: <b>{_e(evid or 'unknown')}"
-                     "</b>" + ("" if t["status"] == "ok" else f" · status <b>{_e(t['status'])}</b>") + "</p>"
+                     "</b>" + ("" if t.status == "ok" else f" · status <b>{_e(t.status)}</b>") + "</p>"
                      + f'<div class="graph">{svg}</div>'
                      + _caption(_e(topology.count_caption(t, v)) + f", {len(v['clusters'])} groups open · "
                                 f"{_e(topology.fallback_caption(t, tr.prep.nodes))} · {n_fused} fused · "
@@ -700,7 +705,7 @@ def _topology(report: dict, figs: _Figures) -> str:
     return "".join(out)
 
 
-def _stages(report: dict, figs: _Figures) -> str:
+def _stages(report: Report, figs: _Figures) -> str:
     matrix = stage_matrix(report)
     if not matrix:
         return _note("No target recorded its lowering steps.")
@@ -710,7 +715,7 @@ def _stages(report: dict, figs: _Figures) -> str:
              for title, members in groups]
     parts += [_caption("Each cell: what the target's toolchain did in that stage (compute ops; casts, reorders and "
                        "constants counted apart; fused nodes carry two or more source ops). Evidence: "
-                       + _e(" · ".join(f"{t} {report['targets'][t]['stages']['evidence'].get('steps')}"
+                       + _e(" · ".join(f"{t} {report.targets[t].stages.evidence.get('steps')}"
                                        for t in stage_targets(report))))]
     rows = divergence_rows(report)
     parts.append("<h3>Where targets first part ways, per source op</h3>")
@@ -733,9 +738,10 @@ BUILDERS = {"overview": _overview, "heatmap": _heatmap, "fusion": _fusion, "stag
             "checklist": _checklist, "fallbacks": _fallbacks, "topology": _topology}
 
 
-def report_html(report: dict) -> str:
+def report_html(report: Report | dict) -> str:
     """The whole run as one HTML document: every section with an id and an h2, then the figures' data, plotly.js
     (once, packed) and the script that draws a figure when it comes into view."""
+    report = as_report(report)
     figs = _Figures()
     body = []
     for sid, title in SECTIONS:
@@ -745,7 +751,7 @@ def report_html(report: dict) -> str:
             content = _note(f"This section could not be rendered from this report: {_e(type(e).__name__)}: "
                             f"{_e(e)}", "error")
         body.append(f'<section id="{sid}"><h2>{_e(title)}</h2>{content}</section>')
-    src = report.get("source") or {}
+    src = report.source
     toc = "".join(f'<a href="#{sid}">{_e(title)}</a>' for sid, title in SECTIONS)
     # The figures' data and plotly.js come after the content, so the parser reaches (and paints) the text first.
     tail = ""
@@ -755,8 +761,8 @@ def report_html(report: dict) -> str:
                   f"{_plotly_packed()}</script><script>{LOADER_JS}</script>")
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>xc report — {_e(src.get('name'))}</title><style>{CSS}{topology.MARK_CSS}</style></head>"
-            f"<body><main><h1>xc report — {_e(src.get('name'))}</h1>"
+            f"<title>xc report — {_e(src.name)}</title><style>{CSS}{topology.MARK_CSS}</style></head>"
+            f"<body><main><h1>xc report — {_e(src.name)}</h1>"
             f'<p class="meta">What each target\'s compiler did with one model, read back from the compilers. '
             f"Rendered from report.json; open the dashboard for the interactive views.</p>"
             f'<nav class="toc">{toc}</nav>{"".join(body)}</main>{tail}</body></html>\n')

@@ -9,10 +9,11 @@ or sorted — so the comment for the same run is the same text, and it stays und
 from __future__ import annotations
 
 from ..analysis.checklist import SHORT_QUESTION, VERDICT
-from ..analysis.common_cause import NOT_RUN, cause_body, cause_head, causes, covered_targets
+from ..analysis.common_cause import NOT_RUN, cause_body, cause_head
 from ..analysis.drift import output_flags
 from ..analysis.fusion_diff import not_fired_by_pattern
 from ..analysis.layer_drift import unverified_rows
+from ..report.types import Report
 from ..views.fallbacks import accelerated_targets, fallback_rank, fallback_rows
 from ..views.target_counts import SPLIT_COLUMN, count_findings, op_counts
 from ..views.rows import (
@@ -30,6 +31,8 @@ from ..views.rows import (
     target_summary_rows,
     time_rows,
 )
+from ..views.typed_report import as_report
+from .causes import common_causes, covered_targets
 from .md_text import code, html_text, table, text
 
 MAX_CHARS = 60_000
@@ -38,9 +41,10 @@ MAX_CHARS = 60_000
 BRIEF_CHARS = 20_000
 
 
-def report_markdown(report: dict, *, max_chars: int | None = None, full: bool = False) -> str:
+def report_markdown(report: Report | dict, *, max_chars: int | None = None, full: bool = False) -> str:
     """The whole comment; if it would pass `max_chars` (BRIEF_CHARS, or MAX_CHARS with `full`), long lists are cut
     (saying how many rows were left)."""
+    report = as_report(report)
     max_chars = max_chars or (MAX_CHARS if full else BRIEF_CHARS)
     for cap in ((40, 15, 5, 2) if full else (5, 2)):
         body = _render(report, cap, full)
@@ -50,14 +54,15 @@ def report_markdown(report: dict, *, max_chars: int | None = None, full: bool = 
     return body[:max_chars - len(note)].rsplit("\n", 1)[0] + note
 
 
-def _render(report: dict, cap: int, full: bool = True) -> str:
-    src = report["source"]
-    parts = [f"### xc: {text(src['name'])}",
-             f"{text(src['kind'])} · sha256 {code(src['sha256'][:12])} · reference "
-             f"{code((report.get('reference') or {}).get('id') or 'none')} · xc {text(report.get('xc_version', '?'))}",
+def _render(report: Report, cap: int, full: bool = True) -> str:
+    src = report.source
+    parts = [f"### xc: {text(src.name)}",
+             f"{text(src.kind)} · sha256 {code(src.sha256[:12])} · reference "
+             f"{code(report.reference.id or 'none')} · xc {text(report.xc_version or '?')}",
              ""]
     from ..sources.facts import source_fact_lines
-    facts = source_fact_lines(report)      # a .tflite's metadata and labels, a Core ML spec's facts
+    # a .tflite's metadata and labels, a Core ML spec's facts (sources/ reads the source block as report.json has it)
+    facts = source_fact_lines({"source": src.to_dict()})
     if facts:
         parts += ["\n".join(f"{'- ' if not line.startswith(' ') else '  - '}{text(line.strip())}" for line in facts),
                   ""]
@@ -66,7 +71,7 @@ def _render(report: dict, cap: int, full: bool = True) -> str:
     if route:
         parts += ["#### ONNX → PyTorch route (measured)", "", text(" ".join(route)), ""]
     # A cause several targets share, said once with whose it is and the fix (analysis/common_cause.py).
-    found = causes(report)
+    found = common_causes(report)
     if found:
         parts += ["\n".join(f"> ❌ **{text(cause_head(c))}**: {text(cause_body(c))}  " for c in found), ""]
     flags = drift_flags(report)
@@ -86,13 +91,13 @@ def _render(report: dict, cap: int, full: bool = True) -> str:
     if stages:
         parts += [stages]
     covered = covered_targets(report)       # said once, at the top
-    errors = [(tid, t) for tid, t in report["targets"].items() if t.get("error") and tid not in covered]
+    errors = [(tid, t) for tid, t in report.targets.items() if t.error and tid not in covered]
     if errors:
         from ..analysis.advice import advice_line
         parts += ["", "#### Errors", ""]
         for tid, t in errors:
-            advice = f"  \n  ↳ {text(advice_line(t['advice']))}" if t.get("advice") else ""
-            parts.append(f"- **{text(tid)}** ({text(t['status'])}): {text(t['error'])}{advice}")
+            advice = f"  \n  ↳ {text(advice_line(t.advice.to_dict()))}" if t.advice else ""
+            parts.append(f"- **{text(tid)}** ({text(t.status)}): {text(t.error)}{advice}")
     if not full:
         parts += ["", "<sub>Left to the HTML report (`xc report RUN --format html`) and report.json: the time per "
                       "node, the lowering stages, passing verdicts' evidence and the rows past the first "
@@ -103,19 +108,20 @@ def _render(report: dict, cap: int, full: bool = True) -> str:
     return "\n".join(parts)
 
 
-def headlines(report: dict) -> list[str]:
+def headlines(report: Report | dict) -> list[str]:
     """One line per target: what a reviewer needs to decide whether to open the rest."""
+    report = as_report(report)
     counts = _verdict_counts(report)
     covered = covered_targets(report)
     lines = []
     for row in overview_rows(report):
         tid = row["target"]
-        t = report["targets"][tid]
+        t = report.targets[tid]
         if tid in covered:
-            lines.append(f"- **{text(tid)}** — {text(t['status'])}: {NOT_RUN}")
+            lines.append(f"- **{text(tid)}** — {text(t.status)}: {NOT_RUN}")
             continue
-        if t["status"] != "ok":
-            lines.append(f"- **{text(tid)}** — {text(t['status'])}: {text(t.get('error') or '')}")
+        if t.status != "ok":
+            lines.append(f"- **{text(tid)}** — {text(t.status)}: {text(t.error or '')}")
             continue
         # The counts in the dashboard's and the CLI's words (views/target_counts.py).
         bits = [text((op_counts(t) or {}).get("text", "no compiled ops")), f"{text(row['fused groups'])} fused"]
@@ -132,12 +138,13 @@ def headlines(report: dict) -> list[str]:
     return lines
 
 
-def target_table(report: dict) -> str:
+def target_table(report: Report | dict) -> str:
     """The Overview's target table; under it, each runtime's own count that xc's placement does not match, as one
     labelled finding."""
-    rows = [[code(tid), text(t["status"]), text(r["ops"]), text(r["fused"]), text(r["accelerator"]),
+    report = as_report(report)
+    rows = [[code(tid), text(t.status), text(r["ops"]), text(r["fused"]), text(r["accelerator"]),
              text(r["precision"]), text(r["worst drift (rel L2)"]), text(r["evidence"])]
-            for (tid, t), r in zip(report["targets"].items(), target_summary_rows(report))]
+            for (tid, t), r in zip(report.targets.items(), target_summary_rows(report))]
     out = table(["target", "status", "ops (source → compiled)", "fused", "accelerator (compiled ops)", "precision",
                  "worst drift (rel L2)", "evidence (assignment · numbers)"], rows)
     findings = count_findings(report)
@@ -146,35 +153,38 @@ def target_table(report: dict) -> str:
     return out
 
 
-def pair_lines(report: dict) -> list[str]:
+def pair_lines(report: Report | dict) -> list[str]:
+    report = as_report(report)
     return [f"- {text(pair_sentence(report, a, b))}" for a, b in default_pairs(report)]
 
 
-def checklist_table(report: dict) -> str:
+def checklist_table(report: Report | dict) -> str:
+    report = as_report(report)
     ids = _question_ids(report)
     rows = []
-    for tid, items in report["checklist"]["targets"].items():
-        by_id = {i["id"]: i for i in items}
-        rows.append([code(tid)] + [VERDICT.get(by_id[q]["verdict"], text(by_id[q]["verdict"])) if q in by_id
+    for tid, items in report.checklist.targets.items():
+        by_id = {i.id: i for i in items}
+        rows.append([code(tid)] + [VERDICT.get(by_id[q].verdict, text(by_id[q].verdict)) if q in by_id
                                    else "—" for q in ids])
     return table(["target"] + [f"({text(q)}) {SHORT_QUESTION.get(q, '')}".strip() for q in ids], rows)
 
 
-def details(report: dict, qid: int, cap: int, full: bool = True) -> str:
+def details(report: Report | dict, qid: int, cap: int, full: bool = True) -> str:
     """A collapsed section per question: each target's verdict with its evidence, then the rows behind it. Without
     `full`, only the verdicts that fail or warn (the passing ones are counted in the summary)."""
-    items = [(tid, i) for tid, its in report["checklist"]["targets"].items() for i in its if i["id"] == qid]
+    report = as_report(report)
+    items = [(tid, i) for tid, its in report.checklist.targets.items() for i in its if i.id == qid]
     if not items:
         return ""
-    shown = items if full else [(tid, i) for tid, i in items if i["verdict"] in ("fail", "warn")]
-    question = items[0][1]["question"]
-    worst = [v for v in ("fail", "warn") if any(i["verdict"] == v for _, i in items)]
-    tally = ", ".join(f"{sum(i['verdict'] == v for _, i in items)} {v}" for v in worst) or "all pass"
+    shown = items if full else [(tid, i) for tid, i in items if i.verdict in ("fail", "warn")]
+    question = items[0][1].question
+    worst = [v for v in ("fail", "warn") if any(i.verdict == v for _, i in items)]
+    tally = ", ".join(f"{sum(i.verdict == v for _, i in items)} {v}" for v in worst) or "all pass"
     # An HTML block: Markdown escapes do not apply there, HTML escapes do.
     lines = [f"<details><summary><b>({html_text(qid)}) {html_text(question)}</b> — {tally}</summary>", ""]
     for tid, i in shown:
-        lines.append(f"- {code(tid)} {VERDICT.get(i['verdict'], text(i['verdict']))} ({text(i['evidence'])}): "
-                     f"{text(i['detail'])}")
+        lines.append(f"- {code(tid)} {VERDICT.get(i.verdict, text(i.verdict))} ({text(i.evidence)}): "
+                     f"{text(i.detail)}")
     evidence = {2: _fallback_evidence, 3: _fusion_evidence, 4: _drift_evidence, 5: _precision_evidence}.get(qid)
     if evidence:
         extra = evidence(report, cap)
@@ -184,21 +194,22 @@ def details(report: dict, qid: int, cap: int, full: bool = True) -> str:
     return "\n".join(lines)
 
 
-def time_lines(report: dict, cap: int) -> str:
+def time_lines(report: Report | dict, cap: int) -> str:
     """Per target that timed its nodes: the three costliest and the share per backend, as a table; its evidence
     and the CPU under it."""
+    report = as_report(report)
     rows = time_rows(report)
     if not rows:
         return ""
     body = [[code(r["target"]), text(r["nodes timed"]), text(r["timed µs"]), text(r["costliest nodes"]),
              text(r["per backend"])] for r in rows[:cap]]
-    cpus = sorted({(t.get("node_times") or {}).get("host_cpu") for t in report["targets"].values()} - {None})
+    cpus = sorted({t.node_times.host_cpu for t in report.targets.values() if t.node_times.host_cpu})
     return (table(["target", "nodes timed", "timed µs", "costliest nodes", "per backend"], body)
             + f"\n\n<sub>Median of each node's time over the profiled runs, by its runtime's profiler on "
               f"{text(', '.join(cpus))} — this host's CPU, not the device's.</sub>")
 
 
-def _fallback_evidence(report: dict, cap: int) -> str:
+def _fallback_evidence(report: Report, cap: int) -> str:
     # Ranked by the measured kernel time; the copies the cost model assumes in a column of their own, never summed.
     rows = sorted((r for tid in accelerated_targets(report) for r in fallback_rows(report, tid)), key=fallback_rank)
     if not rows:
@@ -214,7 +225,7 @@ def _us(value) -> str:
     return "—" if value is None else f"{value:,.1f}"
 
 
-def _fusion_evidence(report: dict, cap: int) -> str:
+def _fusion_evidence(report: Report, cap: int) -> str:
     failed = catalogue_rows(report, only_failed=True)
     out = ""
     if failed:
@@ -222,7 +233,7 @@ def _fusion_evidence(report: dict, cap: int) -> str:
                  text(r["reason"])] for r in failed[:cap]]
         out += (table(["target", "fusion (its compiler's)", "outcome", "ops", "at", "reason"], body)
                 + _more(len(failed), cap, "opportunity"))
-    missed = not_fired_by_pattern(report.get("fusion_matrix"))
+    missed = not_fired_by_pattern(report.fusion_matrix.to_dict())
     if missed:
         out += ("\n\nFused on one target, not on another (information: compilers fuse differently):\n\n"
                 + table(["pattern (source ops)", "not fused on", "fused on", "instances"],
@@ -232,40 +243,40 @@ def _fusion_evidence(report: dict, cap: int) -> str:
     return out
 
 
-def _drift_evidence(report: dict, cap: int) -> str:
+def _drift_evidence(report: Report, cap: int) -> str:
     body = []
-    for tid, t in report["targets"].items():
-        d = t.get("drift") or {}
-        for name, m in sorted((d.get("outputs") or {}).items()):
-            if "error" in m:
-                body.append([code(tid), code(name), text(d.get("reference") or "—"), "—", "—", "—",
-                             text(m["error"]), text(d.get("evidence", ""))])
+    for tid, t in report.targets.items():
+        d = t.drift
+        for name, m in sorted(d.outputs.items()):
+            if m.error is not None:
+                body.append([code(tid), code(name), text(d.reference or "—"), "—", "—", "—",
+                             text(m.error), text(_evidence(d))])
             else:
-                not_informative, bad = output_flags(m)
+                not_informative, bad = output_flags(m.to_dict())     # analysis/ reads the output as stored
                 flag = " (implausible)" if bad else " (not informative)" if not_informative else ""
-                body.append([code(tid), code(name), text(d.get("reference") or "—"),
-                             fmt_sci(m.get("rel_l2")) + flag, fmt_sci(m.get("max_abs")),
-                             f"{m['cosine']:.6f}" if m.get("cosine") is not None else "—",
-                             fmt_sci(m.get("min_atol")), text(d.get("evidence", ""))])
+                body.append([code(tid), code(name), text(d.reference or "—"),
+                             fmt_sci(m.rel_l2) + flag, fmt_sci(m.max_abs),
+                             f"{m.cosine:.6f}" if m.cosine is not None else "—",
+                             fmt_sci(m.min_atol), text(_evidence(d))])
     if not body:
         return ""
     return (table(["target", "output", "against", "rel L2", "max abs", "cosine", "min atol", "evidence"], body[:cap])
             + _more(len(body), cap, "output") + _attribution_evidence(report, cap))
 
 
-def _attribution_evidence(report: dict, cap: int) -> str:
+def _attribution_evidence(report: Report, cap: int) -> str:
     """Where each target's drift jumps and the compiler decision there (analysis/drift_attribution.py)."""
     body = []
-    for tid, t in report["targets"].items():
-        att = (t.get("layer_drift") or {}).get("attribution") or {}
-        for j in att.get("jumps") or []:
-            body.append([code(tid), code(j["module_path"]), f"{round(100 * j['share'])} %", text(j["kind"]),
-                         text(j["sentence"]), text(att.get("evidence", ""))])
+    for tid, t in report.targets.items():
+        att = t.layer_drift.attribution
+        for j in att.jumps:
+            body.append([code(tid), code(j.module_path), f"{round(100 * j.share)} %", text(j.kind),
+                         text(j.sentence), text(_evidence(att))])
     out = ("\n\nWhere the drift jumps, and the compiler decision there (share of the drift each jump explains):\n\n"
            + table(["target", "boundary", "share", "decision", "finding", "evidence"], body[:cap])
            + _more(len(body), cap, "jump")) if body else ""
     # Per-layer points that failed verification (analysis/layer_drift.py): apart, with why — not findings.
-    apart = unverified_rows({tid: t["layer_drift"] for tid, t in report["targets"].items() if t.get("layer_drift")})
+    apart = unverified_rows({tid: t.layer_drift.to_dict() for tid, t in report.targets.items() if t.layer_drift})
     if apart:
         out += ("\n\nPer-layer points left out as unverified (not drawn, not attributed):\n\n"
                 + table(["target", "boundary", "rel L2", "check", "why", "evidence"],
@@ -275,19 +286,20 @@ def _attribution_evidence(report: dict, cap: int) -> str:
     return out
 
 
-def _precision_evidence(report: dict, cap: int) -> str:
+def _precision_evidence(report: Report, cap: int) -> str:
     body = []
-    for tid, t in report["targets"].items():
-        mix = (t.get("precision") or {}).get("mix") or {}
+    for tid, t in report.targets.items():
+        mix = t.precision.mix
         if mix:
             body.append([code(tid), text(", ".join(f"{k} × {v}" for k, v in mix.items())),
-                         text((t.get("precision") or {}).get("evidence", ""))])
+                         text(_evidence(t.precision))])
     return table(["target", "ops by precision", "evidence"], body[:cap]) + _more(len(body), cap, "target") \
         if body else ""
 
 
-def stages_details(report: dict, cap: int) -> str:
+def stages_details(report: Report | dict, cap: int) -> str:
     """The lowering stages per target, where the targets first part ways, and the layout moves, collapsed."""
+    report = as_report(report)
     matrix = stage_matrix(report)
     if not matrix:
         return ""
@@ -314,9 +326,10 @@ def stages_details(report: dict, cap: int) -> str:
     return "\n".join(out)
 
 
-def stages_line(report: dict) -> str:
+def stages_line(report: Report | dict) -> str:
     """The lowering stages in one line: how many source ops first diverge at which stage (the matrix is in the HTML
     report)."""
+    report = as_report(report)
     counts = divergence_counts(report) if stage_matrix(report) else {}
     if not any(counts.values()):
         return ""
@@ -328,14 +341,19 @@ def _more(total: int, cap: int, what: str) -> str:
     return f"\n\n… and {total - cap} more {what}(s) (in report.json)" if total > cap else ""
 
 
-def _question_ids(report: dict) -> list[int]:
-    return sorted({i["id"] for items in report["checklist"]["targets"].values() for i in items})
+def _question_ids(report: Report) -> list[int]:
+    return sorted({i.id for items in report.checklist.targets.values() for i in items})
 
 
-def _verdict_counts(report: dict) -> dict[str, dict[str, int]]:
+def _verdict_counts(report: Report) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
-    for tid, items in report["checklist"]["targets"].items():
+    for tid, items in report.checklist.targets.items():
         for i in items:
-            out.setdefault(tid, {}).setdefault(i["verdict"], 0)
-            out[tid][i["verdict"]] += 1
+            out.setdefault(tid, {}).setdefault(i.verdict, 0)
+            out[tid][i.verdict] += 1
     return out
+
+
+def _evidence(block) -> str:
+    """A block's evidence for a table cell ("" where it names none)."""
+    return block.evidence or ""

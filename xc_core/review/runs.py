@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from ..errors import XcInputError, first_line
 from ..store import REPORT_FILE, RunStore
+from ..views.typed_report import as_report
 
 MIN_ID_PREFIX = 6
 ACCEPTED = "a run id (xc runs), a run folder (analyze --out) or a report.json"
@@ -85,7 +86,8 @@ def _from_file(path: str) -> Run:
 
 
 def _belongs(report: dict, files: dict) -> bool:
-    wanted = [p for t in report.get("targets", {}).values() for p in t.get("artifacts") or [] if isinstance(p, str)]
+    # parse_report has read it as a Report already (its check renders it): the conversion is kept, not redone.
+    wanted = [p for t in as_report(report).targets.values() for p in t.artifacts if isinstance(p, str)]
     return not wanted or any(p in files or any(f.startswith(p + "/") for f in files) for p in wanted)
 
 

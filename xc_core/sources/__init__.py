@@ -13,6 +13,7 @@ import os
 from ..errors import XcInputError, hide_paths
 from ..limits import Limits, check_file_size
 from . import safe_zip
+from .formats import BY_KIND, ONNX_ZIP
 from .spec import InputSpec, ShapeOverrides, Source
 
 ACCEPTED = ("accepted: sample:NAME, a PyTorch ExportedProgram .pt2 (torch.export.save), a TorchScript archive "
@@ -56,22 +57,10 @@ def load_source(spec: str, shapes: ShapeOverrides | None = None, limits: Limits 
             raise
         raise XcInputError(text, fix=e.fix, inputs=e.inputs,
                            dashboard=hide_paths(e.dashboard) if e.dashboard else None) from None
-    expected = _EXTENSIONS.get(kind, ())
+    expected = BY_KIND[kind].extensions if kind in BY_KIND else ()
     if ext and expected and ext not in expected and not spec.lower().endswith(".mlpackage.zip"):
-        src.notes.append(f"read as {_KIND_LABEL[kind]} by its content (the file is named {ext})")
+        src.notes.append(f"read as {BY_KIND[kind].label} by its content (the file is named {ext})")
     return src
-
-
-ONNX_ZIP = "onnx-zip"     # a zip holding an .onnx (with its external data): no sniff kind of its own
-_EXTENSIONS = {sniff_kind: exts for sniff_kind, exts in (
-    ("pt2", (".pt2",)), ("torchscript", (".pt", ".pth", ".jit", ".ptl", ".torchscript")),
-    ("torch-zip", (".pt", ".pth", ".bin", ".ckpt")), ("onnx", (".onnx",)), ("mlmodel", (".mlmodel",)),
-    ("mlpackage-zip", (".zip",)), ("openvino-ir-zip", (".zip",)), ("safetensors", (".safetensors",)),
-    (ONNX_ZIP, (".zip",)), ("tflite", (".tflite", ".lite")))}
-_KIND_LABEL = {"pt2": "a torch.export archive", "torchscript": "TorchScript", "torch-zip": "a torch.save file",
-               "onnx": "ONNX", "mlmodel": "a Core ML model", "mlpackage-zip": "a zipped .mlpackage",
-               "openvino-ir-zip": "a zipped OpenVINO IR", "safetensors": "safetensors weights",
-               ONNX_ZIP: "a zipped ONNX model", "tflite": "a TFLite model"}
 
 
 def _holds_onnx(spec: str, name: str, limits: Limits) -> bool:

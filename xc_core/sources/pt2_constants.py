@@ -147,8 +147,8 @@ def _size_in_range(ep, d) -> int:
 
 
 def _range(ep, expr) -> tuple[int | None, int | None]:
-    from .pytorch import exported_program_dim_bounds     # the loader's reading of the range constraints
-    return exported_program_dim_bounds(ep).get(str(expr), (None, None))
+    from .program_dims import program_dim_bounds     # the loader's reading of the range constraints
+    return program_dim_bounds(ep).get(str(expr), (None, None))
 
 
 def _dynamic_shapes(ep, placeholders, tensor_names) -> list:

@@ -51,6 +51,7 @@ def load_exported_program(path: str, shapes: ShapeOverrides | None = None, limit
     ep, notes = load_pt2(path, limits or Limits.from_env())
     constants: dict = {}
     from . import pt2_constants
+    from .program_dims import program_dim_bounds
     if pt2_constants.needs_respecialising(ep):
         # Once, here: the reference, the capture and every target then see a program of tensor inputs only.
         ep, constants = pt2_constants.respecialise(ep, name)
@@ -63,7 +64,7 @@ def load_exported_program(path: str, shapes: ShapeOverrides | None = None, limit
     from ..paths import sha256_file
     return Source(kind="exported-program", name=name, sha256=sha256_file(path),
                   inputs=exported_program_inputs(ep), module=module, exported_program=ep, path=path,
-                  notes=notes, dim_bounds=exported_program_dim_bounds(ep),
+                  notes=notes, dim_bounds=program_dim_bounds(ep),
                   constant_inputs={k: pt2_constants.json_value(v) for k, v in constants.items()})
 
 
@@ -223,18 +224,6 @@ def exported_program_inputs(ep) -> list[InputSpec]:
         specs.append(InputSpec(node.name, shape, dtype, low, high, "",
                                dim_names=tuple(labels) if any(labels) else ()))
     return specs
-
-
-def exported_program_dim_bounds(ep) -> dict[str, tuple[int | None, int | None]]:
-    """(min, max) per symbol from the program's range constraints; unbounded sides are None."""
-    def bound(v):
-        try:
-            n = int(v)
-        except (TypeError, ValueError, OverflowError, AttributeError):
-            return None  # oo / int_oo: unbounded on that side
-        return n if abs(n) < 1 << 62 else None
-
-    return {str(sym): (bound(vr.lower), bound(vr.upper)) for sym, vr in (ep.range_constraints or {}).items()}
 
 
 # Integer inputs Hugging Face models take as 0/1 masks, by the name transformers gives them.

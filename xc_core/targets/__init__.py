@@ -9,6 +9,7 @@ from . import coreai  # noqa: F401,E402,I001  (Core AI after ExecuTorch: Apple's
 from . import litert  # noqa: F401,E402,I001  (LiteRT: Android's most shipped runtime, newest in xc)
 from .base import ERROR, OK, REGISTRY, UNAVAILABLE, Target, TargetResult
 from .execute import execute_target
+from .options import split_list, split_spec
 
 REFERENCE_IDS = ("torch", "onnx-reference", "tflite-reference")
 
@@ -36,39 +37,17 @@ def target_ids() -> list[str]:
 def split_target_list(text: str) -> list[str]:
     """'ort-cpu,ort-cpu[level=basic,x=1],coreml-ane' → the three entries: commas inside brackets belong to the
     entry's options."""
-    entries, depth, cur = [], 0, ""
-    for ch in text:
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth = max(0, depth - 1)
-        if ch == "," and depth == 0:
-            entries.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    entries.append(cur.strip())
-    return [e for e in entries if e]
+    return split_list(text)
 
 
 def parse_target_spec(spec: str) -> tuple[str, dict]:
     """'openvino-cpu[precision=f32]' → ('openvino-cpu', {'inference_precision': 'f32'}): a target id and its
-    options, names resolved through the target's aliases and values checked against what it accepts."""
-    spec = spec.strip()
-    tid, opts = spec, {}
-    if "[" in spec:
-        if not spec.endswith("]"):
-            raise XcInputError(f"target '{spec}': expected ID[KEY=VALUE,...], e.g. ort-cpu[level=basic]")
-        tid, body = spec[:-1].split("[", 1)
-        for part in split_target_list(body):
-            if "=" not in part:
-                raise XcInputError(f"target '{spec}': option '{part}' is not KEY=VALUE, e.g. ort-cpu[level=basic]")
-            key, value = (x.strip() for x in part.split("=", 1))
-            opts[key] = _parse_value(value)
-    tid = tid.strip()
+    options, names resolved through the target's aliases and each value read as its option's type (the target's
+    Options dataclass). The one place an identity string becomes options again."""
+    tid, opts = split_spec(spec)
     if tid not in REGISTRY:
         raise XcInputError(f"unknown target '{tid}'; accepted: {', '.join(target_ids())} or all")
-    return tid, REGISTRY[tid].check_options(opts, where=f"target '{spec}'")
+    return tid, REGISTRY[tid].check_options(opts, where=f"target '{spec.strip()}'")
 
 
 def make_target(spec: str, **options) -> Target:
@@ -109,7 +88,7 @@ def parse_target_options(flags: list[str] | None, targets: list[str]) -> dict[st
             raise XcInputError(f"--option '{f}': expected TARGET.KEY=VALUE, e.g. ort-nnapi.fp16=true") from None
         if tid not in listed:
             raise XcInputError(f"--option '{f}': target '{tid}' is not among --targets ({', '.join(targets)})")
-        checked = REGISTRY[base_id(tid)].check_options({key: _parse_value(value)}, where=f"--option '{f}'")
+        checked = REGISTRY[base_id(tid)].check_options({key: value}, where=f"--option '{f}'")
         out.setdefault(tid, {}).update(checked)
     return out
 
@@ -128,6 +107,26 @@ def make_targets(specs: list[str], target_options: dict[str, dict] | None = None
     return made
 
 
+def steps_captions() -> list[str]:
+    """Each family's sentence on where its steps come from (the Stages page), once per family, in display order."""
+    return list(dict.fromkeys(cls.steps_caption for cls in REGISTRY.values() if cls.steps_caption))
+
+
+def shipped_together() -> list[tuple[str, str]]:
+    """Pairs of targets users ship together, as the targets declare them (`shipped_with`), by rank: the first are
+    the Overview's default comparisons. A pair is declared on one of its two targets (its own class, not a base)."""
+    ranked = [(rank, tid, other) for tid, cls in REGISTRY.items()
+              for other, rank in vars(cls).get("shipped_with", {}).items()]
+    return [(tid, other) for _, tid, other in sorted(ranked, key=lambda r: r[0])]
+
+
+def artifact_notes(target_id: str) -> dict[str, str]:
+    """What each of a target's artifacts is, by file name, where the name alone does not say ({} for an id that is
+    not registered: a report of a plug-in opened without it)."""
+    cls = REGISTRY.get(base_id(target_id))
+    return dict(cls.artifact_notes) if cls is not None else {}
+
+
 def worker_modules(specs: list[str] | None) -> list[str]:
     """The libraries these targets' workers import beyond the capture's (every target's for None or [])."""
     return sorted({m for t in (specs or target_ids()) for m in getattr(REGISTRY.get(base_id(t)), "worker_modules", ())})
@@ -139,20 +138,6 @@ def takes_programs(specs: list[str]) -> bool:
     return any(REGISTRY[tid].takes_program for tid, _ in map(parse_target_spec, specs) if tid in REGISTRY)
 
 
-def _parse_value(text: str):
-    low = text.strip().lower()
-    if low in ("true", "on", "yes", "1"):
-        return True
-    if low in ("false", "off", "no", "0"):
-        return False
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text
-
-
 __all__ = ["parse_target_options", "parse_target_spec", "split_target_list", "make_targets", "base_id", "REGISTRY",
            "Target", "TargetResult", "execute_target", "make_target", "target_ids", "parse_target_list", "OK", "ERROR",
-           "UNAVAILABLE", "REFERENCE_IDS"]
+           "UNAVAILABLE", "REFERENCE_IDS", "steps_captions", "shipped_together", "artifact_notes"]

@@ -11,8 +11,10 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
+from ..analysis.layout_audit import LAYOUT_NODES, LayoutMoves
 from ..ir import Graph
 from ..lowering import Step
+from .options import NoOptions, OptionSpec, check, identity_of, option_specs
 
 MAX_ERROR_DETAIL = 20_000
 
@@ -141,10 +143,19 @@ class Target(abc.ABC):
     # The report says it for every target (`accelerated`, `accelerator`); the Fallbacks page and the checklist
     # read that, not the presence of a toolchain's partitioning record.
     accelerator: ClassVar[str | None] = None
-    option_names: ClassVar[tuple[str, ...]] = ()  # options a user may set (CLI --option, dashboard)
-    option_choices: ClassVar[dict[str, tuple]] = {}   # the values an option accepts, where they are a fixed set
-    option_help: ClassVar[dict[str, str]] = {}        # what each option sets in the toolchain (`xc targets`)
-    option_aliases: ClassVar[dict[str, str]] = {}     # other names users write for an option
+    # The options a user may set (CLI --option, ID[KEY=VALUE], the dashboard's variant form): a frozen dataclass
+    # whose fields carry each option's type, default and help (targets/options.py derives the rest from it).
+    Options: ClassVar[type] = NoOptions
+    # What the family says about itself, read by the pages and views (never written into the report):
+    # - the Stages page's sentence on where this family's steps come from (one per family: set it on its base class);
+    steps_caption: ClassVar[str | None] = None
+    # - the targets users ship together with this one, each with its rank: the Overview's default pairs are the
+    #   lowest ranks (a pair is declared once, on either of its two targets);
+    shipped_with: ClassVar[dict[str, int]] = {}
+    # - what an artifact is, by its file name, where the name alone does not say (the Downloads page);
+    artifact_notes: ClassVar[dict[str, str]] = {}
+    # - where the layout audit's facts come from in its compiled graph (analysis/layout_audit.py).
+    layout_moves: ClassVar[LayoutMoves] = LAYOUT_NODES
     is_reference: ClassVar[bool] = False
     # Which catalogue of its compiler's fusions applies (analysis/fusion_catalogue.py); None: none is kept.
     fusion_catalogue: ClassVar[str | None] = None
@@ -153,7 +164,8 @@ class Target(abc.ABC):
     worker_modules: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, **options):
-        self.options = options
+        self.options = options      # the options set, as checked (`check_options`): they make the identity
+        self.settings = self.Options(**options)     # the same, typed, with the defaults of those not set
         self.limits = None     # the run's Limits (xc_core.limits), set by whoever runs the target
         # The inputs the run uses, set by execute_target before compiling: a target that calibrates while it
         # compiles (PT2E static quantization) reads them.
@@ -162,9 +174,7 @@ class Target(abc.ABC):
     @property
     def identity(self) -> str:
         """Options are part of a target's identity: the same target with other flags is another column."""
-        if not self.options:
-            return self.id
-        return self.id + "[" + ",".join(f"{k}={v}" for k, v in sorted(self.options.items())) + "]"
+        return identity_of(self.id, self.options)
 
     @property
     def accelerated(self) -> bool:
@@ -186,24 +196,14 @@ class Target(abc.ABC):
         return self.id + "--" + "".join(c if c.isalnum() or c in "._-" else "_" for c in text)
 
     @classmethod
+    def option_specs(cls) -> tuple[OptionSpec, ...]:
+        """This target's options, read off its Options dataclass (what `xc targets` and the dashboard list)."""
+        return option_specs(cls.Options)
+
+    @classmethod
     def check_options(cls, options: dict, where: str) -> dict:
         """Options as this target names them (aliases resolved), each value one it accepts; else one line."""
-        from ..errors import XcInputError
-        out = {}
-        for key, value in options.items():
-            key = cls.option_aliases.get(key, key)
-            if key not in cls.option_names:
-                takes = f"it takes {', '.join(cls.option_names)}" if cls.option_names else "it takes none"
-                raise XcInputError(f"{where}: {cls.id} takes no option '{key}'; {takes}")
-            choices = cls.option_choices.get(key)
-            if choices:
-                match = next((c for c in choices if str(c).lower() == str(value).lower()), None)
-                if match is None:
-                    raise XcInputError(f"{where}: {cls.id} {key}={value} is not accepted; accepted: "
-                                       + ", ".join(str(c) for c in choices))
-                value = match
-            out[key] = value
-        return out
+        return check(cls.Options, cls.id, options, where)
 
     @classmethod
     def available(cls) -> tuple[bool, str]:

@@ -41,8 +41,8 @@ from ..lowering import FINAL, GRAPH_OPT, IMPORT, INPUT, KERNEL, graph_step
 from ..quiet import quiet_coreai, quiet_torch
 from .base import Target, dist_version, needs_exported_program, register, source_tensors
 from .coreml_rules import ANE, CPU, UNKNOWN, Prediction, predict
+from .pins import install_hint, pin
 
-COREAI_TORCH_PINNED, COREAI_CORE_PINNED = "0.4.3", "1.0.0b3"
 RUNTIME = "Core AI runtime (ODIX)"
 
 # Core AI op → the Core ML (MIL) op the rule table knows, where the two are the same computation. Core AI's
@@ -73,6 +73,7 @@ class CoreAICompiled:
 
 
 class CoreAITarget(Target):
+    steps_caption = "Core AI: the program as converted, after its pre-compilation rewrite, then lowered to ODIX."
     needs_onnx = False
     takes_program = True
     from_exported_program = True
@@ -84,14 +85,15 @@ class CoreAITarget(Target):
     @classmethod
     def available(cls):
         if platform.system() == "Linux" and platform.machine() not in ("x86_64", "AMD64"):
-            return False, f"coreai-core {COREAI_CORE_PINNED} has a Linux wheel for x86_64 only, not {platform.machine()}"
+            pinned = " ".join(filter(None, ("coreai-core", pin("coreai-core"))))
+            return False, f"{pinned} has a Linux wheel for x86_64 only, not {platform.machine()}"
         try:
             with quiet_coreai():
                 import coreai.runtime  # noqa: F401
                 import coreai_torch  # noqa: F401
         except Exception as e:  # noqa: BLE001 — a missing or broken beta wheel: say which and why
-            return False, (f"Core AI is not importable here ({type(e).__name__}: {first_line(e, 160)}); pip install "
-                           f"coreai-torch=={COREAI_TORCH_PINNED} coreai-core=={COREAI_CORE_PINNED}")
+            return False, (f"Core AI is not importable here ({type(e).__name__}: {first_line(e, 160)}); "
+                           + install_hint("coreai-torch", "coreai-core"))
         return True, ""
 
     def accepts(self, captured):

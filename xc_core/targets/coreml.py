@@ -20,7 +20,7 @@ import os
 import shutil
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -30,12 +30,14 @@ from ..analysis.boundaries import (
     DEFAULT_TRANSITION_OVERHEAD_MS,
     boundaries,
 )
+from ..analysis.layout_audit import LayoutMoves
 from ..errors import first_line
 from ..ir import CAST, COMPUTE, CONSTANT, Graph
 from ..lowering import FINAL, FUSION, GRAPH_OPT, IMPORT, KERNEL, Step, graph_step
 from ..quiet import quiet_coremltools
 from ..readers.mil import attach_source_ops, mil_ir_graph
 from .base import Target, register
+from .options import option, with_defaults
 from .coreml_rules import CPU, UNKNOWN, predict, predict_neural_network_layer
 from .onnx_regions import map_optimized_graph
 
@@ -56,31 +58,38 @@ class CoreMLCompiled:
     pass_steps: list = field(default_factory=list)   # the recorded pass pipeline, step by step
     frontend_graph: Any = None      # the IR of the program the frontend produced
 
+# ct.convert's compute_precision, compute_units and minimum_deployment_target: the three a user sets
+# (apple.github.io/coremltools/docs-guides/source/typed-execution.html, .../load-and-convert-model.html). The
+# precision's and the units' defaults are each target's (CoreMLAne, CoreMLCpu).
+@dataclass(frozen=True)
+class CoreMLOptions:
+    precision: Literal["fp16", "fp32"] = option("fp16", help="compute_precision: fp16 or fp32")
+    compute_units: Literal["ALL", "CPU_AND_NE", "CPU_AND_GPU", "CPU_ONLY"] = option(
+        "ALL", help="compute_units: ALL, CPU_AND_NE, CPU_AND_GPU or CPU_ONLY (the rule table predicts the device per "
+                    "op for the units allowed)")
+    minimum_deployment_target: Literal["iOS15", "iOS16", "iOS17", "iOS18", "macOS12", "macOS13", "macOS14",
+                                       "macOS15"] = option(
+        DEFAULT_DEPLOYMENT_TARGET, help=f"minimum_deployment_target (default {DEFAULT_DEPLOYMENT_TARGET}): the MIL "
+                                        "opset, e.g. iOS18 keeps scaled_dot_product_attention as one op")
+
+
 class CoreMLTarget(Target):
     worker_modules = ("coremltools",)
     fusion_catalogue = "coremltools"
-    default_precision: str     # "fp16" | "fp32"
-    default_compute_units: str  # coremltools ComputeUnit name
-    # ct.convert's compute_precision, compute_units and minimum_deployment_target: the three a user sets
-    # (apple.github.io/coremltools/docs-guides/source/typed-execution.html, .../load-and-convert-model.html).
-    option_names = ("precision", "compute_units", "minimum_deployment_target")
-    option_choices = {"precision": ("fp16", "fp32"), "compute_units": ("ALL", "CPU_AND_NE", "CPU_AND_GPU", "CPU_ONLY"),
-                      "minimum_deployment_target": ("iOS15", "iOS16", "iOS17", "iOS18", "macOS12", "macOS13",
-                                                    "macOS14", "macOS15")}
-    option_help = {"precision": "compute_precision: fp16 or fp32",
-                   "compute_units": "compute_units: ALL, CPU_AND_NE, CPU_AND_GPU or CPU_ONLY (the rule table "
-                                    "predicts the device per op for the units allowed)",
-                   "minimum_deployment_target": f"minimum_deployment_target (default {DEFAULT_DEPLOYMENT_TARGET}): the MIL "
-                                                "opset, "
-                                                "e.g. iOS18 keeps scaled_dot_product_attention as one op"}
+    steps_caption = ("coremltools: its default pipeline recorded pass by pass as ct.convert runs it (the net change "
+                     "of the passes of each kind).")
+    # A MIL program has no layout node kind: every transpose is read as a possible layout move.
+    layout_moves = LayoutMoves("the MIL program's transpose ops (Core ML chooses memory layouts itself and does not "
+                               "report them)", every_transpose=True)
+    Options = CoreMLOptions
 
     @property
     def compute_precision(self) -> str:
-        return self.options.get("precision", self.default_precision)
+        return self.settings.precision
 
     @property
     def compute_units(self) -> str:
-        return self.options.get("compute_units", self.default_compute_units)
+        return self.settings.compute_units
 
     @property
     def display_label(self) -> str:
@@ -147,7 +156,7 @@ class CoreMLTarget(Target):
                     result.evidence["precision"] = ev.PREDICTED_RULES
                 return CoreMLCompiled(after=captured.source.mil_program, before=None)
             precision = ct.precision.FLOAT16 if self.compute_precision == "fp16" else ct.precision.FLOAT32
-            target = getattr(ct.target, self.options.get("minimum_deployment_target", DEFAULT_DEPLOYMENT_TARGET))
+            target = getattr(ct.target, self.settings.minimum_deployment_target)
             errors = []
             for label, model, kwargs in self._conversion_inputs(captured):
                 recorder = _PipelineRecorder(fp16=self.compute_precision == "fp16")
@@ -660,20 +669,21 @@ def _macos_predict(mlmodel, inputs, captured) -> dict | None:
 @register
 class CoreMLAne(CoreMLTarget):
     id = "coreml-ane"
+    # Apple's two stacks on one checkpoint; Core ML direct and through ExecuTorch.
+    shipped_with = {"coreai-ane": 1, "executorch-coreml": 5}
     label = "Core ML · fp16, compute units ALL (ANE)"
     description = "coremltools → ML program, fp16, compute units ALL; MIL read back; units predicted by cited rules"
     evidence = {"assignment": ev.PREDICTED_RULES, "precision": ev.REPORTED, "numerics": ev.EMULATED,
                 "fusion": ev.REPORTED}
-    default_precision = "fp16"
-    default_compute_units = "ALL"
+    Options = CoreMLOptions     # fp16, compute units ALL
 
 
 @register
 class CoreMLCpu(CoreMLTarget):
     id = "coreml-cpu"
+    shipped_with = {"coreai-cpu": 2}        # Apple's two stacks on one checkpoint
     label = "Core ML · fp32, CPU_ONLY"
     description = "coremltools → ML program, fp32, compute units CPU_ONLY; MIL read back; emulated in fp32"
     evidence = {"assignment": ev.PREDICTED_RULES, "precision": ev.REPORTED, "numerics": ev.EMULATED,
                 "fusion": ev.REPORTED}
-    default_precision = "fp32"
-    default_compute_units = "CPU_ONLY"
+    Options = with_defaults(CoreMLOptions, "CoreMLCpuOptions", precision="fp32", compute_units="CPU_ONLY")

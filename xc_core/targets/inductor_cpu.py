@@ -24,13 +24,15 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from .. import evidence as ev
+from ..analysis.layout_audit import LayoutMoves
 from ..ir import COMPUTE, LAYOUT, Graph, Node, TensorInfo, precision_of_dtype
 from .base import Target, register
+from .options import option
 from .onnx_regions import _common_path
 
 _HANDLE = re.compile(r"#\s*\[Provenance debug handles\]\s*(\S+)")
@@ -45,9 +47,21 @@ class InductorCompiled:
     fx: list             # the FX graphs Inductor lowered, as recorded
 
 
+# torch.compile's `mode` (inductor's documented presets: default, reduce-overhead, max-autotune, and
+# max-autotune-no-cudagraphs; pytorch.org/docs/stable/generated/torch.compile.html).
+@dataclass(frozen=True)
+class InductorOptions:
+    mode: Literal["default", "max-autotune-no-cudagraphs"] = option(
+        "default", help="torch.compile mode: default or max-autotune-no-cudagraphs (autotunes GEMM/conv choices; the "
+                        "CUDA-graph modes do not apply on the CPU)")
+
+
 @register
 class InductorCpu(Target):
     id = "inductor-cpu"
+    steps_caption = "Inductor: its pre- and post-grad FX graphs, then its kernels."
+    layout_moves = LayoutMoves("Inductor's operand-preparation kernels")
+    shipped_with = {"ort-cpu": 15}          # PyTorch's own CPU compiler against the ONNX route
     label = "PyTorch · torch.compile (Inductor, CPU)"
     description = ("torch.compile, default inductor backend, on the CPU; generated kernels read back from Inductor's "
                    "provenance tracking")
@@ -57,12 +71,7 @@ class InductorCpu(Target):
     from_exported_program = True
     needs_onnx = False
     takes_program = True
-    # torch.compile's `mode` (inductor's documented presets: default, reduce-overhead, max-autotune, and
-    # max-autotune-no-cudagraphs; pytorch.org/docs/stable/generated/torch.compile.html).
-    option_names = ("mode",)
-    option_choices = {"mode": ("default", "max-autotune-no-cudagraphs")}
-    option_help = {"mode": "torch.compile mode: default or max-autotune-no-cudagraphs (autotunes GEMM/conv "
-                           "choices; the CUDA-graph modes do not apply on the CPU)"}
+    Options = InductorOptions
 
     @classmethod
     def available(cls):
@@ -93,7 +102,7 @@ class InductorCpu(Target):
         ep = captured.program()
         module = ep.module()
         example = [torch.zeros(s.shape, dtype=getattr(torch, s.dtype)) for s in captured.source.inputs]
-        mode = self.options.get("mode", "default")
+        mode = self.settings.mode
         recorder = _FxRecorder()
         with inductor_config.patch({"trace.enabled": True, "trace.debug_dir": trace_dir,
                                     "trace.provenance_tracking_level": 1, "compile_threads": 1,

@@ -8,14 +8,16 @@ import os
 import time
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from .. import evidence as ev
+from ..analysis.layout_audit import LayoutMoves
 from ..ir import CAST, COMPUTE, CONSTANT, LAYOUT, Graph, Node, precision_of_dtype
 from ..readers.openvino import LAYER_KINDS, graph_io, openvino_model_graph, port_tensors
 from .base import Target, register
+from .options import option
 
 # Artifact names (each .xml with its .bin): the CPU plugin's execution graph, and the model it compiled as an IR.
 RUNTIME_MODEL, IR_MODEL = "runtime_model.xml", "model.xml"
@@ -36,10 +38,33 @@ _RUNTIME_KEYS = ("layerType", "originalLayersNames", "primitiveType", "execOrder
                  "runtimePrecision")
 
 
+# ov::hint::inference_precision and ov::hint::performance_mode, the two hints the CPU plugin's docs tell users to
+# set (docs.openvino.ai, "CPU Device": "Supported inference data types", "Performance hints"). Neither has a
+# default of xc's: unset, the plugin chooses (and the hint is not passed).
+@dataclass(frozen=True)
+class OpenVinoOptions:
+    inference_precision: Literal["f32", "bf16", "f16"] | None = option(
+        None, help="INFERENCE_PRECISION_HINT: f32, bf16 or f16 (default: the plugin's choice — bf16 on CPUs with AMX "
+                   "/ avx512_bf16)", aliases=("precision",))
+    performance_hint: Literal["LATENCY", "THROUGHPUT"] | None = option(
+        None, help="PERFORMANCE_HINT: LATENCY or THROUGHPUT (default: the plugin's, LATENCY)")
+
+
 @register
 class OpenVinoCpu(Target):
     worker_modules = ("openvino",)
     fusion_catalogue = "openvino-cpu"
+    steps_caption = ("OpenVINO: the model as read, after its common transformations, and the CPU plugin's runtime "
+                     "model.")
+    layout_moves = LayoutMoves("OpenVINO's runtime model (outputLayouts per layer, Reorder layers)")
+    # The runtime model is the graph the CPU plugin executes: Netron draws it, but read_model refuses it (its layers
+    # carry no opset version); the IR beside it is the model it compiled, which read_model loads.
+    artifact_notes = {
+        "runtime_model.xml": "execution graph — open in Netron; not loadable by read_model",
+        "runtime_model.bin": "execution graph — open in Netron; not loadable by read_model",
+        "model.xml": "IR — loadable by openvino.Core().read_model (keep model.bin beside it)",
+        "model.bin": "IR — loadable by openvino.Core().read_model (keep model.bin beside it)",
+    }
     relative_cost = 2   # compile_model, then a second compile with the probed outputs for per-layer drift
 
     def needs_live_source(self, kind):
@@ -50,14 +75,7 @@ class OpenVinoCpu(Target):
     description = "OpenVINO CPU plugin compile; runtime model read back (fused layers, runtime precision)"
     evidence = {"assignment": ev.REPORTED, "precision": ev.REPORTED, "numerics": ev.MEASURED,
                 "fusion": ev.REPORTED}
-    option_names = ("inference_precision", "performance_hint")
-    # ov::hint::inference_precision and ov::hint::performance_mode, the two hints the CPU plugin's docs tell users
-    # to set (docs.openvino.ai, "CPU Device": "Supported inference data types", "Performance hints").
-    option_choices = {"inference_precision": ("f32", "bf16", "f16"), "performance_hint": ("LATENCY", "THROUGHPUT")}
-    option_help = {"inference_precision": "INFERENCE_PRECISION_HINT: f32, bf16 or f16 (default: the plugin's "
-                                          "choice — bf16 on CPUs with AMX / avx512_bf16)",
-                   "performance_hint": "PERFORMANCE_HINT: LATENCY or THROUGHPUT (default: the plugin's, LATENCY)"}
-    option_aliases = {"precision": "inference_precision"}
+    Options = OpenVinoOptions
     intermediates_method = ("ONNX tensors the CPU plugin materializes anyway (each the output of the last original "
                             "layer of a runtime layer) added as model outputs (Model.add_outputs) and the model "
                             "compiled again with the same config; used only if the recompiled runtime model executes "
@@ -71,10 +89,10 @@ class OpenVinoCpu(Target):
 
     def _config(self) -> dict:
         config = {}
-        if "inference_precision" in self.options:
-            config["INFERENCE_PRECISION_HINT"] = self.options["inference_precision"]
-        if "performance_hint" in self.options:
-            config["PERFORMANCE_HINT"] = self.options["performance_hint"]
+        if self.settings.inference_precision is not None:
+            config["INFERENCE_PRECISION_HINT"] = self.settings.inference_precision
+        if self.settings.performance_hint is not None:
+            config["PERFORMANCE_HINT"] = self.settings.performance_hint
         return config
 
     @classmethod
@@ -106,14 +124,14 @@ class OpenVinoCpu(Target):
         # What the plugin runs (bf16 by itself on AMX / avx512_bf16 CPUs), and what was asked for, if anything.
         hint = compiled.get_property("INFERENCE_PRECISION_HINT")
         result.info["inference_precision"] = hint.get_type_name() if hasattr(hint, "get_type_name") else str(hint)
-        result.info["inference_precision_requested"] = self.options.get("inference_precision")
+        result.info["inference_precision_requested"] = self.settings.inference_precision
         result.declared_precisions = {"bf16": ["bf16"], "f16": ["fp16"]}.get(
-            str(self.options.get("inference_precision") or "").lower(), [])
+            str(self.settings.inference_precision or "").lower(), [])
         result.info["performance_hint"] = str(compiled.get_property("PERFORMANCE_HINT"))
         result.info["num_streams"] = str(compiled.get_property("NUM_STREAMS"))
         caps = core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")
         result.info["cpu_capabilities"] = list(caps)
-        if "BF16" in caps and "inference_precision" not in self.options:
+        if "BF16" in caps and self.settings.inference_precision is None:
             result.notes.append("this CPU supports bf16: the plugin may run bf16 kernels without being asked")
         return OpenVinoCompiled(core=core, model=model, compiled=compiled)
 

@@ -11,13 +11,15 @@ import os
 import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from .. import evidence as ev
+from ..analysis.layout_audit import LayoutMoves
 from ..ir import COMPUTE, Graph
 from ..lowering import FINAL, FUSION, GRAPH_OPT, IMPORT, INPUT, KERNEL, graph_step
 from ..readers.onnx import onnx_ir_graph
 from .base import Target, TargetResult, register
+from .options import option
 from .onnx_regions import map_optimized_graph, onnx_node_precision
 from .ort_common import (
     PROVIDER_BACKEND,
@@ -47,20 +49,26 @@ _LEVEL_CATALOGUE = {"disabled": None, "basic": "onnxruntime-basic", "extended": 
                     "layout": "onnxruntime", "all": "onnxruntime"}
 
 
+@dataclass(frozen=True)
+class OrtOptions:
+    level: Literal["disabled", "basic", "extended", "layout", "all"] = option(
+        "all", help="graph optimization level: disabled, basic, extended, layout or all (default all; "
+                    "SessionOptions.graph_optimization_level)")
+
+
 class OrtTarget(Target):
     """An ORT CPU session over some ONNX file; subclasses choose the file. The optimization level is an option."""
-    option_names = ("level",)
-    option_choices = {"level": tuple(ORT_LEVELS)}
-    option_help = {"level": "graph optimization level: disabled, basic, extended, layout or all (default all; "
-                            "SessionOptions.graph_optimization_level)"}
+    Options = OrtOptions
+    steps_caption = "ORT: one optimized model per optimization level, dumped by ORT."
+    layout_moves = LayoutMoves("ORT's optimized model (NCHWc blocked ops, ReorderInput/ReorderOutput)")
 
     @property
     def level(self) -> str:
-        return ORT_LEVELS[self.options.get("level", "all")]
+        return ORT_LEVELS[self.settings.level]
 
     @property
     def fusion_catalogue(self) -> str | None:
-        return _LEVEL_CATALOGUE[self.options.get("level", "all")]
+        return _LEVEL_CATALOGUE[self.settings.level]
     intermediates_method = ("ORT's own optimized model (as dumped after its optimization level) with the source ops' tensors "
                             "that survived optimization added as graph outputs, run again with graph optimizations "
                             "disabled (ORT_DISABLE_ALL) so nothing fuses further; tensors fused away are missing")
@@ -98,7 +106,7 @@ class OrtTarget(Target):
         """The graph after each optimization level up to the configured one, each dumped by ORT itself
         (optimized_model_filepath) and traced back like the final graph."""
         import onnx
-        configured = self.options.get("level", "all")
+        configured = self.settings.level
         levels = [level for level, _ in _LEVEL_STAGES]
         steps = [graph_step(IMPORT, "the ONNX model ORT loads", original, ref=INPUT)]
         left_out = self._levels_left_out(original, levels[1:levels.index(configured)])
@@ -195,6 +203,7 @@ class OrtCompiled:
 @register
 class OrtCpu(OrtTarget):
     id = "ort-cpu"
+    shipped_with = {"openvino-cpu": 13, "ort-cpu-int8": 14}     # the two CPU runtimes; float against int8
     label = "ONNX Runtime · CPU EP"
     description = "ONNX Runtime CPU execution provider, ORT_ENABLE_ALL; optimized model dumped and read back"
     evidence = {"assignment": ev.REPORTED, "precision": ev.REPORTED, "numerics": ev.MEASURED,

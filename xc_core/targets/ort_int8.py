@@ -8,12 +8,24 @@ ORT's optimized graph → quantised graph.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from typing import Literal
 
 from .. import evidence as ev
 from ..readers.onnx import onnx_ir_graph
 from .base import register
 from .onnx_regions import map_optimized_graph, onnx_node_precision
-from .ort_cpu import OrtTarget
+from .options import option
+from .ort_cpu import OrtOptions, OrtTarget
+
+
+# quantize_dynamic's weight_type and per_channel, the two arguments its docs have users choose
+# (onnxruntime.ai/docs/performance/model-optimizations/quantization.html, "Dynamic quantization").
+@dataclass(frozen=True)
+class OrtInt8Options(OrtOptions):
+    weight_type: Literal["QInt8", "QUInt8"] = option(
+        "QInt8", help="quantize_dynamic weight_type: QInt8 (default) or QUInt8")
+    per_channel: bool = option(False, help="quantize_dynamic per_channel: one scale per output channel (true / false)")
 
 
 @register
@@ -25,13 +37,7 @@ class OrtCpuInt8(OrtTarget):
     description = "ORT dynamic int8 quantization (weights int8, activations quantised at run time), then ORT CPU"
     evidence = {"assignment": ev.REPORTED, "precision": ev.REPORTED, "numerics": ev.MEASURED,
                 "fusion": ev.REPORTED}
-    # quantize_dynamic's weight_type and per_channel, the two arguments its docs have users choose
-    # (onnxruntime.ai/docs/performance/model-optimizations/quantization.html, "Dynamic quantization").
-    option_names = OrtTarget.option_names + ("weight_type", "per_channel")
-    option_choices = {**OrtTarget.option_choices, "weight_type": ("QInt8", "QUInt8"), "per_channel": (True, False)}
-    option_help = {**OrtTarget.option_help,
-                   "weight_type": "quantize_dynamic weight_type: QInt8 (default) or QUInt8",
-                   "per_channel": "quantize_dynamic per_channel: one scale per output channel (true / false)"}
+    Options = OrtInt8Options
 
     def too_big(self, captured):
         from ..limits import Limits
@@ -58,8 +64,8 @@ class OrtCpuInt8(OrtTarget):
             result.artifacts.append(listed)
 
         def quantize(model_path):
-            quantize_dynamic(model_path, path, weight_type=getattr(QuantType, self.options.get(
-                "weight_type", "QInt8")), per_channel=bool(self.options.get("per_channel", False)))
+            quantize_dynamic(model_path, path, weight_type=getattr(QuantType, self.settings.weight_type),
+                             per_channel=self.settings.per_channel)
         try:
             try:
                 quantize(source)
@@ -83,8 +89,7 @@ class OrtCpuInt8(OrtTarget):
             n.attributes.pop("_metadata", None)
             n.precision = onnx_node_precision(n)
         result.input_graph = quantized
-        weight_type = self.options.get("weight_type", "QInt8")
-        per_channel = bool(self.options.get("per_channel", False))
+        weight_type, per_channel = self.settings.weight_type, self.settings.per_channel
         result.declared_precisions = ["int8", "uint8"]
         result.info["quantization"] = {"method": "quantize_dynamic", "weight_type": weight_type,
                                        "per_channel": per_channel,

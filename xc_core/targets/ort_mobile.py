@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from .. import evidence as ev
-from ..analysis.boundaries import (
-    DEFAULT_BANDWIDTH_GB_S,
-    DEFAULT_TRANSITION_OVERHEAD_MS,
-    boundaries,
-)
+from ..analysis.boundaries import boundaries
+from ..analysis.layout_audit import LayoutMoves
 from ..ir import COMPUTE, Graph
 from ..readers.onnx import onnx_ir_graph
 from .base import Target, register
+from .options import bandwidth_option, option, overhead_option, with_defaults
 from .onnx_regions import map_optimized_graph, onnx_node_precision
 from .ort_common import make_session, run_session
 
@@ -43,23 +41,39 @@ class OrtMobileCompiled:
     shipped: tuple | None = None     # (model, PartitioningInfo) with its dynamic dims, when they were fixed
     numerics_model: str | None = None    # the model whose numbers the run produced (set by _run)
 
+@dataclass(frozen=True)
+class OrtMobileOptions:
+    # The default is each EP's (OrtNnapi, OrtCoreml): NNAPI's fp16 relaxation is opt-in, Core ML's MLProgram
+    # partitions compute in fp16 on the GPU / Neural Engine.
+    fp16: bool = option(False, help="emulate the accelerated partitions in fp16 (true / false)")
+    bandwidth_gb_s: float = bandwidth_option("an accelerator")
+    transition_overhead_ms: float = overhead_option()
+
+
+@dataclass(frozen=True)
+class OrtCoremlOptions(OrtMobileOptions):
+    # The EP's ModelFormat provider option: MLProgram (Core ML 5+, the default here) or the older NeuralNetwork
+    # format; ORT's checker keeps one supported-op list per format (onnxruntime/tools/mobile_helpers/
+    # coreml_supported_{mlprogram,neuralnetwork}_ops.md; onnxruntime.ai/docs/execution-providers/CoreML-...).
+    model_format: Literal["MLProgram", "NeuralNetwork"] = option(
+        "MLProgram", help="the CoreML EP's ModelFormat: MLProgram (default) or NeuralNetwork; ORT's checker has a "
+                          "supported-op list for each")
+
+
 class OrtMobileTarget(Target):
     fusion_catalogue = "onnxruntime-basic"
-    option_names = ("fp16", "bandwidth_gb_s", "transition_overhead_ms")
-    option_choices = {"fp16": (True, False)}
-    option_help = {"fp16": "emulate the accelerated partitions in fp16 (true / false)",
-                   "bandwidth_gb_s": "copy bandwidth at an accelerator↔CPU boundary, for the latency-cliff "
-                                     "estimate (GB/s, default 4)",
-                   "transition_overhead_ms": "fixed cost per boundary crossing, for the estimate (ms, default 0.2)"}
+    Options = OrtMobileOptions
+    steps_caption = "Mobile EPs: the basic-optimized graph, then ORT's partitioning."
+    layout_moves = LayoutMoves("the basic-optimized ONNX the EP is given: layouts are the EP's own business and not "
+                               "reported")
     ep_name: str            # as ORT names it
     backend: str            # device class written into the IR for accelerated nodes
     max_rank: int = 999
     fp16_assumption: str
-    default_fp16: bool
 
     @property
     def fp16(self) -> bool:
-        return bool(self.options.get("fp16", self.default_fp16))
+        return self.settings.fp16
 
     @property
     def intermediates_method(self) -> str:
@@ -162,8 +176,7 @@ class OrtMobileTarget(Target):
             result.notes.append(f"boundary sizes could not be measured ({type(e).__name__})")
 
     def _cost_model(self) -> tuple[float, float]:
-        return (float(self.options.get("bandwidth_gb_s", DEFAULT_BANDWIDTH_GB_S)),
-                float(self.options.get("transition_overhead_ms", DEFAULT_TRANSITION_OVERHEAD_MS)))
+        return float(self.settings.bandwidth_gb_s), float(self.settings.transition_overhead_ms)
 
     def _assign(self, graph: Graph, model, info) -> dict:
         """Backend, kernel, partition and fallback reason per node, from the checker's groups; the summary."""
@@ -415,6 +428,8 @@ def _path(p):
 @register
 class OrtNnapi(OrtMobileTarget):
     id = "ort-nnapi"
+    # The two phone platforms; each phone platform through ONNX Runtime and natively.
+    shipped_with = {"coreml-ane": 3, "ort-coreml": 7, "executorch-xnnpack": 8}
     label = "ONNX Runtime · NNAPI EP (Android)"
     description = "ORT's partition checker for the NNAPI EP; CPU EP for the rest; fp16-relaxed emulation optional"
     evidence = {"assignment": ev.PREDICTED_RUNTIME, "precision": ev.PREDICTED_RUNTIME, "numerics": ev.EMULATED,
@@ -422,7 +437,7 @@ class OrtNnapi(OrtMobileTarget):
     ep_name = "NnapiExecutionProvider"
     accelerator = "NNAPI (Android's NPU / GPU / DSP drivers)"
     backend = "nnapi"
-    default_fp16 = False  # NNAPI_FLAG_USE_FP16 is opt-in in ORT
+    Options = OrtMobileOptions      # fp16 off: NNAPI_FLAG_USE_FP16 is opt-in in ORT
     fp16_assumption = ("emulated: NNAPI_FLAG_USE_FP16 (relaxed fp32→fp16) on the NNAPI partitions — converted to "
                        "fp16 by onnxconverter-common (weights and tensors rounded to fp16), CPU-EP nodes in fp32, run "
                        "on ORT's CPU EP, which computes ops lacking an fp16 kernel in fp32 between casts; the "
@@ -438,6 +453,7 @@ class OrtNnapi(OrtMobileTarget):
 @register
 class OrtCoreml(OrtMobileTarget):
     id = "ort-coreml"
+    shipped_with = {"coreml-ane": 6}        # iOS through ONNX Runtime and natively
     label = "ONNX Runtime · CoreML EP, MLProgram (iOS)"
     description = "ORT's partition checker for the CoreML EP (MLProgram); CPU EP for the rest; fp16 emulation"
     evidence = {"assignment": ev.PREDICTED_RUNTIME, "precision": ev.PREDICTED_RUNTIME, "numerics": ev.EMULATED,
@@ -446,25 +462,17 @@ class OrtCoreml(OrtMobileTarget):
     accelerator = "Core ML (Apple GPU / Neural Engine)"
     backend = "coreml"
     max_rank = 5  # the checker's CoreML limit
-    default_fp16 = True  # Core ML runs MLProgram partitions on the GPU / Neural Engine in fp16
+    # fp16 on: Core ML runs MLProgram partitions on the GPU / Neural Engine in fp16
+    Options = with_defaults(OrtCoremlOptions, "OrtCoremlOptions", fp16=True)
     fp16_assumption = ("emulated: the CoreML EP's MLProgram partitions in fp16 (as on the GPU / Neural Engine) — "
                        "converted by onnxconverter-common (weights and tensors rounded to fp16), CPU-EP nodes in fp32, "
                        "run on ORT's CPU EP, which computes ops lacking an fp16 kernel in fp32 between casts; for "
                        "op-by-op fp16 rounding see coreml-ane")
 
-    # The EP's ModelFormat provider option: MLProgram (Core ML 5+, the default here) or the older NeuralNetwork
-    # format; ORT's checker keeps one supported-op list per format (onnxruntime/tools/mobile_helpers/
-    # coreml_supported_{mlprogram,neuralnetwork}_ops.md; onnxruntime.ai/docs/execution-providers/CoreML-...).
-    option_names = OrtMobileTarget.option_names + ("model_format",)
-    option_choices = {**OrtMobileTarget.option_choices, "model_format": ("MLProgram", "NeuralNetwork")}
-    option_help = {**OrtMobileTarget.option_help,
-                   "model_format": "the CoreML EP's ModelFormat: MLProgram (default) or NeuralNetwork; ORT's "
-                                   "checker has a supported-op list for each"}
-
     def _checker(self, model):
         from onnxruntime.tools.mobile_helpers.usability_checker import (
             check_coreml_partitions,
         )
-        fmt = self.options.get("model_format", "MLProgram")
+        fmt = self.settings.model_format
         config = f"coreml_supported_{'neuralnetwork' if fmt == 'NeuralNetwork' else 'mlprogram'}_ops.md"
         return check_coreml_partitions(model, require_fixed_input_sizes=True, config_filename=config)

@@ -1,16 +1,18 @@
 """Plotly figures built from a Report, shared by the dashboard pages and the HTML report (no UI imports here), so
 the figure a reviewer sees offline is the one the dashboard draws.
 
-Each function takes the report dict and the page's parameters and returns a `plotly.graph_objects.Figure`, or None
-when there is nothing to draw (the caller says why)."""
+Each function takes the report (a Report, or its dict) and the page's parameters and returns a
+`plotly.graph_objects.Figure`, or None when there is nothing to draw (the caller says why)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import plotly.graph_objects as go
 
-from ..analysis.layer_drift import unverified_points, verified_points
+from ..report.types import LayerDrift, Report
 from .rows import HEAT_CATEGORIES, heatmap_rows, not_compiled, plotly_text
+from .typed_report import as_report
 
 HEAT_COLORS = {"accelerator": "#1a9850", "accelerator (fused)": "#91cf60", "CPU": "#4575b4",
                "CPU (fused)": "#91bfdb", "CPU fallback": "#d73027", "unknown": "#fee08b", "not present": "#f0f0f0"}
@@ -18,18 +20,19 @@ MARGIN = dict(l=10, r=10, t=30, b=10)
 
 
 # ---- heat map ---------------------------------------------------------------------------------------------
-def heatmap_targets(report: dict) -> list[str]:
+def heatmap_targets(report: Report | Mapping) -> list[str]:
     """Targets that produced a graph: the heat map's filled columns (the others are empty columns), whose evidence
     the page lists."""
-    return [t for t, b in report["targets"].items() if b.get("graph")]
+    return [t for t, b in as_report(report).targets.items() if b.graph]
 
 
-def heatmap_figure(report: dict, *, by_module: bool = True, depth: int = 2, only_diff: bool = False,
+def heatmap_figure(report: Report | Mapping, *, by_module: bool = True, depth: int = 2, only_diff: bool = False,
                    only_fallbacks: bool = False, colour: str = "backend") -> go.Figure | None:
     """Rows are source modules (`depth` levels where the hierarchy branches) or source ops, columns every target,
     each cell what runs it (`colour="backend"`) or its share of the target's measured time (`colour="time"`); a
     target without a graph is an empty column labelled with its status and reason. None when no target has a
     graph or no row passes the filters."""
+    report = as_report(report)
     labels, targets, cells = heatmap_rows(report, by_module=by_module, depth=depth)
     if not heatmap_targets(report):
         return None
@@ -67,10 +70,10 @@ def heatmap_figure(report: dict, *, by_module: bool = True, depth: int = 2, only
     return fig
 
 
-def _heatmap_time(report, targets, cells, keep, labels, text, columns, any_missing) -> go.Figure | None:
+def _heatmap_time(report: Report, targets, cells, keep, labels, text, columns, any_missing) -> go.Figure | None:
     """Each cell's share of its target's measured time (the column sums to the timed share of the run): where
     the time goes, comparable across targets whose CPUs and totals differ. Targets that time no node are blank."""
-    totals = [((report["targets"][t].get("node_times") or {}).get("timed_us") or 0.0) for t in targets]
+    totals = [report.targets[t].node_times.timed_us or 0.0 for t in targets]
     if not any(totals):
         return None
     z = [[(cells[i][j]["us"] / totals[j]) if totals[j] and cells[i][j].get("us") is not None else None
@@ -84,20 +87,21 @@ def _heatmap_time(report, targets, cells, keep, labels, text, columns, any_missi
     return fig
 
 
-def time_targets(report: dict) -> list[str]:
+def time_targets(report: Report | Mapping) -> list[str]:
     """Targets whose runtime timed their compiled nodes."""
-    return [t for t, b in report["targets"].items() if (b.get("node_times") or {}).get("timed_us")]
+    return [t for t, b in as_report(report).targets.items() if b.node_times.timed_us]
 
 
-def time_by_op_type_figure(report: dict, top: int = 6) -> go.Figure | None:
+def time_by_op_type_figure(report: Report | Mapping, top: int = 6) -> go.Figure | None:
     """Per target, a bar of its measured time split by op type (the `top` largest, the rest as "other"), as
     shares: where the time goes, side by side. None when no target timed its nodes."""
+    report = as_report(report)
     targets = time_targets(report)
     if not targets:
         return None
     shares: dict[str, list[float]] = {}
     for j, t in enumerate(targets):
-        rows = report["targets"][t]["node_times"]["by_op_type"]
+        rows = report.targets[t].node_times.by_op_type
         for r in rows[:top]:
             shares.setdefault(r["key"], [0.0] * len(targets))[j] += r["share"]
         rest = sum(r["share"] for r in rows[top:])
@@ -119,23 +123,24 @@ def time_by_op_type_figure(report: dict, top: int = 6) -> go.Figure | None:
 
 
 # ---- fusion -----------------------------------------------------------------------------------------------
-def fusion_targets(report: dict) -> list[str]:
+def fusion_targets(report: Report | Mapping) -> list[str]:
     """Targets whose compiled graph was counted."""
-    return [t for t, b in report["targets"].items() if b.get("op_counts")]
+    return [t for t, b in as_report(report).targets.items() if b.op_counts]
 
 
-def fusion_counts_figure(report: dict, targets: list[str] | None = None) -> go.Figure | None:
+def fusion_counts_figure(report: Report | Mapping, targets: list[str] | None = None) -> go.Figure | None:
     """Compute ops before (captured graph) and after (each compiled graph), grouped per target. None when no
     target was counted."""
+    report = as_report(report)
     targets = fusion_targets(report) if targets is None else targets
     if not targets:
         return None
-    before = (report.get("capture") or {}).get("op_count_before")
+    before = report.capture.op_count_before if report.capture else None
     fig = go.Figure([
         go.Bar(name="before (captured)", x=[plotly_text(t) for t in targets], y=[before] * len(targets),
                marker_color="#bbbbbb"),
         go.Bar(name="after (compiled)", x=[plotly_text(t) for t in targets],
-               y=[report["targets"][t]["op_count_after"] for t in targets],
+               y=[report.targets[t].op_count_after for t in targets],
                marker_color="#1f77b4"),
     ])
     fig.update_layout(barmode="group", height=360, margin=MARGIN, yaxis_title="compute ops")
@@ -143,14 +148,15 @@ def fusion_counts_figure(report: dict, targets: list[str] | None = None) -> go.F
 
 
 # ---- drift ------------------------------------------------------------------------------------------------
-def _drift_details(report: dict, tid: str, output: str) -> dict | None:
-    m = (((report["targets"][tid].get("drift") or {}).get("outputs")) or {}).get(output) or {}
-    return m.get("details")
+def _drift_details(report: Report, tid: str, output: str) -> dict | None:
+    m = report.targets[tid].drift.outputs.get(output)
+    return m.details if m else None
 
 
-def drift_histogram_figure(report: dict, tid: str, output: str, atol: float = 1e-3) -> go.Figure | None:
+def drift_histogram_figure(report: Report | Mapping, tid: str, output: str, atol: float = 1e-3) -> go.Figure | None:
     """Histogram of log10 |target − reference| for one output, with the atol line. None without a histogram
     (an output that failed, or every element exactly equal)."""
+    report = as_report(report)
     details = _drift_details(report, tid, output)
     h = (details or {}).get("histogram") or {}
     if not h.get("counts"):
@@ -160,16 +166,17 @@ def drift_histogram_figure(report: dict, tid: str, output: str, atol: float = 1e
     fig.add_vline(x=math.log10(atol) if atol > 0 else min(centers), line_dash="dash", line_color="red",
                   annotation_text="atol")
     # |target − what it was compared with|: the reference, or the route's program for a target that compiled it.
-    against = (report["targets"][tid].get("drift") or {}).get("reference") or "reference"
+    against = report.targets[tid].drift.reference or "reference"
     fig.update_layout(height=320, xaxis_title=plotly_text(f"log10 |{tid} − {against}|"), yaxis_title="elements",
                       margin=MARGIN)
     return fig
 
 
-def drift_scatter_figure(report: dict, tid: str, output: str, *, webgl: bool = True) -> go.Figure | None:
+def drift_scatter_figure(report: Report | Mapping, tid: str, output: str, *, webgl: bool = True) -> go.Figure | None:
     """Reference (what the target was compared with) vs target values of a seeded sample of one output's elements,
     with y = x. webgl=False draws SVG (at most drift.SCATTER_POINTS points), for a file opened where WebGL may be
     off. None without a sample."""
+    report = as_report(report)
     sc = (_drift_details(report, tid, output) or {}).get("scatter") or {}
     if not sc.get("reference"):
         return None
@@ -179,60 +186,63 @@ def drift_scatter_figure(report: dict, tid: str, output: str, *, webgl: bool = T
     fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", line=dict(color="gray", dash="dot"),
                              name="y = x"))
     # What the target was compared with: the reference, or the route's program for a target that compiled it.
-    against = (report["targets"][tid].get("drift") or {}).get("reference") or "reference"
+    against = report.targets[tid].drift.reference or "reference"
     fig.update_layout(height=320, xaxis_title=plotly_text(against), yaxis_title=plotly_text(tid), showlegend=False,
                       margin=MARGIN)
     return fig
 
 
-def layer_drift_series(report: dict) -> dict[str, dict]:
-    """Targets whose intermediate values were compared, with their layer_drift block."""
-    layer = {t: b.get("layer_drift") for t, b in report["targets"].items()}
-    return {t: v for t, v in layer.items() if v and v["points"]}
+def layer_drift_series(report: Report | Mapping) -> dict[str, dict]:
+    """Targets whose intermediate values were compared, with their layer_drift block as report.json holds it."""
+    return {t: ld.to_dict() for t, ld in _layer_drift_blocks(as_report(report)).items()}
 
 
-def layer_drift_figure(report: dict) -> go.Figure | None:
+def _layer_drift_blocks(report: Report) -> dict[str, LayerDrift]:
+    return {t: b.layer_drift for t, b in report.targets.items() if b.layer_drift.points}
+
+
+def layer_drift_figure(report: Report | Mapping) -> go.Figure | None:
     """rel L2 vs the reference at each module boundary along the depth of the captured graph, one line per
     target through its verified points, with the divergence threshold. Points that failed verification
     (analysis/layer_drift.py) are not on the line: grey crosses, the failed check on hover. None when no target
     exposed intermediate values."""
-    layer = layer_drift_series(report)
+    layer = _layer_drift_blocks(as_report(report))
     if not layer:
         return None
     fig = go.Figure()
     for t, ld in layer.items():
-        pts = verified_points(ld["points"])
-        fig.add_trace(go.Scatter(x=[p["depth"] for p in pts], y=[max(p["rel_l2"] or 0, 1e-12) for p in pts],
+        # A point verified (analysis/layer_drift.py) is on the line; an older report's points read as verified.
+        pts = [p for p in ld.points if p.verified]
+        fig.add_trace(go.Scatter(x=[p.depth for p in pts], y=[max(p.rel_l2 or 0, 1e-12) for p in pts],
                                  mode="lines+markers", name=plotly_text(t),
-                                 text=[plotly_text(p["module_path"]) for p in pts],
+                                 text=[plotly_text(p.module_path) for p in pts],
                                  hovertemplate="%{text}<br>rel L2 %{y:.2e}<extra>" + plotly_text(t) + "</extra>"))
-        apart = [p for p in unverified_points(ld["points"]) if p.get("rel_l2") is not None]
+        apart = [p for p in ld.points if not p.verified and p.rel_l2 is not None]
         if apart:
             fig.add_trace(go.Scatter(
-                x=[p["depth"] for p in apart], y=[max(p["rel_l2"], 1e-12) for p in apart], mode="markers",
+                x=[p.depth for p in apart], y=[max(p.rel_l2, 1e-12) for p in apart], mode="markers",
                 marker=dict(symbol="x", size=9, color="gray"), name=plotly_text(f"{t}: unverified, not a finding"),
-                text=[plotly_text(f"{p['module_path']} — {p.get('check')} check: {p.get('unverified_reason')}")
-                      for p in apart],
+                text=[plotly_text(f"{p.module_path} — {p.check} check: {p.unverified_reason}") for p in apart],
                 hovertemplate="%{text}<br>rel L2 %{y:.2e}<extra></extra>"))
-    threshold = next(iter(layer.values()))["threshold_rel_l2"]
+    threshold = next(iter(layer.values())).threshold_rel_l2
     fig.add_hline(y=threshold, line_dash="dash", line_color="red", annotation_text="divergence threshold")
     fig.update_layout(height=380, yaxis_type="log", xaxis_title="depth (op index in the captured graph)",
                       yaxis_title="rel L2 vs reference", margin=MARGIN)
     return fig
 
 
-def layer_drift_attribution_marks(fig: go.Figure, report: dict) -> go.Figure:
+def layer_drift_attribution_marks(fig: go.Figure, report: Report | Mapping) -> go.Figure:
     """Marks on `layer_drift_figure`'s lines where an attributed drift jump ends (analysis/drift_attribution.py):
     one marker per jump, its share and sentence on hover, the evidence kind in the legend. Returns `fig`."""
-    for t, ld in layer_drift_series(report).items():
-        att = ld.get("attribution") or {}
-        jumps = att.get("jumps") or []
+    for t, ld in _layer_drift_blocks(as_report(report)).items():
+        att = ld.attribution
+        jumps = att.jumps
         if not jumps:
             continue
         fig.add_trace(go.Scatter(
-            x=[j["depth"] for j in jumps], y=[max(j["rel_l2"] or 0, 1e-12) for j in jumps], mode="markers",
+            x=[j.depth for j in jumps], y=[max(j.rel_l2 or 0, 1e-12) for j in jumps], mode="markers",
             marker=dict(symbol="star", size=14, line=dict(width=1, color="black")),
-            name=plotly_text(f"{t}: attributed jump ({att['evidence']})"),
-            text=[plotly_text(f"{round(100 * j['share'])} % · {j['kind']} · {j['sentence']}") for j in jumps],
+            name=plotly_text(f"{t}: attributed jump ({att.evidence})"),
+            text=[plotly_text(f"{round(100 * j.share)} % · {j.kind} · {j.sentence}") for j in jumps],
             hovertemplate="%{text}<extra></extra>"))
     return fig

@@ -13,7 +13,11 @@ from __future__ import annotations
 import contextlib
 import gc
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+from ..report.types import Fusions, GraphBlock, NodeRecord, Report, TensorRecord
+from .typed_report import as_report
 
 DROP_KINDS = ("constant", "io")
 
@@ -44,7 +48,7 @@ def backend_color(backend: str | None) -> str:
 @dataclass
 class Prepared:
     """A graph's kept nodes with their edges and module paths, indexed for repeated collapsing."""
-    nodes: list[dict]                         # report node dicts (not copied), constants/io dropped
+    nodes: list[NodeRecord]                   # the graph's nodes (not copied), constants/io dropped
     ids: list[str]
     modules: list[str]                        # effective module path ("" = root)
     inferred: list[bool]                      # module path inferred from neighbours
@@ -52,7 +56,7 @@ class Prepared:
     edges: list[tuple[int, int]]              # (producer index, consumer index), de-duplicated
     index: dict[str, int] = field(default_factory=dict)
     fused: list[dict | None] = field(default_factory=list)   # {"pattern", "absorbed"} for fused nodes
-    tensors: list[dict] = field(default_factory=list)         # per edge: the tensor it carries (name, shape, dtype)
+    tensors: list[TensorRecord] = field(default_factory=list)  # per edge: the tensor it carries
 
     def is_fused(self, i: int) -> bool:
         return bool(self.fused) and self.fused[i] is not None
@@ -72,36 +76,51 @@ def paused_gc():
             gc.enable()
 
 
-def prepare(graph: dict, fusions: dict | None = None) -> Prepared:
+def prepare(graph: GraphBlock | Mapping, fusions: Fusions | Mapping | None = None) -> Prepared:
+    """A graph — a report's (GraphBlock), or one read from a file beside it (a captured graph, a step graph: a dict
+    read as a GraphBlock here) — prepared for drawing; `fusions` see `_prepare`."""
     with paused_gc():
+        if not isinstance(graph, GraphBlock):
+            graph = GraphBlock.from_dict(graph)
+        if fusions is not None and not isinstance(fusions, Fusions):
+            fusions = Fusions.from_dict(fusions)
         return _prepare(graph, fusions)
 
 
-def _prepare(graph: dict, fusions: dict | None) -> Prepared:
+def _groups_given(fusions: Fusions | None) -> bool:
+    """Whether the fusions block holds its `groups` list (an empty one too): then the groups, not the nodes'
+    `fused_from`, say which nodes are fused."""
+    if fusions is None or fusions.null:
+        return False
+    written = fusions.key_order is None or "groups" in fusions.key_order    # None: a block made in code
+    return written and "groups" not in fusions.extra                        # extra: stored null (or misfit)
+
+
+def _prepare(graph: GraphBlock, fusions: Fusions | None) -> Prepared:
     """Keep every node except constants and graph inputs/outputs; edges join a tensor's producer to its consumers,
     bridging through dropped nodes (so a graph-I/O or alias-like dropped node does not cut a path).
 
-    fusions: the target's report block `fusions` ({"groups": [{node, pattern, absorbed, ...}]}); a node is fused
-    when it heads a group there (it absorbed two or more compute nodes of the graph its compiler was given). Without
-    it, a node with two or more `fused_from` ids counts as fused."""
-    all_nodes = graph.get("nodes") or []
-    keep = [n for n in all_nodes if n.get("kind") not in DROP_KINDS]
-    dropped = [n for n in all_nodes if n.get("kind") in DROP_KINDS]
+    fusions: the target's report block `fusions` (its groups: node, pattern, absorbed …); a node is fused when it
+    heads a group there (it absorbed two or more compute nodes of the graph its compiler was given). Without its
+    groups, a node with two or more `fused_from` ids counts as fused."""
+    all_nodes = graph.nodes
+    keep = [n for n in all_nodes if n.kind not in DROP_KINDS]
+    dropped = [n for n in all_nodes if n.kind in DROP_KINDS]
     ids, seen = [], Counter()
     for n in keep:                            # node ids are unique in practice; stay correct if not
-        seen[n["id"]] += 1
-        ids.append(n["id"] if seen[n["id"]] == 1 else f"{n['id']}#{seen[n['id']]}")
+        seen[n.id] += 1
+        ids.append(n.id if seen[n.id] == 1 else f"{n.id}#{seen[n.id]}")
     index = {nid: i for i, nid in enumerate(ids)}
 
     producer: dict[str, int] = {}
     for i, n in enumerate(keep):
-        for o in n.get("outputs") or []:
-            producer.setdefault(o["name"], i)
+        for o in n.outputs:
+            producer.setdefault(o.name, i)
     # Tensors produced by a dropped node resolve to the kept producers of that node's inputs.
-    dropped_out: dict[str, dict] = {}
+    dropped_out: dict[str, NodeRecord] = {}
     for n in dropped:
-        for o in n.get("outputs") or []:
-            dropped_out.setdefault(o["name"], n)
+        for o in n.outputs:
+            dropped_out.setdefault(o.name, n)
     memo: dict[str, tuple[int, ...]] = {}
 
     def producers_of(tensor: str, depth: int = 0) -> tuple[int, ...]:
@@ -113,26 +132,26 @@ def _prepare(graph: dict, fusions: dict | None) -> Prepared:
         memo[tensor] = ()
         if d is None or depth > 50:
             return ()
-        res = tuple(sorted({p for t in d.get("inputs") or [] for p in producers_of(t["name"], depth + 1)}))
+        res = tuple(sorted({p for t in d.inputs for p in producers_of(t.name, depth + 1)}))
         memo[tensor] = res
         return res
 
     # insertion-ordered: producer order, then consumer order; the value is the tensor the edge carries
-    edge_set: dict[tuple[int, int], dict] = {}
+    edge_set: dict[tuple[int, int], TensorRecord] = {}
     for j, n in enumerate(keep):
-        for t in n.get("inputs") or []:
-            i = producer.get(t["name"])
+        for t in n.inputs:
+            i = producer.get(t.name)
             if i is not None:
                 if i != j:
                     edge_set.setdefault((i, j), t)
-            elif t["name"] in dropped_out:
-                for i in producers_of(t["name"]):
+            elif t.name in dropped_out:
+                for i in producers_of(t.name):
                     if i != j:
                         edge_set.setdefault((i, j), t)
     edges = list(edge_set)
     tensors = list(edge_set.values())
 
-    raw = [n.get("module_path") for n in keep]
+    raw = [n.module_path for n in keep]
     modules = [m if m is not None else "" for m in raw]
     inferred = [False] * len(keep)
     unknown = [i for i, m in enumerate(raw) if m is None]
@@ -158,15 +177,16 @@ def _prepare(graph: dict, fusions: dict | None) -> Prepared:
                 modules[i] = common
                 inferred[i] = True
     comps = [tuple(m.split(".")) if m else () for m in modules]
-    groups = {g["node"]: g for g in (fusions or {}).get("groups") or []}
+    by_groups = _groups_given(fusions)
+    groups = {g.node: g for g in fusions.groups} if by_groups else {}
     fused: list[dict | None] = []
     for n in keep:
-        if fusions is not None and fusions.get("groups") is not None:
-            g = groups.get(n["id"])
-            fused.append({"pattern": g.get("pattern"), "absorbed": [a["id"] for a in g.get("absorbed") or []]}
-                         if g else None)
-        elif len(n.get("fused_from") or []) > 1:
-            fused.append({"pattern": None, "absorbed": list(n["fused_from"])})
+        if by_groups:
+            g = groups.get(n.id)
+            # absorbed: the report's {id, op_type …} records of the nodes the group took in
+            fused.append({"pattern": g.pattern, "absorbed": [a["id"] for a in g.absorbed]} if g else None)
+        elif len(n.fused_from) > 1:
+            fused.append({"pattern": None, "absorbed": list(n.fused_from)})
         else:
             fused.append(None)
     return Prepared(keep, ids, modules, inferred, comps, edges, index, fused, tensors)
@@ -185,18 +205,18 @@ def _common_prefix(paths: list[str]) -> str:
 
 # --------------------------------------------------------------------------------------------------- alignment
 
-def alignment_rows(report: dict) -> list[dict]:
+def alignment_rows(report: Report | Mapping) -> list[dict]:
     """The report's source-op alignment rows; computed from the graphs when the report predates them."""
-    al = report.get("alignment") or {}
-    if al.get("source_ops") is not None:
-        return al["source_ops"]
-    cap = (report.get("capture") or {}).get("graph")
+    report = as_report(report)
+    if report.alignment.source_ops is not None:
+        return report.alignment.source_ops
+    cap = report.capture.graph
     if not cap:
         return []
     from ..analysis.alignment import source_op_table
     from ..ir import Graph
-    graphs = {tid: Graph.from_dict(t["graph"]) for tid, t in report["targets"].items() if t.get("graph")}
-    return source_op_table(Graph.from_dict(cap), graphs)
+    graphs = {tid: Graph.from_dict(t.graph.to_dict()) for tid, t in report.targets.items() if t.graph}
+    return source_op_table(Graph.from_dict(cap.to_dict()), graphs)
 
 
 def index_alignment(rows: list[dict]) -> dict:
@@ -217,7 +237,7 @@ def counterpart_gaps(prep: Prepared, tid: str, aidx: dict, others: list[str]) ->
     gaps = {}
     others = [o for o in others if o != tid]
     for nid, n in zip(prep.ids, prep.nodes):
-        ops = n.get("source_ops") or []
+        ops = n.source_ops
         if not ops:
             gaps[nid] = "no source op (inserted by the compiler)"
             continue

@@ -17,6 +17,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping
+
+from ..report.types import NodeRecord, Report, TargetBlock
+from .typed_report import as_report, as_target
 
 # Graph node kinds that are no op a runtime executes: never counted as ops, never drawn on Topology.
 NOT_OPS = ("constant", "io")
@@ -40,23 +44,24 @@ _OLD_GPU_GAP = ("this report predates xc reading the delegate's refusals per nod
 
 
 # ---- op counts --------------------------------------------------------------------------------------------------
-def op_counts(t: dict) -> dict | None:
+def op_counts(t: TargetBlock | Mapping) -> dict | None:
     """A target's op counts — compute ops of its compiled graph, and of the captured graph it was given — in the
     two forms every view uses: a sentence ("41 compiled ops (from 53 source ops)") and a table cell ("53 source →
     41 compiled", under "ops"). None when the target has no compiled graph."""
-    if t.get("op_count_after") is None:
+    t = as_target(t)
+    if t.op_count_after is None:
         return None
-    source, compiled = t.get("op_count_before"), t["op_count_after"]
+    source, compiled = t.op_count_before, t.op_count_after
     src = "?" if source is None else source
     return {"source": source, "compiled": compiled,
-            "evidence": (t.get("op_counts") or {}).get("evidence") or (t.get("graph") or {}).get("evidence"),
+            "evidence": t.op_counts.evidence or t.graph.evidence,
             "text": f"{compiled} compiled ops (from {src} source ops)", "cell": f"{src} source → {compiled} compiled"}
 
 
-def drawn_text(nodes: list[dict], ops_are: str = "compiled ops") -> str:
+def drawn_text(nodes: tuple[NodeRecord, ...], ops_are: str = "compiled ops") -> str:
     """What a graph drawing holds, in words, so its node count reads beside the op counts: "137 nodes drawn: 127
     compiled ops + 10 layout moves; 12 constants and graph inputs/outputs not drawn"."""
-    kinds = Counter(n.get("kind") for n in nodes)
+    kinds = Counter(n.kind for n in nodes)
     hidden = sum(kinds.pop(k, 0) for k in NOT_OPS)
     compute = kinds.pop("compute", 0)
     parts = ([f"{compute} {ops_are.replace('ops', 'op', 1) if compute == 1 else ops_are}"]
@@ -66,41 +71,38 @@ def drawn_text(nodes: list[dict], ops_are: str = "compiled ops") -> str:
 
 
 # ---- the accelerator / CPU split ---------------------------------------------------------------------------------
-def accelerator_of(t: dict, tid: str | None = None) -> str | None:
-    """The accelerator a target block can fall back from, or None. A report written before blocks said so (no
-    `accelerated` key) is read by what its accelerated targets always recorded: accelerator ↔ CPU boundaries, or,
-    for a target that did not compile, what the registered target of that id has."""
-    if "accelerated" in t:
-        return (t.get("accelerator") or "an accelerator") if t["accelerated"] else None
-    if (t.get("info") or {}).get("boundaries"):
-        return "an accelerator"
-    from ..errors import XcInputError
-    from ..targets import make_target
-    try:
-        return make_target(t.get("identity") or tid or t.get("id") or "").accelerator
-    except XcInputError:       # an imported report's target this xc does not know
-        return None
+def accelerator_of(t: TargetBlock | Mapping, tid: str | None = None) -> str | None:
+    """The accelerator a target block can fall back from, or None, as the block says (`accelerated`,
+    `accelerator`). A block read through `as_report` says so whichever xc wrote it: an older report is upgraded
+    there (report/types.py `upgrade`). A lone block dict is upgraded here the same way, as the only target of a
+    report (`tid`: its key there, when the block names no identity)."""
+    if not isinstance(t, TargetBlock):
+        named = as_target(t)
+        key = named.identity or tid or named.id
+        # common_causes given: that upgrade reads the whole report, which a lone block is not
+        t = as_report({"targets": {key: t}, "common_causes": []}).targets[key]
+    return (t.accelerator or "an accelerator") if t.accelerated else None
 
 
-def outside_partition(node: dict) -> bool:
+def outside_partition(node: NodeRecord) -> bool:
     """Whether an op on the CPU is one its delegate / EP supports, left outside the partition(s) it takes."""
-    return (node.get("fallback_reason") or "").startswith(OUTSIDE_PARTITION_REASONS)
+    return (node.fallback_reason or "").startswith(OUTSIDE_PARTITION_REASONS)
 
 
-def split_counts(report: dict, tid: str) -> dict | None:
+def split_counts(report: Report | Mapping, tid: str) -> dict | None:
     """How an accelerated target's compiled ops split, from xc's placement on its graph (None: no accelerator or no
     graph): on the accelerator, on the CPU — unsupported, or outside the delegated partition —, without a device;
     the op types of each CPU kind; `text`, the one sentence every view shows."""
-    t = report["targets"][tid]
-    accelerator = accelerator_of(t, tid)
-    graph = t.get("graph")
+    t = as_report(report).targets[tid]
+    accelerator = accelerator_of(t)
+    graph = t.graph
     if not accelerator or not graph:
         return None
-    nodes = graph.get("nodes") or []
-    compute = [n for n in nodes if n.get("kind") == "compute"]
-    on_cpu = [n for n in compute if n.get("fallback") or n.get("backend") == "cpu"]
+    nodes = graph.nodes
+    compute = [n for n in nodes if n.kind == "compute"]
+    on_cpu = [n for n in compute if n.fallback or n.backend == "cpu"]
     cpu_ids = {id(n) for n in on_cpu}
-    no_device = [n for n in compute if id(n) not in cpu_ids and n.get("backend") in NO_DEVICE]
+    no_device = [n for n in compute if id(n) not in cpu_ids and n.backend in NO_DEVICE]
     outside = [n for n in on_cpu if outside_partition(n)]
     unsupported = [n for n in on_cpu if not outside_partition(n)]
     on_accelerator = len(compute) - len(on_cpu) - len(no_device)
@@ -108,11 +110,11 @@ def split_counts(report: dict, tid: str) -> dict | None:
          "compute": len(compute), "on_accelerator": on_accelerator, "on_cpu": len(on_cpu),
          "no_device": len(no_device), "share": on_accelerator / len(compute) if compute else None,
          "unsupported": len(unsupported), "outside_partition": len(outside),
-         "unsupported_types": Counter(n["op_type"] for n in unsupported),
-         "outside_types": Counter(n["op_type"] for n in outside),
+         "unsupported_types": Counter(n.op_type for n in unsupported),
+         "outside_types": Counter(n.op_type for n in outside),
          # A layout move or cast a target itself marks as a CPU fallback (ORT's checker does): said apart.
-         "other_on_cpu": Counter(n.get("kind") for n in nodes if n.get("fallback") and n.get("kind") != "compute"),
-         "evidence": graph.get("evidence")}
+         "other_on_cpu": Counter(n.kind for n in nodes if n.fallback and n.kind != "compute"),
+         "evidence": graph.evidence}
     s["cpu_text"] = _cpu_text(s)
     s["text"] = _split_text(s)
     return s
@@ -166,12 +168,12 @@ def cpu_type_lines(s: dict) -> list[str]:
     return lines
 
 
-def cpu_kind(node: dict) -> str:
+def cpu_kind(node: NodeRecord) -> str:
     """A CPU-fallback node's kind in the split's words (the Fallbacks rows' column)."""
     return OUTSIDE_LABEL if outside_partition(node) else UNSUPPORTED_LABEL
 
 
-def fallback_count(report: dict, tid: str) -> int | None:
+def fallback_count(report: Report | Mapping, tid: str) -> int | None:
     """Compiled ops on the CPU as the split counts them (the checklist line, the summary columns); None for a
     target without an accelerator or a graph."""
     s = split_counts(report, tid)
@@ -179,14 +181,16 @@ def fallback_count(report: dict, tid: str) -> int | None:
 
 
 # ---- the runtime's own count beside xc's placement --------------------------------------------------------------
-def runtime_count(t: dict) -> dict | None:
+def runtime_count(t: TargetBlock | Mapping) -> dict | None:
     """The count a runtime stated itself — {by, on_accelerator, total, counted, evidence[, words, gap]} — or None.
     Reports written before the block carried it are read from what they kept: the GPU delegate's log line, ORT's
-    partition checker's figures."""
-    part = (t.get("info") or {}).get("partitioning") or {}
-    if part.get("runtime_count"):
-        return dict(part["runtime_count"])
-    said = part.get("delegate_said")
+    partition checker's figures (the checker's own keys, kept in the partitioning block's `extra`)."""
+    t = as_target(t)
+    part = t.info.partitioning
+    if part.runtime_count:
+        return part.runtime_count.to_dict()
+    checker = part.extra
+    said = checker.get("delegate_said")
     if said:
         m = re.search(r"(\d+) operations will run on the GPU, and the remaining (\d+)", said)
         none = re.search(r"No operations will run on the GPU, and all (\d+)", said)
@@ -194,27 +198,28 @@ def runtime_count(t: dict) -> dict | None:
             return None
         on, cpu = (int(m.group(1)), int(m.group(2))) if m else (0, int(none.group(1)))
         count = {"by": "the GPU delegate", "on_accelerator": on, "total": on + cpu, "words": said.rsplit("\n", 1)[-1],
-                 "counted": "every op of the .tflite, layout ops included", "evidence": part.get("evidence")}
-        if any(str(n).startswith(_OLD_GPU_NOTE) for n in t.get("notes") or []):
+                 "counted": "every op of the .tflite, layout ops included", "evidence": part.evidence}
+        if any(str(n).startswith(_OLD_GPU_NOTE) for n in t.notes):
             count["gap"] = _OLD_GPU_GAP
         return count
-    if part.get("suitability") is not None and part.get("num_nodes") is not None:      # ORT's partition checker
-        return {"by": "ONNX Runtime's partition checker", "on_accelerator": part["num_supported_nodes"],
-                "total": part["num_nodes"], "counted": "every node of the graph it checked, layout nodes included",
-                "evidence": part.get("evidence")}
+    if checker.get("suitability") is not None and checker.get("num_nodes") is not None:  # ORT's partition checker
+        return {"by": "ONNX Runtime's partition checker", "on_accelerator": checker["num_supported_nodes"],
+                "total": checker["num_nodes"], "counted": "every node of the graph it checked, layout nodes included",
+                "evidence": part.evidence}
     return None
 
 
-def count_check(report: dict, tid: str) -> dict | None:
+def count_check(report: Report | Mapping, tid: str) -> dict | None:
     """The runtime's own count beside xc's placement counted on the same basis: {agree, text, …}; None when the
     runtime stated no count. `text` is the one sentence every view shows: a plain confirmation when they agree,
     a labelled finding — both figures, each with its evidence, and why they differ or "not explained" — when not."""
-    t = report["targets"][tid]
+    report = as_report(report)
+    t = report.targets[tid]
     count, s = runtime_count(t), split_counts(report, tid)
     if not count or not s:
         return None
-    ops = [n for n in t["graph"].get("nodes") or [] if n.get("kind") not in NOT_OPS]
-    placed = sum(1 for n in ops if not n.get("fallback") and n.get("backend") not in ("cpu", *NO_DEVICE))
+    ops = [n for n in t.graph.nodes if n.kind not in NOT_OPS]
+    placed = sum(1 for n in ops if not n.fallback and n.backend not in ("cpu", *NO_DEVICE))
     agree = placed == count["on_accelerator"] and len(ops) == count["total"]
     where = _the(s["accelerator"])
     # "the GPU delegate reports it takes 57 of 137 ops"; "ONNX Runtime's partition checker reports 128 of 137 ops
@@ -234,16 +239,17 @@ def count_check(report: dict, tid: str) -> dict | None:
     return {"agree": agree, "text": text, "runtime": count, "placed": placed, "ops": len(ops)}
 
 
-def target_notes(t: dict) -> list[str]:
+def target_notes(t: TargetBlock | Mapping) -> list[str]:
     """A target's notes, less the one a count finding now says (litert-gpu reports before `runtime_count` noted the
     delegate's count beside xc's; count_check says it, labelled, once)."""
-    return [n for n in t.get("notes") or [] if not str(n).startswith(_OLD_GPU_NOTE)]
+    return [n for n in as_target(t).notes if not str(n).startswith(_OLD_GPU_NOTE)]
 
 
-def count_findings(report: dict) -> list[tuple[str, str]]:
+def count_findings(report: Report | Mapping) -> list[tuple[str, str]]:
     """(target, finding) for every target whose runtime's own count and xc's placement disagree, report order."""
+    report = as_report(report)
     out = []
-    for tid in report["targets"]:
+    for tid in report.targets:
         check = count_check(report, tid)
         if check and not check["agree"]:
             out.append((tid, check["text"]))
@@ -251,19 +257,20 @@ def count_findings(report: dict) -> list[tuple[str, str]]:
 
 
 # ---- the run at a glance ----------------------------------------------------------------------------------------
-def run_counts(report: dict) -> dict:
+def run_counts(report: Report | Mapping) -> dict:
     """The Overview's metrics, each unambiguous beside the checklist: targets that compiled and ran, compiled only
     (this host cannot run them), failed or unavailable; and how many targets fail a checklist question."""
-    targets = report["targets"]
-    compiled = [tid for tid, t in targets.items() if t["status"] == "ok"]
-    compiled_only = [tid for tid in compiled if (targets[tid].get("info") or {}).get("numerics_not_run")]
-    checks = (report.get("checklist") or {}).get("targets") or {}
-    failing = [tid for tid, items in checks.items() if any(i["verdict"] == "fail" for i in items)]
+    report = as_report(report)
+    targets = report.targets
+    compiled = [tid for tid, t in targets.items() if t.status == "ok"]
+    compiled_only = [tid for tid in compiled if targets[tid].info.numerics_not_run]
+    checks = report.checklist.targets
+    failing = [tid for tid, items in checks.items() if any(i.verdict == "fail" for i in items)]
     warning = [tid for tid, items in checks.items()
-               if tid not in failing and any(i["verdict"] == "warn" for i in items)]
+               if tid not in failing and any(i.verdict == "warn" for i in items)]
     return {"targets": len(targets), "compiled": len(compiled), "ran": len(compiled) - len(compiled_only),
-            "compiled_only": len(compiled_only), "failed": sum(t["status"] == "error" for t in targets.values()),
-            "unavailable": sum(t["status"] == "unavailable" for t in targets.values()),
+            "compiled_only": len(compiled_only), "failed": sum(t.status == "error" for t in targets.values()),
+            "unavailable": sum(t.status == "unavailable" for t in targets.values()),
             "failing": len(failing), "warning": len(warning)}
 
 

@@ -23,11 +23,13 @@ import html
 import math
 import re
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 # Model text in a drawing: control and format characters (a NUL ends Graphviz's input, XML forbids most control
 # characters, a right-to-left override reorders what follows) shown as escapes like \x00, \u202e — xc's one rule.
 from ..errors import visible
+from ..report.types import NodeRecord, TargetBlock, TensorRecord
 from .graph_layout import (
     BACKEND_COLORS,
     FALLBACK_COLOR,
@@ -35,6 +37,7 @@ from .graph_layout import (
     Prepared,
     paused_gc,
 )
+from .typed_report import as_target
 
 DEFAULT_BUDGET = 80      # boxes the first drawing of a pane shows at most: readable without zooming
 MAX_BOXES = 400          # never more in one drawing (dot takes seconds beyond)
@@ -75,12 +78,12 @@ class Tree:
             nodes = [prep.nodes[i] for i in self.direct[p]]
             agg = {"nodes": self.size[p],
                    "fused": sum(1 for i in self.direct[p] if prep.is_fused(i)),
-                   "fallback": sum(1 for n in nodes if n.get("fallback")),
-                   "backends": Counter(n.get("backend") or "unknown" for n in nodes),
-                   "precisions": Counter(n.get("precision") or "—" for n in nodes),
-                   "op_types": Counter(n.get("op_type") or "?" for n in nodes),
-                   "us": sum(n["measured_us"] for n in nodes if n.get("measured_us") is not None),
-                   "timed": sum(1 for n in nodes if n.get("measured_us") is not None)}
+                   "fallback": sum(1 for n in nodes if n.fallback),
+                   "backends": Counter(n.backend or "unknown" for n in nodes),
+                   "precisions": Counter(n.precision or "—" for n in nodes),
+                   "op_types": Counter(n.op_type or "?" for n in nodes),
+                   "us": sum(n.measured_us for n in nodes if n.measured_us is not None),
+                   "timed": sum(1 for n in nodes if n.measured_us is not None)}
             for k in self.children[p]:
                 sub = self._stats[k]
                 agg["fused"] += sub["fused"]
@@ -282,38 +285,44 @@ def view(tree: Tree, expanded: set[str]) -> dict:
             todo.append(("nodes", path, cluster))
             stack += reversed(todo)
     agg: dict[tuple[int, int], list] = {}
-    for (a, b), t in zip(prep.edges, prep.tensors or [{}] * len(prep.edges)):
+    for (a, b), t in zip(prep.edges, prep.tensors or [TensorRecord(null=True)] * len(prep.edges)):
         ba, bb = box_of_node[a], box_of_node[b]
         if ba is None or bb is None or ba == bb:
             continue
         e = agg.setdefault((ba, bb), [0, t])
         e[0] += 1
-    edges = [{"source": a, "target": b, "count": k, "shape": _shape(t.get("shape")), "dtype": t.get("dtype"),
-              "tensor": t.get("name")} for (a, b), (k, t) in agg.items()]
+    edges = [{"source": a, "target": b, "count": k, "shape": _shape(t.shape), "dtype": t.dtype,
+              "tensor": t.name if t else None} for (a, b), (k, t) in agg.items()]
     return {"boxes": boxes, "clusters": clusters, "edges": edges, "n_nodes": len(prep.ids), "n_boxes": len(boxes),
             "expanded": sorted(p for p in expanded if p in visible), "synthesized": tree.synthesized,
             "box_of_node": box_of_node,
             # A graph no compiler assigned (the captured graph): boxes then show no backend at all, not "unknown".
-            "assigned": any(n.get("backend") for n in prep.nodes)}
+            "assigned": any(n.backend for n in prep.nodes)}
 
 
-def count_caption(target: dict, v: dict) -> str:
+def _ops_are(target: TargetBlock) -> str:
+    """What a pane's ops are: a step graph (views/rows.with_stage_graphs adds each as a target marked `stage_of`)
+    holds the ops at that step, any other the target's compiled ops."""
+    return "ops at this step" if target.extra.get("stage_of") else "compiled ops"
+
+
+def count_caption(target: TargetBlock | Mapping, v: dict) -> str:
     """A pane's node count as what it is, beside the op counts every other view gives: "137 nodes drawn: 127
     compiled ops + 10 layout moves → 40 boxes" — the drawing holds every node but constants and graph
     inputs/outputs, so layout moves and casts make its count differ from the target's compiled ops."""
     from .target_counts import drawn_text
-    ops_are = "ops at this step" if target.get("stage_of") else "compiled ops"
-    return f"{drawn_text((target.get('graph') or {}).get('nodes') or [], ops_are)} → {v['n_boxes']} boxes"
+    target = as_target(target)
+    return f"{drawn_text(target.graph.nodes, _ops_are(target))} → {v['n_boxes']} boxes"
 
 
-def fallback_caption(target: dict, nodes: list[dict]) -> str:
+def fallback_caption(target: TargetBlock | Mapping, nodes: list[NodeRecord]) -> str:
     """The drawn nodes on the CPU as fallback, counted as the split counts them: "75 compiled ops on the CPU as
     fallback", and apart from them any layout move or cast the target flags ("… and 2 layout moves")."""
     from .target_counts import KIND_WORDS, plural
-    ops_are = "ops at this step" if target.get("stage_of") else "compiled ops"
-    flagged = [n for n in nodes if n.get("fallback")]
-    ops = sum(n.get("kind") == "compute" for n in flagged)
-    others = Counter(n.get("kind") for n in flagged if n.get("kind") != "compute")
+    ops_are = _ops_are(as_target(target))
+    flagged = [n for n in nodes if n.fallback]
+    ops = sum(n.kind == "compute" for n in flagged)
+    others = Counter(n.kind for n in flagged if n.kind != "compute")
     extra = "".join(f" and {plural(k, KIND_WORDS.get(kind, str(kind)))}" for kind, k in sorted(others.items()))
     return f"{ops} {ops_are.replace('ops', 'op', 1) if ops == 1 else ops_are} on the CPU as fallback{extra}"
 
@@ -358,19 +367,20 @@ def _node_box(prep: Prepared, i: int, cluster: str | None) -> dict:
     n = prep.nodes[i]
     fused = prep.fused[i] if prep.is_fused(i) else None
     return {"kind": "node", "key": f"n:{prep.ids[i]}", "id": prep.ids[i], "cluster": cluster,
-            "op_type": n.get("op_type") or "?", "node_kind": n.get("kind"), "attrs": key_attributes(n),
-            "backend": n.get("backend") or "unknown", "precision": n.get("precision"),
-            "fallback": bool(n.get("fallback")), "fallback_reason": n.get("fallback_reason"),
-            "fused": ((fused.get("pattern") or "").split(" → ")[0] or f"{len(fused['absorbed'])} ops") if fused
+            "op_type": n.op_type or "?", "node_kind": n.kind, "attrs": key_attributes(n),
+            "backend": n.backend or "unknown", "precision": n.precision,
+            "fallback": bool(n.fallback), "fallback_reason": n.fallback_reason,
+            "fused": ((fused["pattern"] or "").split(" → ")[0] or f"{len(fused['absorbed'])} ops") if fused
             else None,
             "absorbed": list(fused["absorbed"]) if fused else [],
-            "module": prep.modules[i], "source_ops": list(n.get("source_ops") or []),
-            "kernel": n.get("kernel"), "node_ids": [prep.ids[i]], "us": n.get("measured_us")}
+            "module": prep.modules[i], "source_ops": list(n.source_ops),
+            "kernel": n.kernel, "node_ids": [prep.ids[i]], "us": n.measured_us}
 
 
-def key_attributes(node: dict) -> str:
-    """The attributes Netron shows on the box: kernel, stride, groups, dilation, a fused activation, axes."""
-    a = node.get("attributes") or {}
+def key_attributes(node: NodeRecord) -> str:
+    """The attributes Netron shows on the box: kernel, stride, groups, dilation, a fused activation, axes (each as
+    the compiler named it in the node's attribute bag)."""
+    a = node.attributes or {}
     bits = []
 
     def ints(v):

@@ -19,18 +19,15 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ... import evidence as ev
-from ...analysis.boundaries import (
-    DEFAULT_BANDWIDTH_GB_S,
-    DEFAULT_TRANSITION_OVERHEAD_MS,
-    boundaries,
-)
+from ...analysis.boundaries import boundaries
 from ...ir import COMPUTE, Graph
 from ...lowering import FINAL, GRAPH_OPT, IMPORT, INPUT, KERNEL, graph_step
 from ...readers.executorch import ProgramReader, is_delegate_call, lowered_modules, op_name
 from ..base import RUN_KEY, Target, dist_version, needs_exported_program, source_tensors
+from ..options import DelegateCostOptions
+from ..pins import install_hint
 
 CPU_KERNELS = "ExecuTorch CPU kernels"
-EXECUTORCH_VERSION_PINNED = "1.5.1"
 
 
 @dataclass
@@ -46,6 +43,7 @@ class ExecuTorchCompiled:
 
 class ExecuTorchTarget(Target):
     """One ExecuTorch backend. A subclass names its partitioner, its backend id and how it explains a refusal."""
+    steps_caption = "ExecuTorch: the Edge program, the partitioner's delegates, the .pte's execution plan."
     # exir's import (the edge dialect's YAML, its passes) is most of an ExecuTorch worker's start
     worker_modules = ("executorch.exir",)
     needs_onnx = False
@@ -58,15 +56,12 @@ class ExecuTorchTarget(Target):
     runs_here: ClassVar[bool] = False
     # Where the backend fuses ops out of xc's sight (inside a delegate, when it compiles it), said in the report.
     fusions_inside_delegates: ClassVar[str | None] = None
-    option_names: ClassVar[tuple[str, ...]] = ("bandwidth_gb_s", "transition_overhead_ms")
-    option_help = {"bandwidth_gb_s": "copy bandwidth at a delegate↔CPU boundary, for the latency-cliff estimate "
-                                     "(GB/s, default 4)",
-                   "transition_overhead_ms": "fixed cost per boundary crossing, for the estimate (ms, default 0.2)"}
+    Options = DelegateCostOptions
 
     @classmethod
     def available(cls):
         if importlib.util.find_spec("executorch") is None:
-            return False, f"ExecuTorch is not installed (pip install executorch=={EXECUTORCH_VERSION_PINNED})"
+            return False, f"ExecuTorch is not installed ({install_hint('executorch')})"
         return True, ""
 
     def accepts(self, captured):
@@ -203,8 +198,7 @@ class ExecuTorchTarget(Target):
         }
 
     def _cost_model(self) -> tuple[float, float]:
-        return (float(self.options.get("bandwidth_gb_s", DEFAULT_BANDWIDTH_GB_S)),
-                float(self.options.get("transition_overhead_ms", DEFAULT_TRANSITION_OVERHEAD_MS)))
+        return float(self.settings.bandwidth_gb_s), float(self.settings.transition_overhead_ms)
 
     # -- run -------------------------------------------------------------------------------------------------
     def _run(self, compiled, inputs, captured, result):

@@ -15,6 +15,8 @@ ops outside the delegates run in PyTorch, each delegate's ML program in xc's MIL
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -22,11 +24,19 @@ from ... import evidence as ev
 from ...ir import COMPUTE, CONSTANT, Graph, Node
 from ..base import register, source_tensors
 from ..coreml_rules import CPU, predict
+from ..options import DelegateCostOptions, option
 from .common import ExecuTorchTarget
 
 # CoreMLBackend's defaults when the partitioner is given no compile specs (executorch/backends/apple/coreml/
 # compiler/coreml_preprocess.py: compute precision FLOAT16, compute units ALL).
 DEFAULT_PRECISION, DEFAULT_UNITS = "fp16", "ALL"
+
+
+@dataclass(frozen=True)
+class ExecuTorchCoremlOptions(DelegateCostOptions):
+    precision: Literal["fp16", "fp32"] = option(
+        DEFAULT_PRECISION, help="the delegate's compute precision compile spec: fp16 (CoreMLBackend's default) or "
+                                "fp32")
 
 
 @register
@@ -42,11 +52,7 @@ class ExecuTorchCoreML(ExecuTorchTarget):
     ir_backend = "coreml"
     partitioner_name = "CoreMLPartitioner"
     intermediates_method = None
-    option_names = ExecuTorchTarget.option_names + ("precision",)
-    option_choices = {"precision": ("fp16", "fp32")}
-    option_help = {**ExecuTorchTarget.option_help,
-                   "precision": "the delegate's compute precision compile spec: fp16 (CoreMLBackend's default) or "
-                                "fp32"}
+    Options = ExecuTorchCoremlOptions
 
     @classmethod
     def available(cls):
@@ -60,7 +66,7 @@ class ExecuTorchCoreML(ExecuTorchTarget):
 
     @property
     def precision(self) -> str:
-        return self.options.get("precision", DEFAULT_PRECISION)
+        return self.settings.precision
 
     def _partitioner(self):
         import coremltools as ct

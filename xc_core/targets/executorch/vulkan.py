@@ -9,10 +9,18 @@ vulkan_partitioner.py); that is the fallback reason. `fp16=true` is the partitio
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ... import evidence as ev
 from ...ir import COMPUTE
 from ..base import register
+from ..options import DelegateCostOptions, option
 from .common import ExecuTorchTarget, reasons_from
+
+
+@dataclass(frozen=True)
+class VulkanOptions(DelegateCostOptions):
+    fp16: bool = option(False, help="the partitioner's force_fp16 compile option: the delegate computes in fp16")
 
 
 @register
@@ -29,14 +37,11 @@ class ExecuTorchVulkan(ExecuTorchTarget):
     fusions_inside_delegates = ("the Vulkan backend fuses inside its delegates when it builds its compute graph "
                                 "(e.g. a convolution with its clamp or ReLU into one shader); the program xc reads "
                                 "shows the ops each delegate took, not those fusions")
-    option_names = ExecuTorchTarget.option_names + ("fp16",)
-    option_choices = {"fp16": (True, False)}
-    option_help = {**ExecuTorchTarget.option_help,
-                   "fp16": "the partitioner's force_fp16 compile option: the delegate computes in fp16"}
+    Options = VulkanOptions
 
     @property
     def fp16(self) -> bool:
-        return bool(self.options.get("fp16", False))
+        return self.settings.fp16
 
     def _partitioner(self):
         from executorch.backends.vulkan.partitioner.vulkan_partitioner import (

@@ -15,10 +15,13 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import re
+from dataclasses import dataclass
+from typing import Literal
 
 from ... import evidence as ev
 from ...ir import ALIAS, CAST, COMPUTE
 from ..base import register
+from ..options import DelegateCostOptions, option
 from .common import CPU_KERNELS, ExecuTorchTarget, profile_pte, reasons_from, run_pte
 
 # The debug handle XNNPACK's preprocess gives an XNNPACK node made from a node its own passes added (the layout
@@ -26,9 +29,17 @@ from .common import CPU_KERNELS, ExecuTorchTarget, profile_pte, reasons_from, ru
 NO_HANDLE = 65535
 
 
+@dataclass(frozen=True)
+class ExecuTorchXnnpackOptions(DelegateCostOptions):
+    quantize: Literal["none", "int8"] = option(
+        "none", help="none, or int8: PT2E static quantization with XNNPACKQuantizer (symmetric, per channel), "
+                     "calibrated on the inputs this run uses")
+
+
 @register
 class ExecuTorchXnnpack(ExecuTorchTarget):
     id = "executorch-xnnpack"
+    shipped_with = {"executorch-coreml": 4}     # an ExecuTorch team's Android and iOS builds
     label = "ExecuTorch · XNNPACK delegate (CPU)"
     description = ("ExecuTorch lowered with the XNNPACK partitioner, .pte run by ExecuTorch's runtime here; ops "
                    "outside the delegates on ExecuTorch's CPU kernels")
@@ -44,15 +55,11 @@ class ExecuTorchXnnpack(ExecuTorchTarget):
                                 "delegate serialized and folds those ops into the node that runs them (fused_from). "
                                 "XNNPACK's runtime may fuse further when it builds its subgraph (a clamp into its "
                                 "producer, back-to-back reshapes): those stay separate nodes here, untimed")
-    option_names = ExecuTorchTarget.option_names + ("quantize",)
-    option_choices = {"quantize": ("none", "int8")}
-    option_help = {**ExecuTorchTarget.option_help,
-                   "quantize": "none, or int8: PT2E static quantization with XNNPACKQuantizer (symmetric, per "
-                               "channel), calibrated on the inputs this run uses"}
+    Options = ExecuTorchXnnpackOptions
 
     @property
     def quantized(self) -> bool:
-        return self.options.get("quantize", "none") == "int8"
+        return self.settings.quantize == "int8"
 
     def _partitioner(self):
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import (

@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...analysis.layout_audit import LayoutMoves
 from ...ir import COMPUTE, Graph
 from ...readers.tflite import TfliteModel, node_id
 from ..base import Target, dist_version, source_tensors
+from ..pins import install_hint
 
-LITERT_TORCH_PINNED = "0.10.0"
-AI_EDGE_LITERT_PINNED = "2.3.0"
 CPU_KERNELS = "LiteRT built-in kernels"
 
 
@@ -41,6 +41,10 @@ class LiteRTCompiled:
 
 class LiteRTTarget(Target):
     """A LiteRT runtime on the .tflite of this analysis. Subclasses read back and run it their way."""
+    steps_caption = ("LiteRT: the .tflite litert-torch wrote (its fusions and NHWC transposes), then the delegate's "
+                     "partitions.")
+    layout_moves = LayoutMoves("the .tflite's TRANSPOSE ops (litert-torch converts NCHW models to NHWC around "
+                               "convolutions)")
     needs_onnx = False
     takes_program = True
     from_exported_program = True
@@ -49,7 +53,7 @@ class LiteRTTarget(Target):
     @classmethod
     def available(cls):
         if importlib.util.find_spec("ai_edge_litert") is None:
-            return False, f"LiteRT is not installed (pip install ai-edge-litert=={AI_EDGE_LITERT_PINNED})"
+            return False, f"LiteRT is not installed ({install_hint('ai-edge-litert')})"
         return True, ""
 
     def accepts(self, captured):
@@ -57,7 +61,7 @@ class LiteRTTarget(Target):
             return True, ""
         if captured.exported_program is not None or captured.exported_program_file:
             if importlib.util.find_spec("litert_torch") is None:
-                return False, f"litert-torch is not installed (pip install litert-torch=={LITERT_TORCH_PINNED})"
+                return False, f"litert-torch is not installed ({install_hint('litert-torch')})"
             return True, ""
         return False, (f"LiteRT runs .tflite models; this {captured.source.kind} source is neither a .tflite nor a "
                        "PyTorch program litert-torch can convert")
@@ -394,18 +398,13 @@ def partition_summary(g: Graph, ep: str, decided_by: str, sizes: list[int], evid
             **extra, "evidence": evidence}
 
 
-def delegate_boundaries(g: Graph, options: dict, evidence: str) -> dict:
-    """Accelerator ↔ CPU boundaries with the latency-cliff estimate, at the target's cost-model options."""
-    from ...analysis.boundaries import DEFAULT_BANDWIDTH_GB_S, DEFAULT_TRANSITION_OVERHEAD_MS, boundaries
-    b = boundaries(g, float(options.get("bandwidth_gb_s", DEFAULT_BANDWIDTH_GB_S)),
-                   float(options.get("transition_overhead_ms", DEFAULT_TRANSITION_OVERHEAD_MS)))
+def delegate_boundaries(g: Graph, settings, evidence: str) -> dict:
+    """Accelerator ↔ CPU boundaries with the latency-cliff estimate, at the target's cost-model options (its
+    typed settings, a DelegateCostOptions)."""
+    from ...analysis.boundaries import boundaries
+    b = boundaries(g, float(settings.bandwidth_gb_s), float(settings.transition_overhead_ms))
     b["evidence"] = evidence
     return b
-
-
-COST_OPTION_HELP = {"bandwidth_gb_s": "copy bandwidth at a delegate↔CPU boundary, for the latency-cliff estimate "
-                                      "(GB/s, default 4)",
-                    "transition_overhead_ms": "fixed cost per boundary crossing, for the estimate (ms, default 0.2)"}
 
 
 def compute_precision(n) -> str | None:

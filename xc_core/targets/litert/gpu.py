@@ -29,8 +29,8 @@ from ... import evidence as ev
 from ...ir import COMPUTE, CONSTANT, IO
 from ...lowering import IMPORT, graph_step
 from ..base import register
+from ..options import DelegateCostOptions
 from .common import (
-    COST_OPTION_HELP,
     LiteRTTarget,
     delegate_boundaries,
     feed_arrays,
@@ -69,13 +69,13 @@ def vulkan_icd() -> str | None:
 @register
 class LiteRTGpu(LiteRTTarget):
     id = "litert-gpu"
+    shipped_with = {"executorch-vulkan": 11}    # Android's two GPU paths
     label = "LiteRT · GPU delegate"
     description = ("LiteRT's GPU delegate on the same .tflite: its decision per op, and its kernels run on SwiftShader "
                    "(a software Vulkan GPU) in fp32")
     evidence = {"assignment": ev.PREDICTED_RUNTIME, "precision": ev.PREDICTED_RUNTIME, "numerics": ev.EMULATED}
     accelerator = "GPU delegate (mobile GPU)"
-    option_names = ("bandwidth_gb_s", "transition_overhead_ms")
-    option_help = COST_OPTION_HELP
+    Options = DelegateCostOptions
 
     @classmethod
     def available(cls):
@@ -134,7 +134,7 @@ class LiteRTGpu(LiteRTTarget):
             final, "GPU", "LiteRT's GPU delegate (its partitioning, on SwiftShader)", [on_gpu] if on_gpu else [],
             self.evidence["assignment"], outside_reason=OUTSIDE_PARTITION_REASON, fully_accelerated=fully,
             delegate_said=said["said"], **_delegate_count(final, said, fully, unmatched))
-        result.boundaries = delegate_boundaries(final, self.options, self.evidence["assignment"])
+        result.boundaries = delegate_boundaries(final, self.settings, self.evidence["assignment"])
         result.info["gpu_device"] = "SwiftShader (software Vulkan) through WebGPU"
         result.stages.append(graph_step(
             IMPORT, "the captured program converted by litert-torch" if not captured.tflite_path else

@@ -14,13 +14,15 @@ quantized on the fly) applied to the converted .tflite, then run the same way.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
+from typing import Literal
 
 from ... import evidence as ev
 from ...ir import COMPUTE
 from ...lowering import FINAL, IMPORT, KERNEL, graph_step
 from ..base import register
+from ..options import bandwidth_option, option, overhead_option
 from .common import (
-    COST_OPTION_HELP,
     CPU_KERNELS,
     LiteRTTarget,
     delegate_boundaries,
@@ -47,19 +49,27 @@ XNNPACK_CUSTOM_OPS = frozenset({"Convolution2DTransposeBias", "MaxPoolingWithArg
                                 "odml.scaled_dot_product_attention"})
 
 
+@dataclass(frozen=True)
+class LiteRTXnnpackOptions:
+    quantize: Literal["none", "int8"] = option(
+        "none", help="none, or int8: ai-edge-quantizer's dynamic-range recipe (int8 weights, activations quantized "
+                     "on the fly) on the converted .tflite")
+    bandwidth_gb_s: float = bandwidth_option("a delegate")      # DelegateCostOptions', after the quantization
+    transition_overhead_ms: float = overhead_option()
+
+
 @register
 class LiteRTXnnpack(LiteRTTarget):
     id = "litert-xnnpack"
+    # Android's two native stacks; LiteRT's CPU and GPU delegates on one .tflite; Android and iOS natively.
+    shipped_with = {"executorch-xnnpack": 9, "litert-gpu": 10, "coreml-ane": 12}
     label = "LiteRT · XNNPACK delegate (CPU)"
     description = ("litert-torch converts to .tflite (or the uploaded .tflite), LiteRT's interpreter runs it with "
                    "the XNNPACK delegate here; ops XNNPACK leaves on LiteRT's built-in kernels")
     evidence = {"assignment": ev.REPORTED, "precision": ev.REPORTED, "numerics": ev.MEASURED,
                 "fusion": ev.REPORTED}
     accelerator = "XNNPACK delegate (optimized CPU kernels)"
-    option_names = ("quantize", "bandwidth_gb_s", "transition_overhead_ms")
-    option_choices = {"quantize": ("none", "int8")}
-    option_help = {"quantize": "none, or int8: ai-edge-quantizer's dynamic-range recipe (int8 weights, activations "
-                               "quantized on the fly) on the converted .tflite", **COST_OPTION_HELP}
+    Options = LiteRTXnnpackOptions
 
     # No time per node (profile_method stays None), checked against ai-edge-litert 2.3.0:
     # - The Python Interpreter cannot install a profiler: its pybind InterpreterWrapper has no profiler method
@@ -78,7 +88,7 @@ class LiteRTXnnpack(LiteRTTarget):
 
     @property
     def quantized(self) -> bool:
-        return self.options.get("quantize", "none") == "int8"
+        return self.settings.quantize == "int8"
 
     def _transform(self, model, path, origin, captured, workdir, result):
         if not self.quantized:
@@ -130,7 +140,7 @@ class LiteRTXnnpack(LiteRTTarget):
             final, "XNNPACK", "LiteRT's interpreter (the XNNPACK delegate's DELEGATE nodes)", sizes,
             self.evidence["assignment"],
             delegates=[{"name": f"delegate_{k}", "backend_id": "XNNPACK", "ops": s} for k, s in enumerate(sizes)])
-        result.boundaries = delegate_boundaries(final, self.options, self.evidence["assignment"])
+        result.boundaries = delegate_boundaries(final, self.settings, self.evidence["assignment"])
         on_cpu = [n for n in final.nodes if n.kind == COMPUTE and n.backend == "cpu"]
         transposes = sum(n.op_type == "TRANSPOSE" for n in final.nodes)
         result.stages += [

@@ -1,0 +1,58 @@
+"""A family owns its words: a target's options come from its Options dataclass (choices, defaults, help), and the
+install hints name the pins requirements.txt holds."""
+import dataclasses
+import os
+import typing
+
+import pytest
+
+from xc_core.errors import XcInputError
+from xc_core.targets import REGISTRY, make_target, parse_target_spec, shipped_together
+from xc_core.targets.options import CHOICE, option_specs
+from xc_core.targets.pins import REQUIREMENTS, install_hint, pin, read_pins
+
+
+@pytest.mark.parametrize("tid", sorted(REGISTRY))
+def test_each_options_choices_are_the_dataclass_literal(tid):
+    cls = REGISTRY[tid]
+    hints = typing.get_type_hints(cls.Options)
+    for spec, f in zip(cls.option_specs(), dataclasses.fields(cls.Options)):
+        assert spec.name == f.name and spec.help == f.metadata["help"] and spec.default == f.default
+        literal = [a for a in typing.get_args(hints[f.name]) if typing.get_origin(a) is typing.Literal] or \
+            ([hints[f.name]] if typing.get_origin(hints[f.name]) is typing.Literal else [])
+        if literal:
+            assert spec.kind == CHOICE and spec.choices == typing.get_args(literal[0])
+        for choice in spec.choices:     # every choice makes a variant whose identity names it
+            assert make_target(tid, **{f.name: choice}).identity == f"{tid}[{f.name}={choice}]"
+
+
+def test_identity_and_parsing_stay_as_before():
+    assert make_target("ort-nnapi[fp16=true,bandwidth_gb_s=8]").identity == "ort-nnapi[bandwidth_gb_s=8,fp16=True]"
+    assert parse_target_spec("ort-nnapi[transition_overhead_ms=0.5]") == ("ort-nnapi",
+                                                                          {"transition_overhead_ms": 0.5})
+    with pytest.raises(XcInputError, match="bandwidth_gb_s=fast is not a number"):
+        parse_target_spec("ort-nnapi[bandwidth_gb_s=fast]")
+
+
+def test_defaults_are_each_targets_own():
+    assert make_target("ort-nnapi").settings.fp16 is False and make_target("ort-coreml").settings.fp16 is True
+    assert make_target("coreml-cpu").compute_precision == "fp32" and make_target("coreml-ane").compute_units == "ALL"
+    assert make_target("openvino-cpu[precision=bf16]").settings.inference_precision == "bf16"
+    assert option_specs(REGISTRY["openvino-cpu"].Options)[0].aliases == ("precision",)
+
+
+def test_a_shipped_pair_names_registered_targets_once():
+    pairs = shipped_together()
+    assert all(a in REGISTRY and b in REGISTRY for a, b in pairs)
+    assert len({frozenset(p) for p in pairs}) == len(pairs)
+
+
+def test_install_hints_name_the_pin_requirements_txt_holds():
+    with open(REQUIREMENTS, encoding="utf-8") as fh:
+        pinned = read_pins(fh)
+    for dist in ("executorch", "ai-edge-litert", "litert-torch", "coreai-torch", "coreai-core"):
+        assert pin(dist) == pinned[dist]
+        assert install_hint(dist) == f"pip install {dist}=={pinned[dist]}"
+    assert read_pins(["# x==1", "a_b.C==2.0 ; python_version>'3'", "d>=3"]) == {"a-b-c": "2.0"}
+    assert install_hint("not-a-dependency") == "pip install not-a-dependency"
+    assert os.path.basename(REQUIREMENTS) == "requirements.txt"

@@ -4,7 +4,7 @@ the runtime chose by itself cost."""
 import pytest
 
 from tiny_models import BlockedConvBn, ConvBnReluStack
-from xc_core.analysis.checklist import _q5
+from xc_core.analysis.checklist import _q4, _q5
 from xc_core.analysis.fusion_catalogue import check_catalogue
 from xc_core.api import analyze
 from xc_core.ir import Graph, Node, TensorInfo
@@ -98,19 +98,30 @@ def test_catalogue_needs_a_constant_bias_and_reports_a_fusion_that_took_an_op_fi
     assert by_nodes == {("mm", "add"): "fired"}
 
 
-@pytest.mark.slow
+def _typed(t: dict):
+    """A target block as checklist() hands it to a question: typed, and its compiled graph as the dict it is."""
+    from xc_core.report.types import TargetBlock
+    return TargetBlock.from_dict({**t, "graph": None}), t.get("graph")
+
+
+def _q4_of(t: dict, report: dict) -> dict:
+    from xc_core.report.types import ReferenceBlock
+    return _q4(*_typed(t), ReferenceBlock.from_dict(report.get("reference")),
+               (report.get("capture") or {}).get("onnx_route"))
+
+
 def test_q5_warns_on_a_runtime_chosen_bf16_with_its_drift_and_the_switch():
     # What an AMX / avx512_bf16 CPU reports when nobody asked for a precision: the plugin's hint reads bf16.
     t = {"id": "openvino-cpu", "status": "ok", "graph": {"nodes": []},
          "info": {"inference_precision": "bf16", "inference_precision_requested": None},
          "precision": {"mix": {"bf16": 20, "fp32": 4}, "evidence": "reported"},
          "drift": {"worst": {"output": "logits", "rel_l2": 3.2e-3}}}
-    q5 = _q5(t)
+    q5 = _q5(*_typed(t))
     assert q5["verdict"] == "warn" and "by the runtime's own choice" in q5["detail"]
     assert "3.20e-03" in q5["detail"] and "INFERENCE_PRECISION_HINT" in q5["detail"]
     # Asked for: the target's typed declared_precisions (what openvino-cpu sets from inference_precision=bf16).
-    asked = _q5({**t, "info": {"inference_precision": "bf16", "inference_precision_requested": "bf16"},
-                 "declared_precisions": ["bf16"]})
+    asked = _q5(*_typed({**t, "info": {"inference_precision": "bf16", "inference_precision_requested": "bf16"},
+                         "declared_precisions": ["bf16"]}))
     assert "as configured" in asked["detail"]
 
 
@@ -136,11 +147,10 @@ def test_a_residual_sum_fused_into_the_other_producer_is_not_a_miss():
     assert outcome[("BatchNormDecomposition+ConvolutionMultiplyFusion", ("ca", "bn"))] == "fired"
 
 
-@pytest.mark.slow
 def test_a_failed_target_is_one_finding_and_a_failed_reference_judges_no_drift():
     """A target that never produced a graph is n/a on every question (question 1 carries its error: the failure is
     the target's status, not a verdict). When the reference itself failed, no target's outputs 'do not match'."""
-    from xc_core.analysis.checklist import _q4, checklist
+    from xc_core.analysis.checklist import checklist
     report = {"reference": {"status": "ok"}, "targets": {"openvino-cpu": {
         "id": "openvino-cpu", "status": "error", "error": "killed by SIGSEGV in run", "graph": None}}}
     verdicts = [(q["verdict"], q["detail"]) for q in checklist(report, [])["targets"]["openvino-cpu"]]
@@ -148,5 +158,5 @@ def test_a_failed_target_is_one_finding_and_a_failed_reference_judges_no_drift()
                                              "killed by SIGSEGV in run")
     assert [v for v, _ in verdicts[1:]] == ["not applicable"] * 4
     ran_not = {"id": "ort-cpu", "status": "error", "error": "run failed: invalid index", "graph": {}, "drift": None}
-    assert _q4(ran_not, report)["verdict"] == "fail"
-    assert _q4(ran_not, {**report, "reference": {"status": "error"}})["verdict"] == "not applicable"
+    assert _q4_of(ran_not, report)["verdict"] == "fail"
+    assert _q4_of(ran_not, {**report, "reference": {"status": "error"}})["verdict"] == "not applicable"

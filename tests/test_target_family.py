@@ -56,3 +56,21 @@ def test_install_hints_name_the_pin_requirements_txt_holds():
     assert read_pins(["# x==1", "a_b.C==2.0 ; python_version>'3'", "d>=3"]) == {"a-b-c": "2.0"}
     assert install_hint("not-a-dependency") == "pip install not-a-dependency"
     assert os.path.basename(REQUIREMENTS) == "requirements.txt"
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("ort-nnapi[bandwidth_gb_s=nan]", "not a finite number"),
+    ("ort-nnapi[bandwidth_gb_s=1e999]", "not a finite number"),
+    ("ort-nnapi[bandwidth_gb_s=0]", "a number above 0"),
+    ("litert-xnnpack[transition_overhead_ms=-1]", "a number of at least 0"),
+    ("ort-cpu[level=ba\nsic]", "is not accepted"),
+    ('ort-cpu[level=basic")]', "is not accepted"),
+    ("ort-cpu[lev\rel=basic]", "takes no option"),
+])
+def test_a_bad_option_value_is_one_line_naming_what_is_accepted(spec, words):
+    # a number the boundary estimate cannot use (nan, inf, a zero bandwidth) and text with line breaks or quotes
+    from xc_core.errors import XcInputError
+    from xc_core.targets import parse_target_list
+    with pytest.raises(XcInputError) as e:
+        parse_target_list(spec)
+    assert words in str(e.value) and "\n" not in str(e.value) and "\r" not in str(e.value)

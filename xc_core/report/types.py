@@ -782,6 +782,10 @@ class Report(Block):
             return cls(null=True)
         return super().from_dict(upgrade(d, accelerator_for=accelerator_for, common_causes_of=common_causes_of))
 
+    def covered_targets(self) -> set[str]:
+        """The targets a common cause covers: said once, at the top, never blamed one by one."""
+        return {tid for cause in self.common_causes for tid in cause.targets}
+
     @classmethod
     def of(cls, report: Report | Mapping[str, Json]) -> Report:
         """`report` as a Report, for a reader that takes either."""

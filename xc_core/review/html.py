@@ -52,7 +52,6 @@ from ..views.rows import (
     time_rows,
 )
 from ..views.typed_report import as_report
-from .causes import covered_targets
 
 SECTIONS = [("overview", "Overview"), ("heatmap", "Heat map"), ("fusion", "Fusion"), ("stages", "Stages"),
             ("drift", "Drift"), ("checklist", "Checklist"), ("fallbacks", "Fallbacks"), ("topology", "Topology")]
@@ -359,7 +358,7 @@ def _overview(report: Report, figs: _Figures) -> str:
                             "measured it on this host's CPU (not the device's): which ops dominate on which target, "
                             "not the device's latency."))
     failed = [(t, b) for t, b in report.targets.items() if b.status != "ok"]
-    covered = covered_targets(report)
+    covered = report.covered_targets()
     for tid, b in failed:
         if tid in covered:
             out.append(_caption(f"<code>{_e(tid)}</code> {_e(b.status)}: {NOT_RUN}"))

@@ -32,7 +32,6 @@ from ..views.rows import (
     time_rows,
 )
 from ..views.typed_report import as_report
-from .causes import common_causes, covered_targets
 from .md_text import code, html_text, table, text
 
 MAX_CHARS = 60_000
@@ -71,7 +70,7 @@ def _render(report: Report, cap: int, full: bool = True) -> str:
     if route:
         parts += ["#### ONNX → PyTorch route (measured)", "", text(" ".join(route)), ""]
     # A cause several targets share, said once with whose it is and the fix (analysis/common_cause.py).
-    found = common_causes(report)
+    found = [cause.to_dict() for cause in report.common_causes]   # as cause_head/cause_body read them
     if found:
         parts += ["\n".join(f"> ❌ **{text(cause_head(c))}**: {text(cause_body(c))}  " for c in found), ""]
     flags = drift_flags(report)
@@ -90,7 +89,7 @@ def _render(report: Report, cap: int, full: bool = True) -> str:
     stages = stages_details(report, cap) if full else stages_line(report)
     if stages:
         parts += [stages]
-    covered = covered_targets(report)       # said once, at the top
+    covered = report.covered_targets()       # said once, at the top
     errors = [(tid, t) for tid, t in report.targets.items() if t.error and tid not in covered]
     if errors:
         from ..analysis.advice import advice_line
@@ -112,7 +111,7 @@ def headlines(report: Report | dict) -> list[str]:
     """One line per target: what a reviewer needs to decide whether to open the rest."""
     report = as_report(report)
     counts = _verdict_counts(report)
-    covered = covered_targets(report)
+    covered = report.covered_targets()
     lines = []
     for row in overview_rows(report):
         tid = row["target"]

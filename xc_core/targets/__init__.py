@@ -2,7 +2,7 @@
 every target module."""
 from __future__ import annotations
 
-from ..errors import XcInputError
+from ..errors import XcInputError, printable_line
 from . import ort_cpu, ort_mobile, ort_int8, coreml, openvino_cpu, inductor_cpu, reference  # noqa: F401,I001  (registration order = display order)
 from . import executorch  # noqa: F401,E402,I001  (after the others: the ExecuTorch columns come last)
 from . import coreai  # noqa: F401,E402,I001  (Core AI after ExecuTorch: Apple's newest stack last)
@@ -46,8 +46,8 @@ def parse_target_spec(spec: str) -> tuple[str, dict]:
     Options dataclass). The one place an identity string becomes options again."""
     tid, opts = split_spec(spec)
     if tid not in REGISTRY:
-        raise XcInputError(f"unknown target '{tid}'; accepted: {', '.join(target_ids())} or all")
-    return tid, REGISTRY[tid].check_options(opts, where=f"target '{spec.strip()}'")
+        raise XcInputError(f"unknown target '{printable_line(tid)}'; accepted: {', '.join(target_ids())} or all")
+    return tid, REGISTRY[tid].check_options(opts, where=f"target '{printable_line(spec)}'")
 
 
 def make_target(spec: str, **options) -> Target:
@@ -85,10 +85,10 @@ def parse_target_options(flags: list[str] | None, targets: list[str]) -> dict[st
             lhs, value = f.split("=", 1)
             tid, key = lhs.rsplit(".", 1)
         except ValueError:
-            raise XcInputError(f"--option '{f}': expected TARGET.KEY=VALUE, e.g. ort-nnapi.fp16=true") from None
+            raise XcInputError(f"--option '{printable_line(f)}': expected TARGET.KEY=VALUE, e.g. ort-nnapi.fp16=true") from None
         if tid not in listed:
-            raise XcInputError(f"--option '{f}': target '{tid}' is not among --targets ({', '.join(targets)})")
-        checked = REGISTRY[base_id(tid)].check_options({key: value}, where=f"--option '{f}'")
+            raise XcInputError(f"--option '{printable_line(f)}': target '{printable_line(tid)}' is not among --targets ({', '.join(targets)})")
+        checked = REGISTRY[base_id(tid)].check_options({key: value}, where=f"--option '{printable_line(f)}'")
         out.setdefault(tid, {}).update(checked)
     return out
 

@@ -13,18 +13,22 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import types
 import typing
 from dataclasses import dataclass
 
-from ..errors import XcInputError
+from ..errors import XcInputError, printable_line
 
 CHOICE, NUMBER, TEXT = "choice", "number", "text"
 
 
-def option(default=None, help: str = "", aliases: tuple[str, ...] = ()):  # noqa: A002 — the metadata key's name
-    """A field of an Options dataclass: its default, what it sets in the toolchain, other names users write."""
-    return dataclasses.field(default=default, metadata={"help": help, "aliases": tuple(aliases)})
+def option(default=None, help: str = "", aliases: tuple[str, ...] = (),  # noqa: A002 — the metadata key's name
+           above: float | None = None, at_least: float | None = None):
+    """A field of an Options dataclass: its default, what it sets in the toolchain, other names users write; for a
+    number, the bound it must keep (`above`: strictly greater, `at_least`: greater or equal)."""
+    return dataclasses.field(default=default, metadata={"help": help, "aliases": tuple(aliases), "above": above,
+                                                        "at_least": at_least})
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,8 @@ class OptionSpec:
     default: typing.Any = None     # the value used when it is not set; None: the toolchain's own
     help: str = ""
     aliases: tuple[str, ...] = ()
+    above: float | None = None     # a number must be greater than this …
+    at_least: float | None = None  # … or at least this
 
 
 @functools.cache
@@ -51,7 +57,8 @@ def option_specs(options_cls: type) -> tuple[OptionSpec, ...]:
     for f in dataclasses.fields(options_cls):
         kind, choices = _kind_of(hints[f.name], f"{options_cls.__name__}.{f.name}")
         out.append(OptionSpec(f.name, kind, choices, f.default, f.metadata.get("help", ""),
-                              tuple(f.metadata.get("aliases", ()))))
+                              tuple(f.metadata.get("aliases", ())), f.metadata.get("above"),
+                              f.metadata.get("at_least")))
     return tuple(out)
 
 
@@ -83,7 +90,7 @@ def check(options_cls: type, target_id: str, values: dict, where: str) -> dict:
         spec = specs.get(key)
         if spec is None:
             takes = f"it takes {', '.join(specs)}" if specs else "it takes none"
-            raise XcInputError(f"{where}: {target_id} takes no option '{key}'; {takes}")
+            raise XcInputError(f"{where}: {target_id} takes no option '{printable_line(key)}'; {takes}")
         out[key] = _value_of(spec, value, target_id, where)
     return out
 
@@ -92,26 +99,42 @@ _TRUE, _FALSE = ("true", "on", "yes", "1"), ("false", "off", "no", "0")
 
 
 def _value_of(spec: OptionSpec, value, target_id: str, where: str):
+    said = f"{where}: {target_id} {spec.name}={printable_line(value)}"      # the value as typed, on one line
     if spec.kind == CHOICE:
         text = str(value).strip().lower()
         if spec.choices == (True, False) and isinstance(value, str):
             text = "true" if text in _TRUE else "false" if text in _FALSE else text
         match = next((c for c in spec.choices if str(c).lower() == text), None)
         if match is None:
-            raise XcInputError(f"{where}: {target_id} {spec.name}={value} is not accepted; accepted: "
-                               + ", ".join(str(c) for c in spec.choices))
+            raise XcInputError(f"{said} is not accepted; accepted: " + ", ".join(str(c) for c in spec.choices))
         return match
     if spec.kind == NUMBER:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return value
-        # An integer stays one (bandwidth_gb_s=8, not 8.0): the identity string keeps what the user wrote.
-        for cast in (int, float):
-            try:
-                return cast(str(value).strip())
-            except ValueError:
-                pass
-        raise XcInputError(f"{where}: {target_id} {spec.name}={value} is not a number")
+        return _bounded(spec, _number(value, said), said)
     return str(value)
+
+
+def _number(value, said: str):
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    # An integer stays one (bandwidth_gb_s=8, not 8.0): the identity string keeps what the user wrote.
+    for cast in (int, float):
+        try:
+            return cast(str(value).strip())
+        except ValueError:
+            pass
+    raise XcInputError(f"{said} is not a number")
+
+
+def _bounded(spec: OptionSpec, number, said: str):
+    """A number the option can use: finite (nan or inf would make every estimate built on it nan or 0), and within
+    its declared bound."""
+    if not math.isfinite(number):
+        raise XcInputError(f"{said} is not a finite number")
+    if spec.above is not None and not number > spec.above:
+        raise XcInputError(f"{said} is not accepted; accepted: a number above {spec.above:g}")
+    if spec.at_least is not None and not number >= spec.at_least:
+        raise XcInputError(f"{said} is not accepted; accepted: a number of at least {spec.at_least:g}")
+    return number
 
 
 def settings_of(options_cls: type, values: dict):
@@ -133,12 +156,12 @@ def split_spec(spec: str) -> tuple[str, dict[str, str]]:
     if "[" not in spec:
         return spec, {}
     if not spec.endswith("]"):
-        raise XcInputError(f"target '{spec}': expected ID[KEY=VALUE,...], e.g. ort-cpu[level=basic]")
+        raise XcInputError(f"target '{printable_line(spec)}': expected ID[KEY=VALUE,...], e.g. ort-cpu[level=basic]")
     tid, body = spec[:-1].split("[", 1)
     opts = {}
     for part in split_list(body):
         if "=" not in part:
-            raise XcInputError(f"target '{spec}': option '{part}' is not KEY=VALUE, e.g. ort-cpu[level=basic]")
+            raise XcInputError(f"target '{printable_line(spec)}': option '{printable_line(part)}' is not KEY=VALUE, e.g. ort-cpu[level=basic]")
         key, value = (x.strip() for x in part.split("=", 1))
         opts[key] = value
     return tid.strip(), opts
@@ -184,12 +207,12 @@ _OVERHEAD_HELP = "fixed cost per boundary crossing, for the estimate (ms, defaul
 
 def bandwidth_option(side: str):
     from ..analysis.boundaries import DEFAULT_BANDWIDTH_GB_S
-    return option(DEFAULT_BANDWIDTH_GB_S, help=_BANDWIDTH_HELP.format(side=side))
+    return option(DEFAULT_BANDWIDTH_GB_S, help=_BANDWIDTH_HELP.format(side=side), above=0)
 
 
 def overhead_option():
     from ..analysis.boundaries import DEFAULT_TRANSITION_OVERHEAD_MS
-    return option(DEFAULT_TRANSITION_OVERHEAD_MS, help=_OVERHEAD_HELP)
+    return option(DEFAULT_TRANSITION_OVERHEAD_MS, help=_OVERHEAD_HELP, at_least=0)
 
 
 @dataclass(frozen=True)

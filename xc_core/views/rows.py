@@ -285,12 +285,6 @@ def drift_flags(report: Report | Mapping) -> list[str]:
     return lines
 
 
-def _covered_targets(report: Report) -> set[str]:
-    """The targets a cause common to several stopped (analysis.common_cause.covered_targets, read off the Report:
-    as_report computed the causes of a report written before they were stored)."""
-    return {tid for cause in report.common_causes for tid in cause.targets}
-
-
 def run_status(report: Report | Mapping) -> tuple[str, str]:
     """(label, state) for the analysis status box: never "compiled" when nothing compiled, and the likely cause."""
     report = as_report(report)
@@ -469,7 +463,7 @@ def verdict_line(report: Report | Mapping, tid: str) -> str:
     report = as_report(report)
     t = report.targets[tid]
     if t.status == "error":
-        return NOT_RUN if tid in _covered_targets(report) else f"{t.status}: {short_reason(t.error, 80)}"
+        return NOT_RUN if tid in report.covered_targets() else f"{t.status}: {short_reason(t.error, 80)}"
     if not t.graph:
         return f"{verdict_symbol('not applicable')} {t.status if t.status != 'ok' else 'no graph'}: " \
                f"{short_reason(t.error, 80)}"
@@ -723,7 +717,7 @@ def target_summary_rows(report: Report | Mapping) -> list[dict]:
     from ..analysis.common_cause import NOT_RUN
     from .target_counts import SPLIT_COLUMN
     report = as_report(report)
-    covered = _covered_targets(report)
+    covered = report.covered_targets()
     out = []
     for row in overview_rows(report):
         ev = report.targets[row["target"]].evidence

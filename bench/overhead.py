@@ -20,6 +20,10 @@ exporter once, and per target
 - executorch-xnnpack / -vulkan / -coreml: to_edge_transform_and_lower with the backend's partitioner,
   to_executorch, the .pte written; XNNPACK's loaded and run once by ExecuTorch's runtime (the other two cannot run
   here);
+- executorch-ethos-u55 / -u85: PT2E int8 (EthosUQuantizer with Vela's configuration as xc's defaults, symmetric
+  config, calibrated once on the inputs), exported again, to_edge_transform_and_lower with EthosUPartitioner and the
+  spec dumping Vela's output (its per-layer CSV read), to_executorch, the .pte written; the partitioned Edge program
+  run once with the delegate answered by TOSA's reference model on the TOSA program Vela compiled;
 - coreai-cpu / -ane: run_decompositions with coreai_torch's table, TorchConverter.to_coreai, the .aimodel saved,
   lowered to ODIX and run once by Core AI's Linux runtime (coreai-ane: the model in fp16 first);
 - litert-xnnpack / -gpu: litert_torch.convert, the .tflite written; xnnpack: LiteRT's interpreter (XNNPACK delegate)
@@ -44,7 +48,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT]
 BARE_TARGETS = ("ort-cpu", "openvino-cpu", "coreml-ane", "coreml-cpu", "ort-cpu-int8", "ort-nnapi", "ort-coreml",
                 "inductor-cpu", "executorch-xnnpack", "executorch-vulkan", "executorch-coreml", "coreai-cpu",
-                "coreai-ane", "litert-xnnpack", "litert-gpu")
+                "coreai-ane", "litert-xnnpack", "litert-gpu", "executorch-ethos-u55", "executorch-ethos-u85")
 # bare: the toolchain calls alone; xc-inproc: analyze in this process, one target after another (CPU time and
 # peak RSS compare like for like); xc: analyze as the CLI runs it, every step in an isolated worker, as many
 # targets at once as there are cores (its workers are not this process's children, so only its wall time is
@@ -146,6 +150,8 @@ def _bare(model: str, targets: list[str], workdir: str) -> dict:
                                             "trace.debug_dir": os.path.join(workdir, "inductor-trace"),
                                             "fx_graph_cache": False}), torch.no_grad():
                     torch.compile(ep.module())(*args)
+            elif tid in ("executorch-ethos-u55", "executorch-ethos-u85") and ep is not None:
+                _bare_ethos_u(tid, ep, args, workdir)
             elif tid.startswith("executorch-") and ep is not None:
                 from executorch.exir import to_edge_transform_and_lower
                 if tid == "executorch-xnnpack":
@@ -237,6 +243,66 @@ def _bare(model: str, targets: list[str], workdir: str) -> dict:
                             raise
                 ml._mil_program.functions["main"].operations
     return {"steps": steps}
+
+
+# Vela's configuration per Ethos-U target, as xc's defaults: accelerator, system config, memory mode.
+ETHOS_U_CONFIGS = {"executorch-ethos-u55": ("ethos-u55-128", "Ethos_U55_High_End_Embedded", "Shared_Sram"),
+                   "executorch-ethos-u85": ("ethos-u85-256", "Ethos_U85_SYS_DRAM_Mid", "Sram_Only")}
+
+
+def _bare_ethos_u(tid: str, ep, args: tuple, workdir: str) -> None:
+    """ExecuTorch's Ethos-U flow by hand: PT2E int8, lowered with Vela writing its per-layer CSV, the .pte written,
+    and the partitioned Edge program run once with its delegate answered by TOSA's reference model."""
+    import csv
+
+    import numpy as np
+    import torch
+    import tosa_reference_model
+    from executorch.backends.arm.ethosu import EthosUCompileSpec, EthosUPartitioner
+    from executorch.backends.arm.quantizer import EthosUQuantizer, get_symmetric_quantization_config
+    from executorch.exir import to_edge_transform_and_lower
+    from torch.overrides import TorchFunctionMode
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    target, system_config, memory_mode = ETHOS_U_CONFIGS[tid]
+    spec = EthosUCompileSpec(target=target, system_config=system_config, memory_mode=memory_mode,
+                             extra_flags=["--verbose-performance"])
+    quantizer = EthosUQuantizer(spec)
+    quantizer.set_global(get_symmetric_quantization_config())
+    # check_guards=False: the Arm passes cannot trace the guard function export adds
+    prepared = prepare_pt2e(ep.module(check_guards=False), quantizer)
+    prepared(*args)                                          # calibration on the run's inputs
+    quantized = torch.export.export(convert_pt2e(prepared), args)
+    artifacts = os.path.join(workdir, f"{tid}-vela")
+    spec.dump_intermediate_artifacts_to(artifacts)
+    lowered = to_edge_transform_and_lower(quantized, partitioner=[EthosUPartitioner(spec)])
+    edge = lowered.exported_program()
+    delegates = [n for n in edge.graph.nodes if n.op == "get_attr" and n.name.startswith("lowered_module")]
+    # One folder for every delegate: ExecuTorch overwrites it per delegate, so the hand-written flow holds for a
+    # model lowered to one delegate only (xc keeps a folder per delegate).
+    if len(delegates) != 1:
+        raise SystemExit(f"{tid}: {len(delegates)} delegates; the bare Ethos-U flow reads one Vela output folder")
+    with open(os.path.join(artifacts, "output", "out_per-layer.csv"), newline="") as f:
+        list(csv.DictReader(f))
+    with open(os.path.join(workdir, f"{tid}.pte"), "wb") as f:
+        f.write(lowered.to_executorch().buffer)
+    with open(os.path.join(artifacts, "out.tosa"), "rb") as f:
+        tosa_program = f.read()
+
+    class TosaReference(TorchFunctionMode):
+        def __torch_function__(self, func, types, fargs=(), kwargs=None):
+            if func is torch._higher_order_ops.executorch_call_delegate:
+                outs, status = tosa_reference_model.run(
+                    tosa_program, [a.detach().contiguous().numpy() for a in fargs[1:]], verbosity="LOW",
+                    initialize_variable_tensor_from_numpy=True)
+                if status != tosa_reference_model.GraphStatus.TOSA_VALID:
+                    raise RuntimeError(f"TOSA's reference model refused the program ({status.name})")
+                results = fargs[0].original_module.graph.output_node().args[0]
+                return tuple(torch.from_numpy(np.array(o)).reshape(r.meta["val"].shape) for o, r in zip(outs, results))
+            return func(*fargs, **(kwargs or {}))
+
+    with torch.no_grad(), TosaReference():
+        edge.module()(*args)
 
 
 def _xc(model: str, targets: list[str], workdir: str, isolate: bool = True) -> dict:

@@ -12,7 +12,7 @@ from pages._markup import code, evidence_badge, plain  # noqa: F401 — the page
 from xc_core.service import DONE, FAILED
 from xc_core.sources.formats import upload_extensions
 from xc_core.run_keys import run_key_of
-from xc_core.targets import REGISTRY, base_id, target_ids
+from xc_core.targets import REGISTRY, base_id, default_target_ids, target_ids
 from xc_core.evidence import HELP as EVIDENCE_HELP  # noqa: F401 — the pages read it as _ui.EVIDENCE_HELP
 from xc_core.views.progress import progress_lines
 from xc_core.views.typed_report import Report, as_report
@@ -30,9 +30,10 @@ def _service():
 
 
 def default_targets() -> list[str]:
-    """The targets a new session starts with: every one this host can run, or, where the deployment sets
-    XC_DEFAULT_TARGETS (comma-separated target ids), those of them this host can run. An id it does not know is
-    left out with one line in the server log."""
+    """The targets a new session starts with: those of xc's default set (every target but the deprecated ones)
+    this host can run, or, where the deployment sets XC_DEFAULT_TARGETS (comma-separated target ids, a deprecated
+    one too), those of them this host can run. An id it does not know is left out with one line in the server
+    log."""
     import os
     import sys
     wanted = [t.strip() for t in os.environ.get("XC_DEFAULT_TARGETS", "").split(",") if t.strip()]
@@ -40,8 +41,14 @@ def default_targets() -> list[str]:
     if unknown:
         print(f"xc: XC_DEFAULT_TARGETS names unknown target(s) {', '.join(unknown)}; accepted: "
               f"{', '.join(target_ids())}", file=sys.stderr)
-    chosen = [t for t in wanted if t in REGISTRY] or target_ids()
+    chosen = [t for t in wanted if t in REGISTRY] or default_target_ids()
     return [t for t in chosen if REGISTRY[t].available()[0]]
+
+
+def target_option_label(identity: str) -> str:
+    """A target or variant as the sidebar lists it: its id, its label, and why it is out of the default set."""
+    cls = REGISTRY[base_id(identity)]
+    return f"{identity} — {cls.label}" + (f" ({cls.deprecated})" if cls.deprecated else "")
 
 
 def request_key(source_key: str, targets: list[str], options: dict, edits: dict, limits) -> str:
@@ -160,8 +167,9 @@ def sidebar_and_analyze() -> None:
         st.session_state["targets"] = wanted_targets
         st.session_state["target_variants"] = [t for t in wanted_targets if t not in REGISTRY]
     variants = st.session_state.setdefault("target_variants", [])
-    targets = sb.multiselect("Targets", target_ids() + variants,
-                             format_func=lambda t: f"{t} — {REGISTRY[base_id(t)].label}",
+    targets = sb.multiselect("Targets", target_ids() + variants, format_func=target_option_label,
+                             help="Starts with every target this host can run but the deprecated ones, which "
+                                  "stay here to pick (or those the deployment's XC_DEFAULT_TARGETS names)",
                              **kept_widget("targets", available))
     _variant_form(sb)
     options: dict[str, dict] = {}       # a target's options live in its identity: the variant form sets them
@@ -326,7 +334,7 @@ def _variant_form(sb) -> None:
     """Add a target again with other options: a variant is its own column on every page."""
     with sb.expander("Add a variant (a target with other options)"):
         with_options = [t for t in target_ids() if REGISTRY[t].option_specs()]
-        tid = st.selectbox("Target", with_options, key="variant_target")
+        tid = st.selectbox("Target", with_options, key="variant_target", format_func=target_option_label)
         # One widget per field of the target's Options dataclass: its choices, its default, its help.
         for opt in REGISTRY[tid].option_specs():
             key = f"variant_opt_{tid}_{opt.name}"

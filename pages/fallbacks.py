@@ -99,10 +99,15 @@ if rows:
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",
                  column_config={"boundary bytes": st.column_config.NumberColumn(format="%d"),
                                 "kernel µs": st.column_config.NumberColumn(format="%.1f"),
+                                "kernel µs (estimated)": st.column_config.NumberColumn(format="%.1f"),
                                 "copies µs (assumed)": st.column_config.NumberColumn(format="%.1f")})
     st.caption("Ranked by the kernel's time, measured by its runtime's profiler on this host's CPU (median of the "
                "profiled runs; blank where the runtime does not time it, and those nodes last, by the bytes that "
-               "cross their boundaries). " + _ui.evidence_badge("assumed") + " The copies at the accelerator ↔ CPU "
+               "cross their boundaries). "
+               + (_ui.evidence_badge("estimated-compiler") + " Where no device runs here (Ethos-U), \"kernel µs "
+                  "(estimated)\" holds the compiler's estimate, ranked after every measured time, never among them. "
+                  if any("kernel µs (estimated)" in r for r in rows) else "")
+               + _ui.evidence_badge("assumed") + " The copies at the accelerator ↔ CPU "
                "boundaries it sits on are the cost model's above — its bandwidth and its overhead per transition "
                "are assumptions, not measurements — so they sit in a column of their own and never rank a node.")
 else:

@@ -4,6 +4,7 @@ import streamlit as st
 from pages import _ui
 from xc_core.views.figures import heatmap_figure, heatmap_targets, time_targets
 from xc_core.views.rows import module_depth, not_compiled
+from xc_core.views.time_evidence import time_phrase
 
 report = _ui.require_report()
 _ui.header(report, "Backend heat map")
@@ -11,8 +12,9 @@ _ui.header(report, "Backend heat map")
 c1, c2, c3, c4, c5 = st.columns([1.2, 1.2, 1.4, 1, 1])
 by = c1.radio("Rows", ["modules", "source ops"], horizontal=True, key="hm_rows")
 colour = c2.radio("Colour", ["backend", "time"], horizontal=True, key="hm_colour",
-                  help="time: each cell's share of its target's measured time (the runtime's profiler on this "
-                       "host's CPU); targets whose runtime does not time its nodes stay blank")
+                  help="time: each cell's share of its target's time — measured by the runtime's profiler on "
+                       "this host's CPU, or, for a device no one runs here (Ethos-U), its compiler's estimate "
+                       "(estimated-compiler, the column says so); targets with no time per node stay blank")
 # Depth counts the levels where the module tree branches: single-child wrappers (a Hugging Face model's `model` →
 # `model.vit` → `model.vit.encoder`) are no level, so the first view already shows the model's parts.
 deepest = max(2, module_depth(report))
@@ -45,8 +47,7 @@ st.caption("Evidence per target: " + " · ".join(
     + ". Hover a cell for the ops it covers and the fallback reason. A cell counts source ops (the captured "
     "graph's ops its row holds, as they ran on that target), not compiled ops: one source op may become several "
     "compiled ops, or be fused with others, so these counts differ from the Overview's compiled-op split."
-    + (" Time: " + " · ".join(f"{_ui.code(t)} {_ui.plain(report.targets[t].node_times.evidence)} on "
-                              f"{_ui.plain(report.targets[t].node_times.host_cpu)}"
+    + (" Time: " + " · ".join(f"{_ui.code(t)} {_ui.plain(time_phrase(report.targets[t].node_times))}"
                               for t in time_targets(report))
        + "; a compiled node counts in the first row that carries it." if colour == "time" else "")
     + (" Empty columns: " + " · ".join(f"{_ui.code(t)} {_ui.plain(why)}" for t, why in missing.items())

@@ -34,6 +34,7 @@ from xc_core.views.rows import (
     verdict_lines,
     verdict_text,
 )
+from xc_core.views.time_evidence import timed_targets_by_kind
 
 report = _ui.require_report()
 _ui.header(report, "Overview")
@@ -145,7 +146,11 @@ if time_table:
     st.caption("Each compiled node's median time over the profiled runs, as its runtime's own profiler measured it "
                "on this host's CPU (not the device's): the shape of the profile — which ops dominate on which "
                "target — not the device's latency. The heat map's time colouring and the Topology's show it per "
-               "module and per node.")
+               "module and per node."
+               + (" The rows whose evidence is estimated-compiler (" + ", ".join(estimated_timed)
+                  + ") are the compiler's estimate for its device instead — nothing ran — listed after the "
+                  "measured ones and never comparable with them."
+                  if (estimated_timed := timed_targets_by_kind(report)[1]) else ""))
 
 for tid, t in report.targets.items():
     if tid in covered:       # said once, in its cause's block above

@@ -13,6 +13,7 @@ from pages import _capture_preview, _ui
 from pages._graph_pane import HIERARCHY_NOTES, graph_pane, pane_items
 from xc_core.views import graph_layout as layout, topology
 from xc_core.views.rows import stage_graph_choices, with_stage_graphs
+from xc_core.views.time_evidence import timed_label
 from xc_core.views.typed_report import Report, TargetBlock, as_report
 
 # While the targets compile, the captured graph (what every target starts from) is drawn instead.
@@ -205,17 +206,20 @@ sel_ops = list(sel["ops"]) if sel else []
 timed = [tid for tid in picked if report.targets[tid].node_times.timed_us]
 colour = st.radio("Colour", ["backend", "time"], horizontal=True, key="topo_colour",
                   help="time: each box by its measured time (the runtime's profiler on this host's CPU, median of "
-                       "the profiled runs), relative to the pane's costliest box; grey: not timed")
+                       "the profiled runs) or, for a device no one runs here (Ethos-U), its compiler's estimate "
+                       "(estimated-compiler: \"est.\" on the box), relative to the pane's costliest box; grey: "
+                       "not timed")
 if colour == "time" and not timed:
     st.caption("None of the picked targets timed its nodes in this run: every box is grey.")
 chips = " ".join(f'<span style="background:{topology.tint(c, 0.6)};border:1px solid {c};border-radius:4px;'
                  f'padding:0 6px">{b}</span>' for b, c in layout.BACKEND_COLORS.items() if b != "unknown")
 if colour == "time":
+    timed_names = ", ".join(timed_label(t, report.targets[t].node_times) for t in timed)   # an estimate marked
     chips = " ".join(f'<span style="background:{topology.time_colour(x)};color:{ink};border:1px solid #8a8a8a;'
                      f'border-radius:4px;padding:0 6px">{label}</span>'
                      for x, label, ink in ((0, "least", "#222"), (0.5, "half", "#222"), (1, "most", "#222")))
     chips += (f' <span style="background:{topology.UNTIMED_COLOR};border-radius:4px;padding:0 6px">not timed</span> '
-              f'(timed: {html.escape(", ".join(timed)) or "none"}; relative to the pane\'s costliest box)')
+              f'(timed: {html.escape(timed_names) or "none"}; relative to the pane\'s costliest box)')
 st.markdown(
     f'<div style="font-size:0.82rem;line-height:1.9">{"Time" if colour == "time" else "Backend"}: {chips} · '
     f'<span style="border:2px solid {layout.FALLBACK_COLOR};border-radius:4px;padding:0 6px">falls back to the '

@@ -116,6 +116,8 @@ def test_a_single_unsupported_op_in_the_middle():
     assert [(n["op_type"], n["fallback_reason"], n["module_path"]) for n in fallbacks] == [
         ("HardSigmoid", "unsupported operator", "gate")]
     assert t["drift"]["evidence"] == "emulated" and t["precision"]["mix"] == {"fp16": 3, "fp32": 1}
+    # Why NNAPI is out of the default set is said in its report block, with its other notes.
+    assert [n for n in t["notes"] if n.startswith("NNAPI is deprecated since Android 15: not in xc's default")]
 
 
 def test_cli_option_flags(tmp_path):

@@ -71,8 +71,9 @@ def test_overview_leads_with_pair_sentences_and_keeps_eight_columns():
     full = at.dataframe[0].value
     assert {"Core ML units", "casts", "MIL ops", "partitions", "ORT verdict"} <= set(full.columns)
     sentences = [m.value.replace("\\", "") for m in at.markdown if m.value.startswith("- ") and " vs " in m.value]
-    assert sentences and sentences[0].startswith("- ort-nnapi vs coreml-ane:")
-    assert "fall back to the CPU on ort-nnapi and not on coreml-ane" in sentences[0] and "Drift:" in sentences[0]
+    # iOS through ONNX Runtime and natively: the first pair these targets ship (ort-nnapi is deprecated: in none).
+    assert sentences and sentences[0].startswith("- ort-coreml vs coreml-ane:")
+    assert "fall back to the CPU on ort-coreml and not on coreml-ane" in sentences[0] and "Drift:" in sentences[0]
     # One target in detail, the one picked: its drift per output follows the pick.
     pick = at.selectbox(key="overview_target")
     assert pick.options[0].startswith("ort-cpu — ") and pick.value == "ort-cpu"
@@ -205,7 +206,8 @@ def test_a_deployment_picks_the_default_targets(monkeypatch, capsys):
     assert default_targets() == ["ort-nnapi", "coreml-ane"]
     assert "no-such-target" in capsys.readouterr().err
     monkeypatch.setenv("XC_DEFAULT_TARGETS", "")
-    assert "ort-cpu" in default_targets() and len(default_targets()) >= 8
+    assert "ort-cpu" in default_targets() and len(default_targets()) >= 7
+    assert "ort-nnapi" not in default_targets()     # deprecated: out of the default set, still in the picker
 
 
 COREAI_TARGETS = ["coreml-ane", "coreml-cpu", "coreai-cpu", "coreai-ane"]

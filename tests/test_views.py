@@ -43,9 +43,9 @@ def test_default_pairs_follow_the_reports_target_order():
     its options (a crash of the page, seen with --targets coreml-ane,...,ort-nnapi)."""
     import itertools
     from xc_core.views.rows import default_pairs
-    order = ["ort-cpu", "ort-cpu[level=basic]", "coreml-ane", "ort-nnapi", "inductor-cpu"]
+    order = ["ort-cpu", "ort-cpu[level=basic]", "coreml-ane", "ort-coreml", "inductor-cpu"]
     report = {"targets": {t: {"graph": {"nodes": []}} for t in order}}
     offered = set(itertools.combinations(order, 2))
     pairs = default_pairs(report, limit=10)
     assert pairs[0] == ("ort-cpu", "ort-cpu[level=basic]")
-    assert ("coreml-ane", "ort-nnapi") in pairs and all(p in offered for p in pairs)
+    assert ("coreml-ane", "ort-coreml") in pairs and all(p in offered for p in pairs)

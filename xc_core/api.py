@@ -16,7 +16,7 @@ from .pipeline import CAPTURE_DIR, CAPTURED_FILE, IsolatedRun, run_here
 from .progress import LOAD, REPORT, RUNNING, Progress, ProgressEvent, ignore
 from .report.sidecar import write as write_report
 from .sources.spec import ShapeOverrides, Source
-from .targets import ERROR, target_ids
+from .targets import ERROR, default_target_ids
 from .worker import WorkerLimits, confinement
 
 
@@ -27,7 +27,7 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
             progress: Progress | None = None, limits: Limits | None = None,
             worker_limits: WorkerLimits | None = None, jobs: int | None = None,
             cancel: threading.Event | None = None, isolate: bool = True) -> dict:
-    """Load, capture, compile for every target, compare, and return the Report.
+    """Load, capture, compile for each target (default: `default_target_ids()`), compare, and return the Report.
 
     Inputs: `inputs_npz` arrays, `shapes` (whole inputs), `dims` (named symbolic dims), `values` (every element of
     an input), `ranges` (integer inputs); every other symbolic dim is picked by name and role and probed on the
@@ -45,7 +45,7 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
     `Limits.from_env()`). Whatever loading unpacked is removed when this returns, also on error.
     """
     emit = progress or ignore
-    targets = list(targets) if targets else target_ids()
+    targets = list(targets) if targets else default_target_ids()
     target_options = target_options or {}
     limits = limits or Limits.from_env()
     worker_limits = worker_limits or WorkerLimits.from_env()

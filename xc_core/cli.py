@@ -53,8 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("source", help="a model file (ExportedProgram .pt2, TorchScript, state_dict .pt or "
                    ".safetensors, .onnx, .mlmodel, zipped .mlpackage or OpenVINO IR; recognised by content) or "
                    "sample:NAME")
-    a.add_argument("--targets", default="all", help="comma-separated target ids and variants (a target with "
-                   "options, e.g. ort-cpu[level=basic]), or all (default)")
+    a.add_argument("--targets", default=None, help="comma-separated target ids and variants (a target with "
+                   "options, e.g. ort-cpu[level=basic]), or all: every target, the deprecated ones too (default: "
+                   "every target but those `xc targets` marks deprecated)")
     a.add_argument("--inputs", metavar="FILE.npz", help="input arrays by input name (default: seeded random)")
     a.add_argument("--shape", action="append", metavar="NAME=DxD[:dtype]",
                    help="an input's whole shape, repeatable (required for TorchScript without --inputs)")
@@ -183,8 +184,9 @@ def _batch_parsers(sub) -> None:
     b.add_argument("manifest", help="a text file of sources (one a line; # comments), a folder of model files, or "
                                     "a YAML file: models: [{source, name, inputs, shape, dim, value, range, "
                                     "options}], targets: [...]")
-    b.add_argument("--targets", default=None, help="comma-separated target ids and variants, or all (default: the "
-                                                   "YAML manifest's targets:, else all)")
+    b.add_argument("--targets", default=None, help="comma-separated target ids and variants, or all: every target, "
+                                                   "the deprecated ones too (default: the YAML manifest's targets:, "
+                                                   "else every target but those `xc targets` marks deprecated)")
     b.add_argument("--option", action="append", metavar="TARGET.KEY=VALUE",
                    help="a target option for every model, repeatable (a YAML model's own options win)")
     b.add_argument("--out", required=True, metavar="DIR", help="writes DIR/matrix.json, matrix.md, matrix.html and "
@@ -492,10 +494,10 @@ def _batch(args) -> int:
     from .fleet.batch import BatchSettings, run_batch
     from .fleet.manifest import parse_shard, read_manifest, shard
     from .limits import LIMITS, Limits
-    from .targets import parse_target_list, parse_target_options
+    from .targets import parse_target_options
     from .worker import WorkerLimits
     manifest = read_manifest(args.manifest)
-    targets = parse_target_list(args.targets or (",".join(manifest.targets) if manifest.targets else "all"))
+    targets = requested_targets(args.targets, manifest.targets)
     parse_target_options(args.option, targets)          # a bad --option is said now, not once per model
     if args.jobs is not None and args.jobs < 1:
         raise XcInputError(f"--jobs {args.jobs}: must be at least 1")
@@ -663,12 +665,26 @@ def _runs(args) -> int:
     return EXIT_OK
 
 
+def requested_targets(flag: str | None, manifest_targets: list[str] | None = None) -> list[str]:
+    """The targets a run compiles: --targets as given (all: every registered target), else a manifest's
+    targets:, else the default set (every target but the deprecated ones)."""
+    from .targets import default_target_ids, parse_target_list
+    if flag is not None:
+        return parse_target_list(flag)
+    if manifest_targets:
+        return parse_target_list(",".join(manifest_targets))
+    return default_target_ids()
+
+
 def _targets() -> int:
     from .targets import REGISTRY, target_ids
     for tid in target_ids():
         cls = REGISTRY[tid]
         ok, why = cls.available()
         print(f"{tid:16} {'available' if ok else 'unavailable: ' + printable_line(why):40} {cls.description}")
+        if cls.deprecated:
+            print(f"{'':18}deprecated: {cls.deprecated} (not in the default set; runs when named, or with "
+                  "--targets all)")
         for opt in cls.option_specs():      # read off the target's Options dataclass
             also = f" (also {', '.join(opt.aliases)})" if opt.aliases else ""
             print(f"{'':18}[{opt.name}=…]{also}  {opt.help}")
@@ -694,8 +710,8 @@ def _analyze(args) -> int:
         parse_value_flags,
     )
     from .limits import LIMITS, Limits
-    from .targets import parse_target_list, parse_target_options
-    targets = parse_target_list(args.targets)
+    from .targets import parse_target_options
+    targets = requested_targets(args.targets)
     options = parse_target_options(args.option, targets)
     shapes = parse_shape_flags(args.shape)
     limits = Limits.from_env(**{k: getattr(args, k) for k in LIMITS})
@@ -932,17 +948,35 @@ def summary_table(report: dict) -> str:
 def time_lines(report: dict) -> str:
     """Where the time goes, a line per target that timed its nodes (the Overview's table, for the terminal)."""
     from .views.rows import time_rows
+    from .views.time_evidence import is_estimated
     rows = time_rows(report)
     if not rows:
         return ""
-    cpus = sorted({(t.get("node_times") or {}).get("host_cpu") for t in report["targets"].values()} - {None})
-    lines = ["", f"time per node (measured on {', '.join(cpus)}; medians of the profiled runs, and the interquartile "
-                 "range of the runs' totals):"]
-    width = max(len(r["target"]) for r in rows) + 1
+    node_times = {tid: t.get("node_times") or {} for tid, t in report["targets"].items()}
+    # Measured targets under one heading; a compiler's estimates (Vela for Ethos-U) under their own, one per
+    # modelled device: an estimate is never listed as if it were measured on this host.
+    measured = [r for r in rows if not is_estimated(node_times[r["target"]])]
+    estimated: dict[str, list[dict]] = {}
     for r in rows:
-        total, _, spread = r["timed µs"].partition(" (")
-        lines.append(f"  {r['target']:{width}} {total} µs ({spread} over {r['nodes timed']} · costliest: "
-                     f"{r['costliest nodes']}")
+        if is_estimated(node_times[r["target"]]):
+            estimated.setdefault(node_times[r["target"]].get("host_cpu") or "its device", []).append(r)
+    width = max(len(r["target"]) for r in rows) + 1
+    lines = []
+    if measured:
+        cpus = sorted({node_times[r["target"]].get("host_cpu") for r in measured} - {None, ""})
+        lines += ["", f"time per node (measured on {', '.join(cpus)}; medians of the profiled runs, and the "
+                      "interquartile range of the runs' totals):"]
+        for r in measured:
+            total, _, spread = r["timed µs"].partition(" (")
+            lines.append(f"  {r['target']:{width}} {total} µs ({spread} over {r['nodes timed']} · costliest: "
+                         f"{r['costliest nodes']}")
+    for device, group in estimated.items():
+        lines += ["", f"time per node (estimated-compiler: estimated by the compiler for {device}; nothing ran, "
+                      "not comparable with a measured time):"]
+        for r in group:
+            total = r["timed µs"].partition(" (")[0]
+            lines.append(f"  {r['target']:{width}} {total} µs estimated over {r['nodes timed']} · costliest: "
+                         f"{r['costliest nodes']}")
     return "\n".join(visible(line) for line in lines)        # node names and the CPU's name: not xc's text
 
 

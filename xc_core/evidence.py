@@ -9,8 +9,11 @@ EMULATED = "emulated"                    # computed by emulating a runtime this 
 # copy bandwidth): nothing measured it, no runtime reported it, no checker or cited rule predicted it, so none of
 # the kinds above may stand for it — and it must never rank beside a measured time as if it were one.
 ASSUMED = "assumed"
+# A vendor compiler's own performance model (Arm's Vela: cycles per layer of the NPU command stream it built): the
+# toolchain computed it, not xc and not a rule table, but nothing ran — an estimate, never a measurement.
+ESTIMATED_COMPILER = "estimated-compiler"
 
-ALL = (MEASURED, REPORTED, PREDICTED_RUNTIME, PREDICTED_RULES, EMULATED, ASSUMED)
+ALL = (MEASURED, REPORTED, PREDICTED_RUNTIME, PREDICTED_RULES, EMULATED, ESTIMATED_COMPILER, ASSUMED)
 
 # In a reader's words, for legends (dashboard, HTML and Markdown reports).
 HELP = {
@@ -19,5 +22,6 @@ HELP = {
     PREDICTED_RUNTIME: "the runtime's own checker predicted it",
     PREDICTED_RULES: "xc's cited rule table predicted it",
     EMULATED: "computed by emulating a runtime this host cannot run",
+    ESTIMATED_COMPILER: "the vendor compiler's own performance model estimated it (nothing ran)",
     ASSUMED: "computed from a constant xc assumes (a cost model's parameter), not measured",
 }

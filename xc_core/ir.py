@@ -47,6 +47,15 @@ class Node:
     # Median time of this node over the profiled runs, in microseconds, as the runtime's profiler measured it on
     # this host (None: not timed). The target's `node_times` block says how and on which CPU.
     measured_us: float | None = None
+    # This node's time as a vendor compiler's performance model estimates it for its device (Vela's cycles at the
+    # NPU clock), in microseconds; None where no compiler estimated it. Never beside a measured time: a target has
+    # one or the other, and its `node_times` block says which (evidence).
+    estimated_us: float | None = None
+
+    @property
+    def time_us(self) -> float | None:
+        """The node's time: measured where profiled, else the compiler's estimate (node_times.evidence says)."""
+        return self.measured_us if self.measured_us is not None else self.estimated_us
 
     def to_dict(self) -> dict:
         # Written out field by field: dataclasses.asdict deep-copies recursively and took ~0.3 ms a node, most of
@@ -56,7 +65,8 @@ class Node:
                 "attributes": dict(self.attributes), "backend": self.backend, "kernel": self.kernel,
                 "precision": self.precision, "source_ops": list(self.source_ops), "module_path": self.module_path,
                 "source_location": self.source_location, "fused_from": list(self.fused_from),
-                "fallback": self.fallback, "fallback_reason": self.fallback_reason, "measured_us": self.measured_us}
+                "fallback": self.fallback, "fallback_reason": self.fallback_reason, "measured_us": self.measured_us,
+                **({"estimated_us": self.estimated_us} if self.estimated_us is not None else {})}
 
 
 @dataclass

@@ -93,8 +93,12 @@ def _q2(t: TargetBlock, graph: dict | None) -> dict:
     bounds = t.info.boundaries
     fallbacks = [n for n in graph["nodes"] if n.get("fallback")]
     ev = bounds.evidence or graph["evidence"]
+    # An NPU compiler's own split of what it was given (Vela's NPU vs CPU layers), beside the partitioner's.
+    vela = t.info.extra.get("vela") or {}
+    compiler = (f"; Vela put {vela['npu_layers']} layer(s) on the NPU and {vela['cpu_layers']} on the CPU"
+                if "npu_layers" in vela else "")
     if not fallbacks:
-        return {"verdict": PASS, "evidence": ev, "detail": "every op stays on the accelerator"}
+        return {"verdict": PASS, "evidence": ev, "detail": "every op stays on the accelerator" + compiler}
     count = bounds.count
     cliff = (bounds.latency_cliff or {}).get("estimate_ms")
     types = sorted({n["op_type"] for n in fallbacks})
@@ -106,7 +110,7 @@ def _q2(t: TargetBlock, graph: dict | None) -> dict:
     return {"verdict": verdict, "evidence": ev,
             "detail": f"{compiled} compiled op(s) on the CPU" + (f" and {other} layout/cast node(s)" if other else "")
                       + f" ({', '.join(types)}), {count} boundaries"
-                      + (f", ≈{cliff:.2f} ms latency-cliff estimate" if cliff is not None else "")}
+                      + (f", ≈{cliff:.2f} ms latency-cliff estimate" if cliff is not None else "") + compiler}
 
 
 def _q3(tid: str, t: TargetBlock, graph: dict | None, not_fired: list[dict]) -> dict:

@@ -27,25 +27,28 @@ TOP_NODES = 10
 def time_summary(nodes: list[dict]) -> dict:
     """Total timed µs, the share per backend and per op type (largest first), and the TOP_NODES costliest nodes
     with their share of the total."""
-    timed = [n for n in nodes if n.get("measured_us") is not None]
-    total = sum(n["measured_us"] for n in timed)
+    def us(n: dict):
+        # a node's time: measured, or a vendor compiler's estimate (a target has one kind: node_times says which)
+        return n.get("measured_us") if n.get("measured_us") is not None else n.get("estimated_us")
+    timed = [n for n in nodes if us(n) is not None]
+    total = sum(us(n) for n in timed)
     by_backend: dict[str, float] = defaultdict(float)
     by_op: dict[str, float] = defaultdict(float)
     for n in timed:
-        by_backend[n.get("backend") or "unknown"] += n["measured_us"]
-        by_op[n["op_type"]] += n["measured_us"]
+        by_backend[n.get("backend") or "unknown"] += us(n)
+        by_op[n["op_type"]] += us(n)
 
     def shares(table: dict[str, float]) -> list[dict]:
         return [{"key": k, "us": round(v, 3), "share": round(v / total, 4) if total else 0.0}
                 for k, v in sorted(table.items(), key=lambda kv: -kv[1])]
 
-    top = sorted(timed, key=lambda n: -n["measured_us"])[:TOP_NODES]
+    top = sorted(timed, key=lambda n: -us(n))[:TOP_NODES]
     return {"timed_us": round(total, 3),
             "by_backend": shares(by_backend), "by_op_type": shares(by_op),
             "top": [{"node": n["id"], "op_type": n["op_type"], "backend": n.get("backend"),
                      "precision": n.get("precision"), "module_path": n.get("module_path"),
-                     "fallback": bool(n.get("fallback")), "us": n["measured_us"],
-                     "share": round(n["measured_us"] / total, 4) if total else 0.0} for n in top]}
+                     "fallback": bool(n.get("fallback")), "us": us(n),
+                     "share": round(us(n) / total, 4) if total else 0.0} for n in top]}
 
 
 def fallback_costs(nodes: list[dict], boundary_items: list[dict], bandwidth_gb_s: float,
@@ -63,7 +66,7 @@ def fallback_costs(nodes: list[dict], boundary_items: list[dict], bandwidth_gb_s
         for nid in {b["from_node"], *b["consumers"]}:
             copies[nid] += us
             transitions[nid] += 1
-    return {n["id"]: {"kernel_us": n.get("measured_us"), "copies_us_assumed": round(copies.get(n["id"], 0.0), 3),
+    return {n["id"]: {"kernel_us": n.get("measured_us") if n.get("measured_us") is not None else n.get("estimated_us"), "copies_us_assumed": round(copies.get(n["id"], 0.0), 3),
                       "transitions": transitions.get(n["id"], 0)}
             for n in nodes if n.get("fallback")}
 

@@ -55,7 +55,8 @@ _DEFAULT_DRIFT_THRESHOLD = 1e-2  # xc_core.analysis.layer_drift.DEFAULT_RTOL_L2,
 # Categorical overlays carry the category itself (the UI shows string values on the node and counts them per
 # layer); each result has its own colour, since thresholds and gradients only apply to numbers.
 _BACKEND_COLORS = {"cpu": "#ffcc80", "nnapi": "#a5d6a7", "ane": "#90caf9", "gpu": "#ce93d8", "npu": "#80cbc4",
-                   "coreml": "#ffb74d", "xnnpack": "#f8bbd0", "vulkan": "#b3e5fc", "unknown": "#e0e0e0",
+                   "coreml": "#ffb74d", "xnnpack": "#f8bbd0", "vulkan": "#b3e5fc", "ethos-u": "#e1bee7",
+                   "unknown": "#e0e0e0",
                    "none": "#f5f5f5"}
 _PRECISION_COLORS = {"fp32": "#90caf9", "fp16": "#a5d6a7", "bf16": "#c5e1a5", "int8": "#ffcc80",
                      "uint8": "#ffe0b2", "int4": "#ffab91", "mixed": "#ce93d8", "int32": "#e0e0e0",

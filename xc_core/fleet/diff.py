@@ -102,7 +102,9 @@ def _cell_diff(bc: dict, nc: dict) -> dict:
     out["worst_drift"] = {"base": bd, "new": nd, "ratio": _ratio(bd, nd),
                           "evidence": (nc.get("worst_drift") or {}).get("evidence")}
     bt, nt = bc.get("time_us"), nc.get("time_us")
-    same_cpu = bool(bt and nt and bt.get("host_cpu") == nt.get("host_cpu"))
+    # compared only when both are the same kind of figure on the same CPU: a measurement never against an estimate
+    same_cpu = bool(bt and nt and bt.get("host_cpu") == nt.get("host_cpu")
+                    and (bt.get("evidence") or "measured") == (nt.get("evidence") or "measured"))
     ratio = _ratio(_value(bc, "time_us"), _value(nc, "time_us")) if same_cpu else None
     out["time_us"] = {"base": _value(bc, "time_us"), "new": _value(nc, "time_us"), "ratio": ratio,
                       "bucket": time_bucket(ratio), "same_cpu": same_cpu, "verdict": None, "why": None}

@@ -96,7 +96,9 @@ def _drift(t: TargetBlock) -> dict | None:
 
 def _time(t: TargetBlock) -> dict | None:
     """The measured time of one whole run: the toolchain's own figure for the run, else the sum over its nodes
-    when every compute node was timed. A partial sum (only the nodes left on this CPU) is not a model's time."""
+    when every compute node was timed. A partial sum (only the nodes left on this CPU) is not a model's time.
+    A compiler's estimate (estimated-compiler: Vela for Ethos-U) is no cell's time: the fleet's time column is one
+    run measured on this host, ranked and bucketed across models, and an estimate must not rank among those."""
     nt = t.node_times
     if nt.evidence != "measured":
         return None

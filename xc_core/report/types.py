@@ -183,6 +183,12 @@ class NodeRecord(Block):
     fallback: bool = False             # left on the CPU on an accelerated target
     fallback_reason: str | None = None
     measured_us: float | None = None   # median time over the profiled runs (None: not timed)
+    estimated_us: float | None = None  # a vendor compiler's estimate of its time on the device (Vela's cycles)
+
+    @property
+    def time_us(self) -> float | None:
+        """Measured where profiled, else the compiler's estimate (the target's node_times.evidence says which)."""
+        return self.measured_us if self.measured_us is not None else self.estimated_us
 
 
 @_frozen

@@ -22,6 +22,7 @@ from ..analysis.node_time import (
     SLOWER_MIN_US,
     SLOWER_RATIO,
     SPREAD_UNKNOWN,
+    UNCHANGED,
     WITHIN_NOISE,
     figure,
     host_busy,
@@ -31,8 +32,10 @@ from ..analysis.node_time import (
     time_change,
 )
 from ..errors import printable_line
+from ..evidence import ESTIMATED_COMPILER
 from ..report.types import NodeRecord, NodeTimes, Report, TargetBlock
 from ..views.rows import ACCELERATORS, fmt_sci
+from ..views.time_evidence import is_estimated
 from ..views.typed_report import as_report, as_target
 from .gate import fallback_place
 from .md_text import code, table, text
@@ -188,7 +191,7 @@ def _target_diff(tid: str, base: Report, new: Report, b_ops: dict, n_ops: dict, 
                         or d["stage_changes"] or d["layout"]
                         or any(c["base"] != c["new"] for c in d["checklist"])
                         or any(x.get("ratio") not in (None, 1.0) for x in d["drift"])
-                        or bool(d["time"]["slower"])
+                        or bool(d["time"]["slower"]) or bool(d["time"].get("faster"))
                         or (whole_run_time(d["time"]) or {}).get("verdict") in (SLOWER, FASTER))
     return d
 
@@ -210,7 +213,8 @@ def _node_times(bt: TargetBlock, nt: TargetBlock) -> dict:
     `spread_unknown` those a run without per-run samples (an older xc) cannot judge; `shift` what every node of the
     target shared (a busier host); `host_busy` why neither run's times are judged, when one was profiled on a busy
     host; `run` and `total` the whole run's time and the timed nodes' sum, judged the same way. Times from two
-    different CPUs (the `node_times` host) are not compared."""
+    different CPUs (the `node_times` host) are not compared. Times a compiler estimated (estimated-compiler) are
+    compared by `_estimated_node_times`, and never with measured ones."""
     b_nt, n_nt = bt.node_times, nt.node_times
     out = {"base_us": b_nt.timed_us, "new_us": n_nt.timed_us, "slower": [], "compared": False,
            "why_not": None, "evidence": n_nt.evidence, "test": noise_test(), "shift": None,
@@ -219,20 +223,20 @@ def _node_times(bt: TargetBlock, nt: TargetBlock) -> dict:
         out["why_not"] = "not timed in " + ("either run" if not b_nt.timed_us and not n_nt.timed_us
                                             else "the base run" if not b_nt.timed_us else "the new run")
         return out
-    if b_nt.host_cpu != n_nt.host_cpu:
-        out["why_not"] = f"timed on different CPUs ({b_nt.host_cpu} / {n_nt.host_cpu})"
+    if is_estimated(b_nt) != is_estimated(n_nt):
+        out["evidence"] = None
+        out["why_not"] = (f"one run's times are measured, the other's are the compiler's estimate "
+                          f"({ESTIMATED_COMPILER}): a performance model's figure and a measurement are not comparable")
         return out
+    if b_nt.host_cpu != n_nt.host_cpu:
+        out["why_not"] = (f"estimated for different devices ({b_nt.host_cpu} / {n_nt.host_cpu})"
+                          if is_estimated(n_nt) else f"timed on different CPUs ({b_nt.host_cpu} / {n_nt.host_cpu})")
+        return out
+    if is_estimated(n_nt):
+        return _estimated_node_times(bt, nt, out)
     out["compared"] = True
 
-    def keyed(t: TargetBlock):
-        seen: Counter = Counter()
-        table = {}
-        for n in t.graph.nodes:
-            k = (n.module_path or "", n.op_type)
-            table[(*k, seen[k])] = n
-            seen[k] += 1
-        return table
-    b_nodes, n_nodes = keyed(bt), keyed(nt)
+    b_nodes, n_nodes = _keyed_nodes(bt), _keyed_nodes(nt)
     b_samples = _samples(b_nt).get("nodes") or {}
     n_samples = _samples(n_nt).get("nodes") or {}
     matched = [(key, b_nodes[key], n) for key, n in n_nodes.items() if key in b_nodes
@@ -264,6 +268,56 @@ def _node_times(bt: TargetBlock, nt: TargetBlock) -> dict:
                                figure(n_nt.timed_us, n_s.get("total")), slower_floor(None), shift,
                                min_ratio=WHOLE_RUN_RATIO, nodes=nodes, busy=busy)
     return out
+
+
+def _keyed_nodes(t: TargetBlock) -> dict[tuple, NodeRecord]:
+    """A target's nodes by (module path, op type, the n-th such node): how two runs' nodes are matched."""
+    seen: Counter = Counter()
+    table = {}
+    for n in t.graph.nodes:
+        k = (n.module_path or "", n.op_type)
+        table[(*k, seen[k])] = n
+        seen[k] += 1
+    return table
+
+
+# A compiler's performance model is deterministic (the same graph and options give the same cycles), so two
+# estimates for one device compare exactly: no runs, no noise test. A move beyond this share is a change.
+ESTIMATE_CHANGE = 0.01
+
+
+def _estimated_node_times(bt: TargetBlock, nt: TargetBlock, out: dict) -> dict:
+    """Two runs' estimated times for the same modelled device, compared exactly: `slower` and `faster` the nodes
+    whose estimate moved by more than ESTIMATE_CHANGE (with the ratio), `total` the estimated sum judged the same
+    way. No shift, no spread, no host to be busy: the figures are the compiler's, not a measurement."""
+    out.update(compared=True, evidence=ESTIMATED_COMPILER, faster=[],
+               test=f"{ESTIMATED_COMPILER}: the compiler's estimates compared exactly — a move of more than "
+                    f"{100 * ESTIMATE_CHANGE:g} % is a change")
+    b_nodes, n_nodes = _keyed_nodes(bt), _keyed_nodes(nt)
+    for key, n in n_nodes.items():
+        b = b_nodes.get(key)
+        if b is None or b.estimated_us is None or n.estimated_us is None:
+            continue
+        c = _estimate_change(b.estimated_us, n.estimated_us)
+        if c["verdict"] in (SLOWER, FASTER):
+            out["slower" if c["verdict"] == SLOWER else "faster"].append(
+                {"node": n.id, "op_type": n.op_type, "module_path": key[0], "base_us": b.estimated_us,
+                 "new_us": n.estimated_us, "ratio": c["ratio"], "why": c["why"], "evidence": ESTIMATED_COMPILER})
+    out["slower"].sort(key=lambda x: -(x["new_us"] - x["base_us"]))
+    out["faster"].sort(key=lambda x: x["new_us"] - x["base_us"])
+    out["total"] = _estimate_change(bt.node_times.timed_us, nt.node_times.timed_us)
+    return out
+
+
+def _estimate_change(base_us: float, new_us: float) -> dict:
+    """One estimated time in two runs, in time_change's shape ({base, new: {median}, ratio, verdict, why})."""
+    ratio = round(new_us / base_us, 4) if base_us else (None if new_us == 0 else math.inf)
+    moved = ratio is None or math.isinf(ratio) or abs(new_us - base_us) > ESTIMATE_CHANGE * base_us
+    verdict = UNCHANGED if not moved or new_us == base_us else SLOWER if new_us > base_us else FASTER
+    why = (f"the compiler's estimate moved by more than {100 * ESTIMATE_CHANGE:g} % ({ESTIMATED_COMPILER})"
+           if verdict != UNCHANGED else f"within {100 * ESTIMATE_CHANGE:g} % ({ESTIMATED_COMPILER})")
+    return {"base": {"median": base_us}, "new": {"median": new_us}, "ratio": ratio, "expected_us": None,
+            "verdict": verdict, "why": why}
 
 
 # A whole run's time is judged from 1.1× (the first of the fleet's time buckets, Qualcomm AI Hub's "within noise"
@@ -523,15 +577,28 @@ def change_lines(d: dict) -> list[tuple[str, str]]:
             if x["ratio"] not in (None, 1.0):
                 lines.append((tid, f"drift of '{x['output']}' rel L2 {fmt_sci(x['base'])} → {fmt_sci(x['new'])} "
                                    f"({_ratio(x['ratio'])}, {x['evidence']})"))
-        for x in (t.get("time") or {}).get("slower", []):
-            lines.append((tid, f"slower: {x['op_type']} at {x['module_path'] or '(root)'} {x['base_us']:,.0f} → "
-                               f"{x['new_us']:,.0f} µs ({_ratio(x['ratio'])}, beyond the runs' noise: "
-                               f"{_iqr_text(x)}; measured)"))
-        whole = whole_run_time(t.get("time") or {})
-        if whole and whole["verdict"] in (SLOWER, FASTER):
-            lines.append((tid, f"{whole['verdict']}: {whole['what']} {whole['base']['median']:,.0f} → "
-                               f"{whole['new']['median']:,.0f} µs ({_ratio(whole['ratio'])}, beyond the runs' noise: "
-                               f"{whole['why']}; measured)"))
+        tm = t.get("time") or {}
+        if tm.get("evidence") == ESTIMATED_COMPILER:
+            # the compiler's estimates, compared exactly: no noise to be beyond, and never called measured
+            for way in (SLOWER, FASTER):
+                for x in tm.get(way) or []:
+                    lines.append((tid, f"{way}: {x['op_type']} at {x['module_path'] or '(root)'} "
+                                       f"{x['base_us']:,.1f} → {x['new_us']:,.1f} µs ({_ratio(x['ratio'])}, "
+                                       f"{x['why']})"))
+            whole = whole_run_time(tm)
+            if whole and whole["verdict"] in (SLOWER, FASTER):
+                lines.append((tid, f"{whole['verdict']}: estimated total {whole['base']['median']:,.1f} → "
+                                   f"{whole['new']['median']:,.1f} µs ({_ratio(whole['ratio'])}, {whole['why']})"))
+        else:
+            for x in tm.get("slower", []):
+                lines.append((tid, f"slower: {x['op_type']} at {x['module_path'] or '(root)'} {x['base_us']:,.0f} → "
+                                   f"{x['new_us']:,.0f} µs ({_ratio(x['ratio'])}, beyond the runs' noise: "
+                                   f"{_iqr_text(x)}; measured)"))
+            whole = whole_run_time(tm)
+            if whole and whole["verdict"] in (SLOWER, FASTER):
+                lines.append((tid, f"{whole['verdict']}: {whole['what']} {whole['base']['median']:,.0f} → "
+                                   f"{whole['new']['median']:,.0f} µs ({_ratio(whole['ratio'])}, beyond the runs' "
+                                   f"noise: {whole['why']}; measured)"))
         for c in t["checklist"]:
             if c["base"] != c["new"]:
                 lines.append((tid, f"checklist ({c['id']}) {c['base']} → {c['new']}: {c['detail']}"))
@@ -553,7 +620,9 @@ def time_notes(d: dict) -> list[tuple[str, str]]:
     lines = []
     for tid, t in d["targets"].items():
         tm = t.get("time") or {}
-        if not tm.get("compared"):
+        if not tm.get("compared") or tm.get("evidence") == ESTIMATED_COMPILER:   # estimates: exact, no noise to note
+            if tm.get("why_not") and ESTIMATED_COMPILER in tm["why_not"]:
+                lines.append((tid, f"time not compared: {tm['why_not']}"))
             continue
         if tm.get("host_busy"):
             if tm.get("within_noise"):
@@ -657,8 +726,12 @@ def diff_markdown(d: dict, regressions: list[dict] | None = None, max_rows: int 
     notes = time_notes(d)
     if notes:
         out += [f"- {code(tid)} {text(line)}" for tid, line in notes] + [""]
-    if any((t.get("time") or {}).get("compared") for t in d["targets"].values()):
+    compared = [t.get("time") or {} for t in d["targets"].values() if (t.get("time") or {}).get("compared")]
+    if any(tm.get("evidence") != ESTIMATED_COMPILER for tm in compared):
         out += [f"Time test (measured on this host's CPU): {text(noise_test())}.", ""]
+    if any(tm.get("evidence") == ESTIMATED_COMPILER for tm in compared):
+        out += [f"Estimated times ({ESTIMATED_COMPILER}): the compiler's estimates for the same device compared "
+                f"exactly; a node whose estimate moved by more than {100 * ESTIMATE_CHANGE:g} % is a change.", ""]
     out.append(f"**{text(verdict_line(d, regressions))}**")
     return "\n".join(out) + "\n"
 

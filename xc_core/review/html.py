@@ -51,13 +51,14 @@ from ..views.rows import (
     stage_targets,
     time_rows,
 )
+from ..views.time_evidence import is_estimated, timed_targets_by_kind, vela_rows
 from ..views.typed_report import as_report
 
 SECTIONS = [("overview", "Overview"), ("heatmap", "Heat map"), ("fusion", "Fusion"), ("stages", "Stages"),
             ("drift", "Drift"), ("checklist", "Checklist"), ("fallbacks", "Fallbacks"), ("topology", "Topology")]
 EVIDENCE_HELP = ev.HELP
 EVIDENCE_COLORS = {ev.MEASURED: "#1a7f37", ev.REPORTED: "#0969da", ev.PREDICTED_RUNTIME: "#bc4c00",
-                   ev.PREDICTED_RULES: "#8250df", ev.EMULATED: "#6e7781"}
+                   ev.PREDICTED_RULES: "#8250df", ev.EMULATED: "#6e7781", ev.ESTIMATED_COMPILER: "#9a6700"}
 VERDICT_LABEL = {"pass": "pass", "warn": "warn", "fail": "FAIL", "not applicable": "n/a"}
 DRIFT_ATOL = DRIFT_RTOL = 1e-3          # the drift page's default tolerances
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
@@ -349,14 +350,31 @@ def _overview(report: Report, figs: _Figures) -> str:
             out.append(f"<h3>{_e(title)}</h3>" + _table(family, html_cols=("target", *cols), cls="fit"))
     timed = time_rows(report)
     if timed:
-        out.append(f"<h3>Where the time goes {_badge('measured')}</h3>")
+        # Measured and estimated times in tables of their own: one table never ranks an estimate among measurements.
+        measured = [r for r in timed if not is_estimated(report.targets[r["target"]].node_times)]
+        estimated = [r for r in timed if is_estimated(report.targets[r["target"]].node_times)]
+        kinds = ([ev.MEASURED] if measured else []) + ([ev.ESTIMATED_COMPILER] if estimated else [])
+        out.append(f"<h3>Where the time goes {' '.join(_badge(k) for k in kinds)}</h3>")
         fig = figures.time_by_op_type_figure(report)
         if fig is not None:
             out.append(figs.div(fig, "time-by-op"))
-        out.append(_table(timed, cls="fit"))
-        out.append(_caption("Each compiled node's median time over the profiled runs, as its runtime's profiler "
-                            "measured it on this host's CPU (not the device's): which ops dominate on which target, "
-                            "not the device's latency."))
+        if measured:
+            out.append(_table(measured, cls="fit"))
+            out.append(_caption("Each compiled node's median time over the profiled runs, as its runtime's profiler "
+                                "measured it on this host's CPU (not the device's): which ops dominate on which "
+                                "target, not the device's latency."))
+        if estimated:
+            out.append(_table(estimated, cls="fit"))
+            out.append(_caption(f"{_badge(ev.ESTIMATED_COMPILER)} Each compiled node's time as its compiler's "
+                                "performance model estimates it for the device it targets (Vela for Ethos-U): "
+                                "nothing ran, so no runs and no spread — not comparable with a measured time."))
+    vela = vela_rows(report)
+    if vela:
+        out.append(f"<h3>Vela's estimate of each Ethos-U network {_badge(ev.ESTIMATED_COMPILER)}</h3>")
+        out.append(_table(vela, cls="fit"))
+        out.append(_caption("Vela's own summary of the command stream it built per delegate: the SRAM and flash it "
+                            "uses, its cycles and MACs, the time they take at the modelled clock, and the operators "
+                            "it put on the NPU and left on the CPU. Its performance model's figures: no NPU ran."))
     failed = [(t, b) for t, b in report.targets.items() if b.status != "ok"]
     covered = report.covered_targets()
     for tid, b in failed:
@@ -390,9 +408,19 @@ def _heatmap_time(report: Report, figs: _Figures) -> str:
     fig = figures.heatmap_figure(report, colour="time")
     if fig is None:
         return ""
-    return (f"<h3>Share of the measured time {_badge('measured')}</h3>"
-            + _caption("The same rows, each cell its share of the target's measured time (the runtime's profiler on "
-                       "this host's CPU); a compiled node counts in the first row that carries it.")
+    measured, estimated = timed_targets_by_kind(report)
+    if not estimated:
+        return (f"<h3>Share of the measured time {_badge('measured')}</h3>"
+                + _caption("The same rows, each cell its share of the target's measured time (the runtime's profiler "
+                           "on this host's CPU); a compiled node counts in the first row that carries it.")
+                + figs.div(fig, "heatmap-time"))
+    kinds = ([ev.MEASURED] if measured else []) + [ev.ESTIMATED_COMPILER]
+    return (f"<h3>Share of each target's time {' '.join(_badge(k) for k in kinds)}</h3>"
+            + _caption("The same rows, each cell its share of its own target's time: measured by the runtime's "
+                       "profiler on this host's CPU, or, in a column marked estimated ("
+                       + ", ".join(f"<code>{_e(t)}</code>" for t in estimated)
+                       + "), the compiler's estimate for its device, nothing ran. A compiled node counts in the first "
+                       "row that carries it.")
             + figs.div(fig, "heatmap-time"))
 
 

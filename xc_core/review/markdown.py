@@ -8,6 +8,7 @@ or sorted — so the comment for the same run is the same text, and it stays und
 """
 from __future__ import annotations
 
+from .. import evidence as ev
 from ..analysis.checklist import SHORT_QUESTION, VERDICT
 from ..analysis.common_cause import NOT_RUN, cause_body, cause_head
 from ..analysis.drift import output_flags
@@ -31,6 +32,7 @@ from ..views.rows import (
     target_summary_rows,
     time_rows,
 )
+from ..views.time_evidence import is_estimated, vela_rows
 from ..views.typed_report import as_report
 from .md_text import code, html_text, table, text
 
@@ -81,9 +83,15 @@ def _render(report: Report, cap: int, full: bool = True) -> str:
     if pairs:
         parts += ["#### Where the targets shipped together differ", "", "\n".join(pairs), ""]
     parts += [target_table(report), ""]
-    timed = time_lines(report, cap) if full else ""
-    if timed:
-        parts += ["#### Where the time goes (measured)", "", timed, ""]
+    vela = vela_lines(report)
+    if vela:
+        parts += [f"#### Vela's estimate of each Ethos-U network ({ev.ESTIMATED_COMPILER})", "", vela, ""]
+    if full:
+        # measured and estimated times in sections of their own: one ranking never holds both kinds
+        for kind, timed in ((ev.MEASURED, time_lines(report, cap)),
+                            (ev.ESTIMATED_COMPILER, time_lines(report, cap, estimated=True))):
+            if timed:
+                parts += [f"#### Where the time goes ({kind})", "", timed, ""]
     parts += ["#### Checklist", "", checklist_table(report), ""]
     parts += [details(report, qid, cap, full) for qid in _question_ids(report)]
     stages = stages_details(report, cap) if full else stages_line(report)
@@ -103,7 +111,8 @@ def _render(report: Report, cap: int, full: bool = True) -> str:
                       f"{cap} of each table; `xc report RUN --format md --full` writes them all.</sub>"]
     parts += ["", "<sub>Evidence kinds: measured (ran here) · reported (the compiler said so) · predicted-runtime "
                   "(the runtime's own checker) · predicted-rules (xc's cited rule table) · emulated (xc computed "
-                  "what this host cannot run).</sub>", ""]
+                  "what this host cannot run) · estimated-compiler (the vendor compiler's performance model "
+                  "estimated it; nothing ran) · assumed (a constant of xc's cost model).</sub>", ""]
     return "\n".join(parts)
 
 
@@ -193,30 +202,55 @@ def details(report: Report | dict, qid: int, cap: int, full: bool = True) -> str
     return "\n".join(lines)
 
 
-def time_lines(report: Report | dict, cap: int) -> str:
+def time_lines(report: Report | dict, cap: int, *, estimated: bool = False) -> str:
     """Per target that timed its nodes: the three costliest and the share per backend, as a table; its evidence
-    and the CPU under it."""
+    and the CPU under it. The targets whose times were measured, or (`estimated`) those a compiler estimated for
+    its device — never both in one table."""
     report = as_report(report)
-    rows = time_rows(report)
+    rows = [r for r in time_rows(report) if is_estimated(report.targets[r["target"]].node_times) == estimated]
     if not rows:
         return ""
     body = [[code(r["target"]), text(r["nodes timed"]), text(r["timed µs"]), text(r["costliest nodes"]),
              text(r["per backend"])] for r in rows[:cap]]
-    cpus = sorted({t.node_times.host_cpu for t in report.targets.values() if t.node_times.host_cpu})
-    return (table(["target", "nodes timed", "timed µs", "costliest nodes", "per backend"], body)
-            + f"\n\n<sub>Median of each node's time over the profiled runs, by its runtime's profiler on "
-              f"{text(', '.join(cpus))} — this host's CPU, not the device's.</sub>")
+    out = table(["target", "nodes timed", f"{'estimated' if estimated else 'timed'} µs", "costliest nodes",
+                 "per backend"], body)
+    devices = sorted({report.targets[r["target"]].node_times.host_cpu for r in rows}
+                     - {"", None})
+    if estimated:
+        return out + (f"\n\n<sub>{ev.ESTIMATED_COMPILER}: each node's time as its compiler's performance model "
+                      f"estimates it for {text('; '.join(devices))} — nothing ran, so no runs and no spread; not "
+                      "comparable with a measured time.</sub>")
+    return out + (f"\n\n<sub>Median of each node's time over the profiled runs, by its runtime's profiler on "
+                  f"{text(', '.join(devices))} — this host's CPU, not the device's.</sub>")
+
+
+def vela_lines(report: Report | dict) -> str:
+    """Vela's summary of each Ethos-U network it compiled (SRAM and flash used, cycles, MACs, the operators on the
+    NPU and on the CPU): its performance model's figures, evidence estimated-compiler. "" without an Ethos-U
+    target."""
+    rows = vela_rows(report)
+    if not rows:
+        return ""
+    cols = ["target", "delegate", "configuration", "SRAM used KiB", "flash used KiB", "cycles", "estimated µs",
+            "operators NPU / CPU"]
+    return (table(cols, [[code(r["target"]), code(r["delegate"])] + [text(r[c]) for c in cols[2:]] for r in rows])
+            + f"\n\n<sub>{ev.ESTIMATED_COMPILER}: Vela's own summary of the command stream it built — nothing ran "
+              "on an NPU here.</sub>")
 
 
 def _fallback_evidence(report: Report, cap: int) -> str:
     # Ranked by the measured kernel time; the copies the cost model assumes in a column of their own, never summed.
+    # A kernel time a compiler estimated has its own column too, ranked after every measured one.
     rows = sorted((r for tid in accelerated_targets(report) for r in fallback_rows(report, tid)), key=fallback_rank)
     if not rows:
         return ""
+    estimates = any(r.get("kernel µs (estimated)") is not None for r in rows)
     body = [[code(r["target"]), code(r["node"]), text(r["op_type"]), text(r["module_path"]), text(r["reason"]),
-             text(r["boundary bytes"]), _us(r["kernel µs"]), _us(r["copies µs (assumed)"])] for r in rows[:cap]]
-    return (table(["target", "node", "op", "module", "reason", "boundary bytes", "kernel µs (measured)",
-                   "copies µs (assumed)"], body)
+             text(r["boundary bytes"]), _us(r["kernel µs"])]
+            + ([_us(r.get("kernel µs (estimated)"))] if estimates else []) + [_us(r["copies µs (assumed)"])]
+            for r in rows[:cap]]
+    return (table(["target", "node", "op", "module", "reason", "boundary bytes", "kernel µs (measured)"]
+                  + ([f"kernel µs ({ev.ESTIMATED_COMPILER})"] if estimates else []) + ["copies µs (assumed)"], body)
             + _more(len(rows), cap, "fallback node"))
 
 

@@ -34,6 +34,12 @@ def target_ids() -> list[str]:
     return [t for t in REGISTRY if t not in REFERENCE_IDS]
 
 
+def default_target_ids() -> list[str]:
+    """What a run that names no targets compiles: every compiled target but the deprecated ones (`deprecated` on
+    the target class), in display order. `--targets all` is still every one."""
+    return [t for t in target_ids() if REGISTRY[t].in_default_set()]
+
+
 def split_target_list(text: str) -> list[str]:
     """'ort-cpu,ort-cpu[level=basic,x=1],coreml-ane' → the three entries: commas inside brackets belong to the
     entry's options."""
@@ -140,4 +146,5 @@ def takes_programs(specs: list[str]) -> bool:
 
 __all__ = ["parse_target_options", "parse_target_spec", "split_target_list", "make_targets", "base_id", "REGISTRY",
            "Target", "TargetResult", "execute_target", "make_target", "target_ids", "parse_target_list", "OK", "ERROR",
-           "UNAVAILABLE", "REFERENCE_IDS", "steps_captions", "shipped_together", "artifact_notes"]
+           "UNAVAILABLE", "REFERENCE_IDS", "steps_captions", "shipped_together", "artifact_notes",
+           "default_target_ids"]

@@ -157,6 +157,16 @@ class Target(abc.ABC):
     # - where the layout audit's facts come from in its compiled graph (analysis/layout_audit.py).
     layout_moves: ClassVar[LayoutMoves] = LAYOUT_NODES
     is_reference: ClassVar[bool] = False
+    # Why this target is out of xc's default set, in one line users see beside it (the target picker, `xc targets`,
+    # its report notes); None: in the default set. A deprecated target still runs when asked for by id.
+    deprecated: ClassVar[str | None] = None
+
+    @classmethod
+    def in_default_set(cls) -> bool:
+        """Whether a run that names no targets (`xc analyze` without --targets, the dashboard's first selection)
+        includes this one."""
+        return cls.deprecated is None
+
     # Which catalogue of its compiler's fusions applies (analysis/fusion_catalogue.py); None: none is kept.
     fusion_catalogue: ClassVar[str | None] = None
     # The libraries this target's worker imports beyond the capture's (torch, ONNX, ONNX Runtime): a CLI run
@@ -398,6 +408,33 @@ def attach_node_times(result: TargetResult, samples: dict[str, list[float]], met
         "samples_us": {"nodes": node_samples, "run": run_samples, "total": totals},
         "spread": {"run_us": spread(run_samples), "total_us": spread(totals)},
         "cpu_wait_share": cpu_wait,
+    }
+
+
+def attach_compiler_estimates(result: TargetResult, graph, per_node_us: dict[str, float], method: str, by: str,
+                              unattributed_us: float = 0.0) -> None:
+    """A vendor compiler's own time estimate per compiled node (Vela's cycles at the NPU clock) into each node's
+    `estimated_us`, and the `node_times` block with evidence `estimated-compiler`: what estimated it (`method`,
+    `by`), the coverage of compute nodes and what it estimated that is no node (`unattributed_us`). One figure per
+    node and no runs: the compiler's model is deterministic, so there is no spread (a later comparison reads any
+    change as the compiler's)."""
+    from .. import evidence as ev
+    from ..ir import COMPUTE
+    by_id = graph.by_id()
+    for node_id, us in per_node_us.items():
+        if node_id in by_id:
+            by_id[node_id].estimated_us = round(float(us), 4)
+    compute = [n for n in graph.nodes if n.kind == COMPUTE]
+    timed = [n for n in graph.nodes if n.estimated_us is not None]
+    result.evidence["time"] = ev.ESTIMATED_COMPILER
+    result.node_times = {
+        "evidence": ev.ESTIMATED_COMPILER, "method": method, "host_cpu": by, "runs": 0,
+        "statistic": "the compiler's estimate (one figure, no runs)",
+        "nodes_timed": len(timed), "compute_nodes": len(compute),
+        "compute_nodes_timed": sum(1 for n in compute if n.estimated_us is not None),
+        "total_us": round(sum(n.estimated_us for n in timed), 4),
+        "unattributed_us": round(unattributed_us, 4), "run_us": None,
+        "samples_us": {}, "spread": {}, "cpu_wait_share": None,
     }
 
 

@@ -670,7 +670,7 @@ def _macos_predict(mlmodel, inputs, captured) -> dict | None:
 class CoreMLAne(CoreMLTarget):
     id = "coreml-ane"
     # Apple's two stacks on one checkpoint; Core ML direct and through ExecuTorch.
-    shipped_with = {"coreai-ane": 1, "executorch-coreml": 5}
+    shipped_with = {"coreai-ane": 5, "executorch-coreml": 7}
     label = "Core ML · fp16, compute units ALL (ANE)"
     description = "coremltools → ML program, fp16, compute units ALL; MIL read back; units predicted by cited rules"
     evidence = {"assignment": ev.PREDICTED_RULES, "precision": ev.REPORTED, "numerics": ev.EMULATED,
@@ -681,7 +681,7 @@ class CoreMLAne(CoreMLTarget):
 @register
 class CoreMLCpu(CoreMLTarget):
     id = "coreml-cpu"
-    shipped_with = {"coreai-cpu": 2}        # Apple's two stacks on one checkpoint
+    shipped_with = {"coreai-cpu": 6}        # Apple's two stacks on one checkpoint
     label = "Core ML · fp32, CPU_ONLY"
     description = "coremltools → ML program, fp32, compute units CPU_ONLY; MIL read back; emulated in fp32"
     evidence = {"assignment": ev.PREDICTED_RULES, "precision": ev.REPORTED, "numerics": ev.EMULATED,

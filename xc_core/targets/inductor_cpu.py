@@ -61,7 +61,7 @@ class InductorCpu(Target):
     id = "inductor-cpu"
     steps_caption = "Inductor: its pre- and post-grad FX graphs, then its kernels."
     layout_moves = LayoutMoves("Inductor's operand-preparation kernels")
-    shipped_with = {"ort-cpu": 15}          # PyTorch's own CPU compiler against the ONNX route
+    shipped_with = {"ort-cpu": 14}          # PyTorch's own CPU compiler against the ONNX route
     label = "PyTorch · torch.compile (Inductor, CPU)"
     description = ("torch.compile, default inductor backend, on the CPU; generated kernels read back from Inductor's "
                    "provenance tracking")

@@ -203,7 +203,7 @@ class OrtCompiled:
 @register
 class OrtCpu(OrtTarget):
     id = "ort-cpu"
-    shipped_with = {"openvino-cpu": 13, "ort-cpu-int8": 14}     # the two CPU runtimes; float against int8
+    shipped_with = {"openvino-cpu": 12, "ort-cpu-int8": 13}     # the two CPU runtimes; float against int8
     label = "ONNX Runtime · CPU EP"
     description = "ONNX Runtime CPU execution provider, ORT_ENABLE_ALL; optimized model dumped and read back"
     evidence = {"assignment": ev.REPORTED, "precision": ev.REPORTED, "numerics": ev.MEASURED,

@@ -428,8 +428,9 @@ def _path(p):
 @register
 class OrtNnapi(OrtMobileTarget):
     id = "ort-nnapi"
-    # The two phone platforms; each phone platform through ONNX Runtime and natively.
-    shipped_with = {"coreml-ane": 3, "ort-coreml": 7, "executorch-xnnpack": 8}
+    # Android's NDK guide (developer.android.com/ndk/guides/neuralnetworks) says "NNAPI is deprecated" as of
+    # Android 15: out of the default set and of the Overview's default pairs (no `shipped_with`); still selectable.
+    deprecated = "NNAPI is deprecated since Android 15"
     label = "ONNX Runtime · NNAPI EP (Android)"
     description = "ORT's partition checker for the NNAPI EP; CPU EP for the rest; fp16-relaxed emulation optional"
     evidence = {"assignment": ev.PREDICTED_RUNTIME, "precision": ev.PREDICTED_RUNTIME, "numerics": ev.EMULATED,
@@ -443,6 +444,12 @@ class OrtNnapi(OrtMobileTarget):
                        "on ORT's CPU EP, which computes ops lacking an fp16 kernel in fp32 between casts; the "
                        "device's own fp16 kernels round more often and may drift further")
 
+    def _compile(self, captured, workdir, result):
+        # Said first, so the report block carries it whether or not the compile succeeds.
+        result.notes.append(f"{self.deprecated}: not in xc's default targets; LiteRT and ExecuTorch are Android's "
+                            "current runtimes")
+        return super()._compile(captured, workdir, result)
+
     def _checker(self, model):
         from onnxruntime.tools.mobile_helpers.usability_checker import (
             check_nnapi_partitions,
@@ -453,7 +460,7 @@ class OrtNnapi(OrtMobileTarget):
 @register
 class OrtCoreml(OrtMobileTarget):
     id = "ort-coreml"
-    shipped_with = {"coreml-ane": 6}        # iOS through ONNX Runtime and natively
+    shipped_with = {"coreml-ane": 8}        # iOS through ONNX Runtime and natively
     label = "ONNX Runtime · CoreML EP, MLProgram (iOS)"
     description = "ORT's partition checker for the CoreML EP (MLProgram); CPU EP for the rest; fp16 emulation"
     evidence = {"assignment": ev.PREDICTED_RUNTIME, "precision": ev.PREDICTED_RUNTIME, "numerics": ev.EMULATED,

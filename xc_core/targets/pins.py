@@ -12,8 +12,10 @@ import functools
 import os
 import re
 
-REQUIREMENTS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                            "requirements.txt")
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REQUIREMENTS = os.path.join(_ROOT, "requirements.txt")
+# Installed with --no-deps (their declared dependencies clash with xc's pins): onnx2torch, tosa-tools.
+REQUIREMENTS_NODEPS = os.path.join(_ROOT, "requirements-nodeps.txt")
 _EXACT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s;#]+)")
 
 
@@ -50,6 +52,23 @@ def pin(distribution: str) -> str | None:
     return pins().get(_normal(distribution))
 
 
+@functools.cache
+def nodeps_pins() -> dict[str, str]:
+    """Distribution name (normalised) → version, for what requirements-nodeps.txt installs with --no-deps."""
+    if os.path.isfile(REQUIREMENTS_NODEPS):
+        with open(REQUIREMENTS_NODEPS, encoding="utf-8") as fh:
+            return read_pins(fh)
+    return {}
+
+
 def install_hint(*distributions: str) -> str:
-    """'pip install executorch==1.5.1': the command that installs what xc was tested with."""
-    return "pip install " + " ".join(d + (f"=={pin(d)}" if pin(d) else "") for d in distributions)
+    """'pip install executorch==1.5.1': the command that installs what xc was tested with ('pip install --no-deps
+    tosa-tools==2026.8.0' for a distribution requirements-nodeps.txt installs on its own)."""
+    nodeps = [d for d in distributions if _normal(d) in nodeps_pins()]
+    plain = [d for d in distributions if d not in nodeps]
+    hints = []
+    if plain:
+        hints.append("pip install " + " ".join(d + (f"=={pin(d)}" if pin(d) else "") for d in plain))
+    if nodeps:
+        hints.append("pip install --no-deps " + " ".join(f"{d}=={nodeps_pins()[_normal(d)]}" for d in nodeps))
+    return "; ".join(hints)

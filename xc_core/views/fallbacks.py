@@ -22,6 +22,7 @@ from ..analysis.node_time import fallback_costs
 from ..report.types import Report
 from .rows import not_compiled
 from .target_counts import accelerator_of, cpu_kind, cpu_type_lines, split_counts
+from .time_evidence import is_estimated
 from .typed_report import as_report
 
 
@@ -108,7 +109,9 @@ def fallback_rows(report: Report | Mapping, tid: str, bandwidth_gb_s: float | No
     """Every CPU-fallback node of a target with its reason, provenance, neighbours, boundary bytes and its two
     costs in columns of their own (analysis/node_time.fallback_costs): the kernel's time, measured by the runtime's
     profiler, and the copies at its boundaries, assumed by the cost model (its parameters, or those given;
-    evidence `assumed`). Ranked by `fallback_rank`: measured time first, never the assumed copies."""
+    evidence `assumed`). A kernel time a compiler estimated (evidence estimated-compiler) is in "kernel µs
+    (estimated)" instead. Ranked by `fallback_rank`: measured time first, then estimated, never the assumed
+    copies."""
     report = as_report(report)
     t = report.targets[tid]
     s = split_summary(report, tid, bandwidth_gb_s, transition_overhead_ms)
@@ -118,6 +121,9 @@ def fallback_rows(report: Report | Mapping, tid: str, bandwidth_gb_s: float | No
     costs = fallback_costs([n.to_dict() for n in nodes if n.fallback], list(boundary_items),
                            s["bandwidth_gb_s"], s["transition_overhead_ms"])
     time_ev = t.node_times.evidence
+    # A compiler's estimate of the kernel (evidence estimated-compiler) goes in a column of its own: it is never
+    # listed, summed or ranked as a measured kernel time.
+    estimated = is_estimated(t.node_times)
     assumed = f"copies {ev.ASSUMED} ({s['bandwidth_gb_s']:g} GB/s, {s['transition_overhead_ms']:g} ms per transition)"
     producer = {o.name: n for n in nodes for o in n.outputs}
     consumers: dict[str, list] = {}
@@ -139,7 +145,8 @@ def fallback_rows(report: Report | Mapping, tid: str, bandwidth_gb_s: float | No
             "target": tid,
             "node": n.id,
             "op_type": n.op_type,
-            "kernel µs": cost["kernel_us"],
+            "kernel µs": None if estimated else cost["kernel_us"],
+            **({"kernel µs (estimated)": cost["kernel_us"]} if estimated else {}),
             "copies µs (assumed)": cost["copies_us_assumed"],
             "on the CPU as": cpu_kind(n),
             "reason": n.fallback_reason or "—",
@@ -157,11 +164,13 @@ def fallback_rows(report: Report | Mapping, tid: str, bandwidth_gb_s: float | No
 
 def fallback_rank(row: dict) -> tuple:
     """The order fallback rows are listed in, on every page and report: by the kernel's measured time, largest
-    first; nodes no profiler timed after them, by the bytes that cross their boundaries (the graph's shapes). The
-    assumed copies never rank: with one constant per transition they would order nodes by how many boundaries
-    they touch, and put a 5 µs Gather above a whole model."""
-    kernel = row.get("kernel µs")
-    return (kernel is None, -(kernel or 0.0), -(row.get("boundary bytes") or 0), row["target"], row["node"])
+    first; then the nodes a compiler's performance model estimated, by that estimate, apart (an estimate never
+    ranks among measurements); nodes with no time after them, by the bytes that cross their boundaries (the
+    graph's shapes). The assumed copies never rank: with one constant per transition they would order nodes by how
+    many boundaries they touch, and put a 5 µs Gather above a whole model."""
+    kernel, estimate = row.get("kernel µs"), row.get("kernel µs (estimated)")
+    return (kernel is None, -(kernel or 0.0), estimate is None, -(estimate or 0.0),
+            -(row.get("boundary bytes") or 0), row["target"], row["node"])
 
 
 def boundary_rows(report: Report | Mapping, targets: list[str]) -> list[dict]:

@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 
 from ..report.types import LayerDrift, Report
 from .rows import HEAT_CATEGORIES, heatmap_rows, not_compiled, plotly_text
+from .time_evidence import is_estimated, time_word
 from .typed_report import as_report
 
 HEAT_COLORS = {"accelerator": "#1a9850", "accelerator (fused)": "#91cf60", "CPU": "#4575b4",
@@ -29,7 +30,8 @@ def heatmap_targets(report: Report | Mapping) -> list[str]:
 def heatmap_figure(report: Report | Mapping, *, by_module: bool = True, depth: int = 2, only_diff: bool = False,
                    only_fallbacks: bool = False, colour: str = "backend") -> go.Figure | None:
     """Rows are source modules (`depth` levels where the hierarchy branches) or source ops, columns every target,
-    each cell what runs it (`colour="backend"`) or its share of the target's measured time (`colour="time"`); a
+    each cell what runs it (`colour="backend"`) or its share of the target's time, measured or a compiler's estimate
+    (`colour="time"`); a
     target without a graph is an empty column labelled with its status and reason. None when no target has a
     graph or no row passes the filters."""
     report = as_report(report)
@@ -71,30 +73,47 @@ def heatmap_figure(report: Report | Mapping, *, by_module: bool = True, depth: i
 
 
 def _heatmap_time(report: Report, targets, cells, keep, labels, text, columns, any_missing) -> go.Figure | None:
-    """Each cell's share of its target's measured time (the column sums to the timed share of the run): where
-    the time goes, comparable across targets whose CPUs and totals differ. Targets that time no node are blank."""
+    """Each cell's share of its target's time (the column sums to the timed share of the run): where the time
+    goes, comparable across targets whose CPUs and totals differ. Targets that time no node are blank. A target a
+    compiler estimated (estimated-compiler) is a share of its own estimate, its column labelled "estimated"; no
+    cell adds or ranks an estimate with a measurement (each column is a share of its own total)."""
     totals = [report.targets[t].node_times.timed_us or 0.0 for t in targets]
     if not any(totals):
         return None
+    estimated = [is_estimated(report.targets[t].node_times) and bool(totals[j]) for j, t in enumerate(targets)]
+    columns = [c + ("<br>estimated" if estimated[j] else "") for j, c in enumerate(columns)]
     z = [[(cells[i][j]["us"] / totals[j]) if totals[j] and cells[i][j].get("us") is not None else None
           for j in range(len(targets))] for i in keep]
     fig = go.Figure(go.Heatmap(z=z, x=columns, y=[plotly_text(labels[i]) for i in keep], text=text,
                                hoverinfo="text", colorscale="YlOrRd", zmin=0, zmax=max(
                                    (v for row in z for v in row if v is not None), default=1) or 1,
-                               xgap=2, ygap=1, colorbar=dict(title="share of<br>measured time", tickformat=".0%")))
+                               xgap=2, ygap=1, colorbar=dict(title=_share_title(report, targets, "<br>"),
+                                                             tickformat=".0%")))
     fig.update_layout(height=max(320, 22 * len(keep) + 120) + (120 if any_missing else 0),
                       yaxis=dict(autorange="reversed"), margin=MARGIN)
     return fig
 
 
 def time_targets(report: Report | Mapping) -> list[str]:
-    """Targets whose runtime timed their compiled nodes."""
+    """Targets whose compiled nodes have times: measured by their runtime, or estimated by their compiler."""
     return [t for t, b in as_report(report).targets.items() if b.node_times.timed_us]
 
 
+def _share_title(report: Report, targets: list[str], gap: str = " ") -> str:
+    """"share of the measured time", "… estimated time" (a compiler's performance model), or both words when the
+    figure holds targets of each kind (each its own share: never one scale of time)."""
+    kinds = {time_word(report.targets[t].node_times) for t in targets if report.targets[t].node_times.timed_us}
+    if kinds == {"estimated"}:
+        return f"share of the{gap}estimated time"
+    if kinds == {"measured", "estimated"}:
+        return f"share of its own time{gap}(measured, or estimated where marked)"
+    return f"share of the{gap}measured time"
+
+
 def time_by_op_type_figure(report: Report | Mapping, top: int = 6) -> go.Figure | None:
-    """Per target, a bar of its measured time split by op type (the `top` largest, the rest as "other"), as
-    shares: where the time goes, side by side. None when no target timed its nodes."""
+    """Per target, a bar of its time split by op type (the `top` largest, the rest as "other"), as shares: where
+    the time goes, side by side. A target whose times a compiler estimated is labelled "(estimated)" on its bar.
+    None when no target timed its nodes."""
     report = as_report(report)
     targets = time_targets(report)
     if not targets:
@@ -113,11 +132,13 @@ def time_by_op_type_figure(report: Report | Mapping, top: int = 6) -> go.Figure 
     from plotly.colors import qualitative
     palette = qualitative.Dark24
     colours = {k: "#bdbdbd" if k == "other" else palette[i % len(palette)] for i, k in enumerate(order)}
-    fig = go.Figure([go.Bar(name=plotly_text(k), y=[plotly_text(t) for t in targets], x=shares[k], orientation="h",
+    bars = [plotly_text(t) + (" (estimated)" if is_estimated(report.targets[t].node_times) else "")
+            for t in targets]
+    fig = go.Figure([go.Bar(name=plotly_text(k), y=bars, x=shares[k], orientation="h",
                             marker_color=colours[k],
                             hovertemplate="%{y}: " + plotly_text(k) + " %{x:.1%}<extra></extra>") for k in order])
     fig.update_layout(barmode="stack", height=150 + 34 * len(targets), margin=MARGIN,
-                      xaxis=dict(title="share of the measured time", tickformat=".0%", range=[0, 1]),
+                      xaxis=dict(title=_share_title(report, targets), tickformat=".0%", range=[0, 1]),
                       yaxis=dict(autorange="reversed"), legend=dict(orientation="h", y=-0.45, traceorder="normal"))
     return fig
 

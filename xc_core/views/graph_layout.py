@@ -32,6 +32,7 @@ BACKEND_COLORS = {
     "dsp": "#9D755D",      # brown
     "xnnpack": "#FF9DA6",  # pink: ExecuTorch's XNNPACK delegate
     "vulkan": "#9ECAE9",   # light blue: ExecuTorch's Vulkan delegate
+    "ethos-u": "#D4A6C8",  # mauve: Arm's Ethos-U NPU (ExecuTorch's Arm backend)
     "unknown": "#BAB0AC",  # grey
 }
 OTHER_COLOR = "#79706E"

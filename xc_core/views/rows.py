@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from ..evidence import ESTIMATED_COMPILER
 from ..report.types import DriftOutput, Report, RouteBlock, StageStep, TargetBlock
+from .time_evidence import is_estimated
 from .typed_report import as_report, as_target
 
 
@@ -528,7 +530,7 @@ def verdict_lines(report: Report | Mapping) -> list[tuple[str, str]]:
 # ---- heat map ---------------------------------------------------------------------------------------------
 # The side a graph falls back from: an accelerator, or a delegate that takes ops off the runtime's own CPU kernels
 # (ExecuTorch's XNNPACK delegate runs on the CPU, but an op outside it is a fallback all the same).
-ACCELERATORS = {"nnapi", "coreml", "ane", "gpu", "npu", "xnnpack", "vulkan"}
+ACCELERATORS = {"nnapi", "coreml", "ane", "gpu", "npu", "xnnpack", "vulkan", "ethos-u"}
 HEAT_CATEGORIES = ["accelerator", "accelerator (fused)", "CPU", "CPU (fused)", "CPU fallback", "unknown",
                    "not present"]
 
@@ -605,8 +607,9 @@ def module_depth(report: Report | Mapping) -> int:
 def heatmap_rows(report: Report | Mapping, by_module: bool = True,
                  depth: int = 2) -> tuple[list[str], list[str], list[list]]:
     """Rows (modules `depth` branching levels deep — see module_rows —, or source ops), columns (every target),
-    cells {category, hover, us} for the heat map (us: the measured time of the compiled nodes the row owns). A module's cell is its worst op: a CPU fallback anywhere in it shows,
-    then the most common category. A target without a graph keeps its column, every cell's category None (an empty
+    cells {category, hover, us} for the heat map (us: the time of the compiled nodes the row owns — measured, or
+    the compiler's estimate where the target's node_times says so). A module's cell is its worst op: a CPU
+    fallback anywhere in it shows, then the most common category. A target without a graph keeps its column, every cell's category None (an empty
     column; not_compiled labels it)."""
     report = as_report(report)
     rows = report.alignment.source_ops or []
@@ -620,10 +623,13 @@ def heatmap_rows(report: Report | Mapping, by_module: bool = True,
         else:
             key = f"{r['source_op']} · {r['op_type']}" + (f" · {r['module_path']}" if r["module_path"] else "")
         groups.setdefault(key, []).append(r)
-    # Time per cell: each compiled node's measured time counts once, in the first row (execution order) that
-    # carries it; a node fused across rows is said in the hover of the row that has it.
-    node_us = {tid: {n.id: n.measured_us for n in report.targets[tid].graph.nodes}
+    # Time per cell: each compiled node's time counts once, in the first row (execution order) that carries it; a
+    # node fused across rows is said in the hover of the row that has it. The time is measured, or a compiler's
+    # estimate where the target's node_times says estimated-compiler (one kind per target, so a cell never mixes).
+    node_us = {tid: {n.id: n.time_us for n in report.targets[tid].graph.nodes}
                for tid in targets if tid not in missing}
+    time_label = {tid: ("measured" if not is_estimated(report.targets[tid].node_times)
+                        else f"{ESTIMATED_COMPILER}: the compiler's estimate, nothing ran") for tid in node_us}
     owned: dict[str, set] = {tid: set() for tid in node_us}
     labels, cells = [], []
     for key, members in groups.items():
@@ -653,7 +659,7 @@ def heatmap_rows(report: Report | Mapping, by_module: bool = True,
                      + (f"<br>reason: {plotly_text('; '.join(reasons))}" if reasons else "")
                      + f"<br>evidence: {plotly_text(ev)}")
             if us is not None:
-                hover += f"<br>time: {us:,.1f} µs ({len(times)} node(s) timed, measured)"
+                hover += f"<br>time: {us:,.1f} µs ({len(times)} node(s) timed, {time_label[tid]})"
             line.append({"category": cat, "hover": hover, "us": us})
         cells.append(line)
     return labels, targets, cells
@@ -1141,23 +1147,30 @@ def time_rows(report: Report | Mapping) -> list[dict]:
     """One row per target that timed its compiled nodes: how many, the timed total with its run-to-run spread
     (the interquartile range of the profiled runs' totals; "spread unknown" for a report of an older xc, which kept
     no per-run samples), its three costliest nodes and the share per backend, with the evidence and the CPU the
-    times are from."""
-    rows = []
+    times are from. Measured targets first, then those a compiler estimated (evidence estimated-compiler: no runs,
+    no spread, the modelled device in place of the CPU), so the two kinds are never read as one ranking."""
+    rows, estimated = [], []
     for tid, t in as_report(report).targets.items():
         nt = t.node_times
         if not nt.timed_us:
             continue
         top = ", ".join(f"{n['node']} ({n['op_type']}) {100 * n['share']:.0f}%" for n in nt.top[:3])
+        row = {"target": tid,
+               "nodes timed": f"{nt.compute_nodes_timed}/{nt.compute_nodes} compute",
+               "timed µs": "",
+               "costliest nodes": top,
+               "per backend": ", ".join(f"{b['key']} {100 * b['share']:.0f}%" for b in nt.by_backend)}
+        if is_estimated(nt):
+            row["timed µs"] = f"{nt.timed_us:,.0f} (the compiler's estimate, no runs)"
+            row["evidence"] = f"{nt.evidence} · {nt.host_cpu}"
+            estimated.append(row)
+            continue
         total = nt.spread.get("total_us") or {}
         # The sum of the nodes' medians is not the median of the runs' totals: both said, so they never look like
         # two answers to one question.
         spread = (f"the nodes' medians summed; the runs' totals: median {total['median']:,.0f}, IQR "
                   f"{total['q1']:,.0f}–{total['q3']:,.0f}" if "q1" in total else "spread unknown")
-        rows.append({"target": tid,
-                     "nodes timed": f"{nt.compute_nodes_timed}/{nt.compute_nodes} compute",
-                     "timed µs": f"{nt.timed_us:,.0f} ({spread})",
-                     "costliest nodes": top,
-                     "per backend": ", ".join(f"{b['key']} {100 * b['share']:.0f}%" for b in nt.by_backend),
-                     "evidence": f"{nt.evidence} · {nt.runs} runs, median and interquartile range · "
-                                 f"{nt.host_cpu}"})
-    return rows
+        row["timed µs"] = f"{nt.timed_us:,.0f} ({spread})"
+        row["evidence"] = f"{nt.evidence} · {nt.runs} runs, median and interquartile range · {nt.host_cpu}"
+        rows.append(row)
+    return rows + estimated

@@ -26,6 +26,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from .. import evidence as ev
 # Model text in a drawing: control and format characters (a NUL ends Graphviz's input, XML forbids most control
 # characters, a right-to-left override reorders what follows) shown as escapes like \x00, \u202e — xc's one rule.
 from ..errors import visible
@@ -82,14 +83,16 @@ class Tree:
                    "backends": Counter(n.backend or "unknown" for n in nodes),
                    "precisions": Counter(n.precision or "—" for n in nodes),
                    "op_types": Counter(n.op_type or "?" for n in nodes),
+                   # measured and estimated times summed apart: a group never adds an estimate to a measurement
                    "us": sum(n.measured_us for n in nodes if n.measured_us is not None),
-                   "timed": sum(1 for n in nodes if n.measured_us is not None)}
+                   "timed": sum(1 for n in nodes if n.measured_us is not None),
+                   "us_estimated": sum(n.estimated_us for n in nodes
+                                       if n.measured_us is None and n.estimated_us is not None),
+                   "estimated": sum(1 for n in nodes if n.measured_us is None and n.estimated_us is not None)}
             for k in self.children[p]:
                 sub = self._stats[k]
-                agg["fused"] += sub["fused"]
-                agg["fallback"] += sub["fallback"]
-                agg["us"] += sub["us"]
-                agg["timed"] += sub["timed"]
+                for key in ("fused", "fallback", "us", "timed", "us_estimated", "estimated"):
+                    agg[key] += sub[key]
                 for key in ("backends", "precisions", "op_types"):
                     agg[key].update(sub[key])
             self._stats[p] = agg
@@ -360,7 +363,17 @@ def _group_box(tree: Tree, path: str, cluster: str | None, key: str) -> dict:
             "nodes": s["nodes"], "fused": s["fused"], "fallback": s["fallback"],
             "backend": s["backends"].most_common(1)[0][0], "backends": dict(s["backends"]),
             "precisions": dict(s["precisions"]), "op_types": dict(s["op_types"].most_common(8)),
-            "us": s["us"] if s["timed"] else None}
+            **_box_time(s["us"] if s["timed"] else None, s["us_estimated"] if s["estimated"] else None)}
+
+
+def _box_time(measured: float | None, estimated: float | None) -> dict:
+    """A box's time and what it is: measured where any of its nodes was profiled, else the compiler's estimate
+    (a target has one kind; the two are never added)."""
+    if measured is not None:
+        return {"us": measured, "time_evidence": ev.MEASURED}
+    if estimated is not None:
+        return {"us": estimated, "time_evidence": ev.ESTIMATED_COMPILER}
+    return {"us": None, "time_evidence": None}
 
 
 def _node_box(prep: Prepared, i: int, cluster: str | None) -> dict:
@@ -374,7 +387,7 @@ def _node_box(prep: Prepared, i: int, cluster: str | None) -> dict:
             else None,
             "absorbed": list(fused["absorbed"]) if fused else [],
             "module": prep.modules[i], "source_ops": list(n.source_ops),
-            "kernel": n.kernel, "node_ids": [prep.ids[i]], "us": n.measured_us}
+            "kernel": n.kernel, "node_ids": [prep.ids[i]], **_box_time(n.measured_us, n.estimated_us)}
 
 
 def key_attributes(node: NodeRecord) -> str:
@@ -430,7 +443,7 @@ def _cut(s: str, k: int = MAX_LABEL) -> str:
 
 # The time colouring: pale yellow → orange → red as a box's share of the drawing's largest box time grows
 # (ColorBrewer's YlOrRd, as the heat map's, without its darkest stops so the dark labels stay readable); a box with
-# no measured time stays grey.
+# no time (measured, or a compiler's estimate) stays grey.
 TIME_SCALE = ("#ffffcc", "#ffeda0", "#fed976", "#feb24c", "#fd8d3c", "#fc4e2a")
 UNTIMED_COLOR = "#e6e6e6"
 
@@ -447,7 +460,8 @@ def time_colour(share: float) -> str:
 def to_dot(v: dict, colour: str = "backend") -> str:
     """The drawing as Graphviz DOT. Boxes are "b<k>" and clusters "cluster_<k>"; nothing from the model is used as
     a DOT identifier, and every label is escaped (HTML-like labels). `colour`: "backend" fills each box with its
-    backend's colour, "time" with its measured time (TIME_SCALE, relative to the drawing's costliest box)."""
+    backend's colour, "time" with its time — measured, or a compiler's estimate: one target per drawing, one kind
+    (TIME_SCALE, relative to the drawing's costliest box)."""
     lines = ['digraph G {',
              '  graph [rankdir=TB, ranksep=0.32, nodesep=0.22, fontname="Helvetica", fontsize=10, '
              'bgcolor="transparent", margin=0.05];',
@@ -523,7 +537,9 @@ def _box_dot(k: int, b: dict, assigned: bool = True, timing: dict | None = None)
         extra = ""
     if timing is not None and us is not None:
         share = f" · {100 * us / timing['total']:.0f}%" if timing["total"] else ""
-        rows.append(f'<FONT POINT-SIZE="8"><B>{_e(_us(us))}{share}</B></FONT>')
+        # an estimate says so on the box itself, not only in the hover
+        est = "est. " if b.get("time_evidence") == ev.ESTIMATED_COMPILER else ""
+        rows.append(f'<FONT POINT-SIZE="8"><B>{est}{_e(_us(us))}{share}</B></FONT>')
     label = '<TABLE BORDER="0" CELLBORDER="0" CELLSPACING="0" CELLPADDING="1">' + "".join(
         f"<TR><TD>{r}</TD></TR>" for r in rows) + "</TABLE>"
     if timing is not None:
@@ -549,7 +565,7 @@ def hover_text(b: dict) -> str:
         if b["fallback"]:
             lines.append(f"{b['fallback']} node(s) fall back to the CPU")
         if b.get("us") is not None:
-            lines.append(f"time: {_us(b['us'])} (measured, its timed nodes together)")
+            lines.append(f"time: {_us(b['us'])} ({_time_words(b, 'its timed nodes together')})")
         return "\n".join(lines)
     lines = [f"{b['id']} — {b['op_type']}", f"module: {b['module'] or '(root)'}",
              f"backend: {b['backend']}" + (f" ({b['kernel']})" if b.get("kernel") else ""),
@@ -559,9 +575,15 @@ def hover_text(b: dict) -> str:
     if b["fallback"]:
         lines.append(f"falls back to the CPU: {b['fallback_reason'] or 'no reason given'}")
     if b.get("us") is not None:
-        lines.append(f"time: {_us(b['us'])} (measured, median of the profiled runs)")
+        lines.append(f"time: {_us(b['us'])} ({_time_words(b, 'median of the profiled runs')})")
     lines.append("source ops: " + (", ".join(b["source_ops"][:12]) or "none (inserted by the compiler)"))
     return "\n".join(lines)
+
+
+def _time_words(b: dict, measured_how: str) -> str:
+    if b.get("time_evidence") == ev.ESTIMATED_COMPILER:
+        return f"{ev.ESTIMATED_COMPILER}: the compiler's estimate for its device, nothing ran"
+    return f"measured, {measured_how}"
 
 
 class GraphvizMissing(RuntimeError):

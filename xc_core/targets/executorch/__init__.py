@@ -1,3 +1,3 @@
 """ExecuTorch as a target family: one module per backend delegate, sharing common.py (lowering, read-back,
-partitioner reasons, boundaries). Importing the package registers the three targets."""
-from . import xnnpack, vulkan, coreml  # noqa: F401,I001  (registration order = display order)
+partitioner reasons, boundaries). Importing the package registers its targets."""
+from . import xnnpack, vulkan, coreml, ethos_u  # noqa: F401,I001  (registration order = display order)

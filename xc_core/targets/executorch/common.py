@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 from ... import evidence as ev
 from ...analysis.boundaries import boundaries
-from ...ir import COMPUTE, Graph
+from ...ir import ALIAS, COMPUTE, Graph
 from ...lowering import FINAL, GRAPH_OPT, IMPORT, INPUT, KERNEL, graph_step
 from ...readers.executorch import ProgramReader, is_delegate_call, lowered_modules, op_name
 from ..base import RUN_KEY, Target, dist_version, needs_exported_program, source_tensors
@@ -210,6 +210,29 @@ class ExecuTorchTarget(Target):
         return f"ExecuTorch's {self.backend_id} runtime is not available on this host"
 
 
+def module_for_pt2e(ep, args: tuple, check_guards: bool = True):
+    """The program's module for PT2E quantization. A program converted from TorchScript (TS2EPConverter) holds every
+    weight as a buffer; PT2E folds batch norm into the convolution by registering the folded weight as a parameter
+    of the same name (torchao's fold_bn_weights_into_conv_node), which fails with "attribute 'weight' already
+    exists" — so weights and biases held as buffers become parameters again, as the nn.Module had them, and the
+    module is exported once more (the converter's nodes lack what the Arm backend's passes read: its mean.dim
+    decomposition took a converted mean for a dynamic one)."""
+    import torch
+    module = ep.module() if check_guards else ep.module(check_guards=False)
+    moved = 0
+    for name, tensor in list(module.named_buffers()):
+        prefix, _, leaf = name.rpartition(".")
+        if leaf in ("weight", "bias") and tensor.is_floating_point():
+            owner = module.get_submodule(prefix) if prefix else module
+            del owner._buffers[leaf]
+            owner.register_parameter(leaf, torch.nn.Parameter(tensor, requires_grad=False))
+            moved += 1
+    if not moved:
+        return module
+    again = torch.export.export(module, args)
+    return again.module() if check_guards else again.module(check_guards=False)
+
+
 @contextlib.contextmanager
 def reasons_from(owner, method: str, reasons: dict[str, str]):
     """While lowering: a partitioner's `owner.method(self, node, reason)` — the call it makes to explain a node it
@@ -393,4 +416,49 @@ def _execution_plan(program) -> dict:
             "kernel_calls": sum(c["call"] == "kernel" for c in calls)}
 
 
-__all__ = ["CPU_KERNELS", "ExecuTorchCompiled", "ExecuTorchTarget", "ev", "op_name", "run_pte"]
+def fold_into_runners(g, module: str, runs_something: set[str]) -> None:
+    """A delegate's nodes that run nothing of their own on the backend (not in `runs_something`) folded into the
+    one that runs them: the node producing their input inside the delegate (XNNPACK fuses batch norm and
+    activations into their producer, FuseBatchNormPass and FuseActivationPass in backends/xnnpack/_passes/; the Arm
+    backend folds a ReLU into the convolution's rescale), else the one consuming their output (a weight permute
+    folded into the linear). The anchor lists them in `fused_from` and takes their outputs."""
+    members = [n for n in g.nodes if n.attributes.get("delegate") == module]
+    producer = {t.name: n for n in members for t in n.outputs}
+    anchor: dict[str, str] = {n.id: n.id for n in members if n.id in runs_something}
+    for n in members:                                        # graph order: producers first
+        if n.id not in anchor:
+            src = next((anchor[p.id] for t in n.inputs if (p := producer.get(t.name)) is not None
+                        and p.id in anchor), None)
+            if src is not None:
+                anchor[n.id] = src
+    for n in reversed(members):                               # what is left: folded into a consumer
+        if n.id not in anchor:
+            dst = next((anchor[c.id] for c in members if c.id in anchor and
+                        {t.name for t in c.inputs} & {t.name for t in n.outputs}), None)
+            if dst is not None:
+                anchor[n.id] = dst
+    groups: dict[str, list] = {}
+    for n in members:
+        if n.id in anchor and anchor[n.id] != n.id:
+            groups.setdefault(anchor[n.id], []).append(n)
+    if not groups:
+        return
+    by_id = g.by_id()
+    gone = {n.id for absorbed in groups.values() for n in absorbed}
+    for head_id, absorbed in groups.items():
+        head = by_id[head_id]
+        group = [head] + absorbed
+        ids = {n.id for n in group}
+        inside = {t.name for n in group for t in n.outputs}
+        used_outside = {t.name for n in g.nodes if n.id not in ids for t in n.inputs} | {t.name for t in g.outputs}
+        head.fused_from = [n.id for n in g.nodes if n.id in ids]
+        head.inputs = [t for n in group for t in n.inputs if t.name not in inside]
+        head.outputs = [t for n in group for t in n.outputs if t.name in used_outside] or head.outputs
+        for n in absorbed:
+            head.source_ops += [s for s in n.source_ops if s not in head.source_ops]
+        if head.kind == ALIAS and any(n.kind == COMPUTE for n in absorbed):
+            head.kind = COMPUTE
+    g.nodes = [n for n in g.nodes if n.id not in gone]
+
+
+__all__ = ["CPU_KERNELS", "ExecuTorchCompiled", "ExecuTorchTarget", "ev", "fold_into_runners", "op_name", "run_pte"]

@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ... import evidence as ev
-from ...ir import ALIAS, CAST, COMPUTE
+from ...ir import CAST, COMPUTE
 from ..base import register
 from ..options import DelegateCostOptions, option
-from .common import CPU_KERNELS, ExecuTorchTarget, profile_pte, reasons_from, run_pte
+from .common import (CPU_KERNELS, ExecuTorchTarget, fold_into_runners, module_for_pt2e, profile_pte, reasons_from,
+                     run_pte)
 
 # The debug handle XNNPACK's preprocess gives an XNNPACK node made from a node its own passes added (the layout
 # conversions of ChannelsLastTaggedReshapePass, conv1d's unsqueeze): DEFAULT_DEBUG_HANDLE in xnnpack_preprocess.py.
@@ -90,7 +91,7 @@ class ExecuTorchXnnpack(ExecuTorchTarget):
             if records is None:
                 continue           # not serialized while xc listened (another XNNPACK version): left as Edge ops
             owners[name] = _xnode_owners(lowered, name, records)
-            _fold(g, name, {o for _, o in owners[name] if o})
+            fold_into_runners(g, name, {o for _, o in owners[name] if o})
         compiled.extra["xnode_owners"] = owners
 
     def _profile(self, compiled, inputs, captured, result, runs):
@@ -145,7 +146,7 @@ class ExecuTorchXnnpack(ExecuTorchTarget):
         quantizer = XNNPACKQuantizer()
         quantizer.set_global(get_symmetric_quantization_config(is_per_channel=True))
         with quiet_torch():
-            prepared = prepare_pt2e(ep.module(), quantizer)
+            prepared = prepare_pt2e(module_for_pt2e(ep, args), quantizer)
             prepared(*args)                              # calibration: observers see the run's own inputs
             converted = convert_pt2e(prepared)
             quantized = torch.export.export(converted, args)
@@ -254,50 +255,6 @@ def _xnode_owners(lowered, module: str, records: list[dict]) -> list[tuple[str, 
             taken.add(owner.name)
         out += [(t, f"{module}/{owner.name}" if owner is not None else None) for t in rec["xnodes"]]
     return out
-
-
-def _fold(g, module: str, runs_something: set[str]) -> None:
-    """The delegate's nodes that run no XNNPACK node folded into the one that runs them: the node producing their
-    input inside the delegate (XNNPACK fuses batch norm and activations into their producer, FuseBatchNormPass
-    and FuseActivationPass in backends/xnnpack/_passes/), else the one consuming their output (a weight permute
-    folded into the linear). The anchor lists them in `fused_from` and takes their outputs."""
-    members = [n for n in g.nodes if n.attributes.get("delegate") == module]
-    producer = {t.name: n for n in members for t in n.outputs}
-    anchor: dict[str, str] = {n.id: n.id for n in members if n.id in runs_something}
-    for n in members:                                        # graph order: producers first
-        if n.id not in anchor:
-            src = next((anchor[p.id] for t in n.inputs if (p := producer.get(t.name)) is not None
-                        and p.id in anchor), None)
-            if src is not None:
-                anchor[n.id] = src
-    for n in reversed(members):                               # what is left: folded into a consumer
-        if n.id not in anchor:
-            dst = next((anchor[c.id] for c in members if c.id in anchor and
-                        {t.name for t in c.inputs} & {t.name for t in n.outputs}), None)
-            if dst is not None:
-                anchor[n.id] = dst
-    groups: dict[str, list] = {}
-    for n in members:
-        if n.id in anchor and anchor[n.id] != n.id:
-            groups.setdefault(anchor[n.id], []).append(n)
-    if not groups:
-        return
-    by_id = g.by_id()
-    gone = {n.id for absorbed in groups.values() for n in absorbed}
-    for head_id, absorbed in groups.items():
-        head = by_id[head_id]
-        group = [head] + absorbed
-        ids = {n.id for n in group}
-        inside = {t.name for n in group for t in n.outputs}
-        used_outside = {t.name for n in g.nodes if n.id not in ids for t in n.inputs} | {t.name for t in g.outputs}
-        head.fused_from = [n.id for n in g.nodes if n.id in ids]
-        head.inputs = [t for n in group for t in n.inputs if t.name not in inside]
-        head.outputs = [t for n in group for t in n.outputs if t.name in used_outside] or head.outputs
-        for n in absorbed:
-            head.source_ops += [s for s in n.source_ops if s not in head.source_ops]
-        if head.kind == ALIAS and any(n.kind == COMPUTE for n in absorbed):
-            head.kind = COMPUTE
-    g.nodes = [n for n in g.nodes if n.id not in gone]
 
 
 # What XNNPACK names the operators of a node type (xnn_operator_type_to_string), where it is not the type's own

@@ -61,8 +61,9 @@ class LiteRTXnnpackOptions:
 @register
 class LiteRTXnnpack(LiteRTTarget):
     id = "litert-xnnpack"
-    # Android's two native stacks; LiteRT's CPU and GPU delegates on one .tflite; Android and iOS natively.
-    shipped_with = {"executorch-xnnpack": 9, "litert-gpu": 10, "coreml-ane": 12}
+    # Android and iOS natively (the Overview's first pair: ExecuTorch's Android and iOS builds, rank 4, come
+    # next); Android's two native stacks; LiteRT's CPU and GPU delegates on one .tflite.
+    shipped_with = {"coreml-ane": 1, "executorch-xnnpack": 9, "litert-gpu": 10}
     label = "LiteRT · XNNPACK delegate (CPU)"
     description = ("litert-torch converts to .tflite (or the uploaded .tflite), LiteRT's interpreter runs it with "
                    "the XNNPACK delegate here; ops XNNPACK leaves on LiteRT's built-in kernels")

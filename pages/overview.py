@@ -34,7 +34,7 @@ from xc_core.views.rows import (
     verdict_lines,
     verdict_text,
 )
-from xc_core.views.time_evidence import timed_targets_by_kind
+from xc_core.views.time_evidence import timed_targets_by_kind, vela_rows
 
 report = _ui.require_report()
 _ui.header(report, "Overview")
@@ -151,6 +151,13 @@ if time_table:
                   + ") are the compiler's estimate for its device instead — nothing ran — listed after the "
                   "measured ones and never comparable with them."
                   if (estimated_timed := timed_targets_by_kind(report)[1]) else ""))
+    vela_table = vela_rows(report)
+    if vela_table:
+        with st.expander("Vela's estimate of each Ethos-U network (estimated-compiler)", expanded=True):
+            st.dataframe(pd.DataFrame(vela_table), hide_index=True, width="stretch")
+            st.caption("Arm's NPU compiler, Vela, on each delegate it compiled: its SRAM and flash use, cycles and "
+                       "MACs by its own performance model, and how many of its layers it put on the NPU and left on "
+                       "the CPU. Nothing ran on an NPU here.")
 
 for tid, t in report.targets.items():
     if tid in covered:       # said once, in its cause's block above

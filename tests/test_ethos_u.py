@@ -159,3 +159,23 @@ def test_a_torchscript_source_quantizes_for_both_int8_flows(tmp_path):
         t = report["targets"][tid]
         assert t["status"] == "ok", (tid, t["error"])
         assert t["drift"]["worst"]["rel_l2"] < 0.05
+
+
+@pytest.mark.slow
+def test_overview_and_fallbacks_pages_show_the_ethos_u_column():
+    """The dashboard: Vela's network summary and the estimated time on the Overview; the Ethos-U's fallbacks (the
+    ops the Arm backend left to the CPU, in its words) on the Fallbacks page, with the kernel time an estimate."""
+    from test_pages import run_page
+    targets = ["executorch-ethos-u55", "ort-cpu"]
+    at = run_page("overview", "tts-mini", targets)
+    tables = [d.value for d in at.dataframe]
+    vela = next(t for t in tables if "SRAM used KiB" in t.columns)
+    assert set(vela["target"]) == {"executorch-ethos-u55"} and set(vela["evidence"]) == {"estimated-compiler"}
+    assert len(vela) == 2                                     # one row per delegate: tts-mini lowers to two
+    captions = " ".join(c.value for c in at.caption)
+    assert "estimated-compiler" in captions and "Vela" in captions
+    at = run_page("fallbacks", "tts-mini", targets)
+    fallback_table = next(d.value for d in at.dataframe if "reason" in d.value.columns)
+    mine = fallback_table[fallback_table["target"] == "executorch-ethos-u55"] \
+        if "target" in fallback_table.columns else fallback_table
+    assert len(mine) >= 1 and mine["reason"].str.contains("U55|TOSA|supported").any()

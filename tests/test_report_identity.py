@@ -38,6 +38,7 @@ CORRECTED_SINCE = {"ort-coreml"}
 # Moved since (issue 35): the Model Explorer export is made on demand rather than listed under `exports`, and the
 # stage graphs are stored compressed (stages.json.gz) — where the findings live, not what they say.
 MOVED_SINCE = {"exports"}
+DEPRECATION_NOTE = "NNAPI is deprecated since Android 15"
 
 _RUN = """
 import json, sys
@@ -81,7 +82,8 @@ def _comparable(o):
             out["evidence"].pop("time", None)      # the time evidence, added with the times (issue 33)
         return out
     if isinstance(o, list):
-        items = [_comparable(v) for v in o]
+        # Added by issue 53: ort-nnapi's note that NNAPI is deprecated (a label, not a finding).
+        items = [_comparable(v) for v in o if not (isinstance(v, str) and v.startswith(DEPRECATION_NOTE))]
         if "_token_" in json.dumps(o):
             items.sort(key=lambda v: json.dumps(v, sort_keys=True))
         return items

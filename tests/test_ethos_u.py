@@ -99,6 +99,10 @@ def test_vela_cycles_per_node_as_the_compilers_estimate(ethos_report, tid):
     node_cycles = sum(n["attributes"]["vela"]["cycles"] for n in on_npu if "vela" in n["attributes"])
     clock = next(iter(t["info"]["vela"]["delegates"].values()))["core_clock_hz"]
     assert node_cycles + round(nt["unattributed_us"] * clock / 1e6) == vela_cycles
+    # … and the time per node (Where the time goes) adds up to the inference time of Vela's network summary (the
+    # Overview's Vela table): one figure, the same wherever it is shown
+    vela_us = sum(s["inference_time_s"] * 1e6 for s in t["info"]["vela"]["delegates"].values())
+    assert nt["total_us"] + nt["unattributed_us"] == pytest.approx(vela_us, abs=0.01)
 
 
 @pytest.mark.slow

@@ -233,6 +233,29 @@ def module_for_pt2e(ep, args: tuple, check_guards: bool = True):
     return again.module() if check_guards else again.module(check_guards=False)
 
 
+def quantize_pt2e(captured, quantizer, calibration_inputs: dict | None, result, flow: str,
+                  check_guards: bool = True):
+    """ExecuTorch's PT2E int8 flow, shared by the quantizing targets: prepare_pt2e with the backend's quantizer,
+    calibration on the inputs this run uses (zeros where none were given), convert_pt2e, torch.export again. The
+    result records the declared int8 precision and how it was quantized (`flow`: the quantizer's words)."""
+    import torch
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    from ...quiet import quiet_torch
+    inputs = calibration_inputs or {}
+    args = tuple(torch.from_numpy(inputs[s.name].copy()) if s.name in inputs else
+                 torch.zeros(s.shape, dtype=getattr(torch, s.dtype)) for s in captured.source.inputs)
+    with quiet_torch():
+        prepared = prepare_pt2e(module_for_pt2e(captured.program(), args, check_guards), quantizer)
+        prepared(*args)                              # calibration: observers see the run's own inputs
+        quantized = torch.export.export(convert_pt2e(prepared), args)
+    result.declared_precisions = ["int8"]
+    result.info["quantization"] = {
+        "flow": f"PT2E: {flow} → prepare_pt2e → calibrate → convert_pt2e → torch.export",
+        "calibration": "the inputs this run uses" if inputs else "zeros (no inputs were given)"}
+    return quantized
+
+
 @contextlib.contextmanager
 def reasons_from(owner, method: str, reasons: dict[str, str]):
     """While lowering: a partitioner's `owner.method(self, node, reason)` — the call it makes to explain a node it

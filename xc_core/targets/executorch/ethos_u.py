@@ -39,7 +39,7 @@ from ...lowering import GRAPH_OPT, KERNEL, Step
 from ..base import attach_compiler_estimates, register
 from ..options import DelegateCostOptions, option
 from ..pins import install_hint
-from .common import ExecuTorchTarget, fold_into_runners, module_for_pt2e, reasons_from
+from .common import ExecuTorchTarget, fold_into_runners, quantize_pt2e, reasons_from
 from .vela_layers import VelaDelegate, attribute_layers, read_vela_dir
 
 U55_SYSTEMS = Literal["Ethos_U55_High_End_Embedded", "Ethos_U55_Deep_Embedded"]
@@ -128,29 +128,12 @@ class ExecuTorchEthosU(ExecuTorchTarget):
 
     def _program_to_lower(self, captured, result):
         """PT2E int8 for the Ethos-U: the NPU runs integer TOSA only, so this target always quantizes."""
-        import torch
         from executorch.backends.arm.quantizer import EthosUQuantizer, get_symmetric_quantization_config
-        from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-
-        from ...quiet import quiet_torch
-        inputs = self.calibration_inputs or {}
-        args = tuple(torch.from_numpy(inputs[s.name].copy()) if s.name in inputs else
-                     torch.zeros(s.shape, dtype=getattr(torch, s.dtype)) for s in captured.source.inputs)
         quantizer = EthosUQuantizer(self._compile_spec())
         quantizer.set_global(get_symmetric_quantization_config())
-        with quiet_torch():
-            # check_guards=False: the Arm passes cannot trace the guard function export adds (`_guards_fn`)
-            prepared = prepare_pt2e(module_for_pt2e(captured.program(), args, check_guards=False), quantizer)
-            prepared(*args)                              # calibration: observers see the run's own inputs
-            converted = convert_pt2e(prepared)
-            quantized = torch.export.export(converted, args)
-        result.declared_precisions = ["int8"]
-        result.info["quantization"] = {
-            "flow": "PT2E: EthosUQuantizer (symmetric int8) → prepare_pt2e → calibrate → convert_pt2e → "
-                    "torch.export",
-            "calibration": "the inputs this run uses" if inputs else "zeros (no inputs were given)"}
-        self._quantized_ops = sum(1 for n in quantized.graph.nodes if n.op == "call_function")
-        return quantized
+        # check_guards=False: the Arm passes cannot trace the guard function export adds (`_guards_fn`)
+        return quantize_pt2e(captured, quantizer, self.calibration_inputs, result, "EthosUQuantizer (symmetric int8)",
+                             check_guards=False)
 
     def _import_step_name(self) -> str:
         return "the captured ExportedProgram (torch.export), PT2E-quantized with EthosUQuantizer (int8)"

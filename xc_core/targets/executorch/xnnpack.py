@@ -22,7 +22,7 @@ from ... import evidence as ev
 from ...ir import CAST, COMPUTE
 from ..base import register
 from ..options import DelegateCostOptions, option
-from .common import (CPU_KERNELS, ExecuTorchTarget, fold_into_runners, module_for_pt2e, profile_pte, reasons_from,
+from .common import (CPU_KERNELS, ExecuTorchTarget, fold_into_runners, profile_pte, quantize_pt2e, reasons_from,
                      run_pte)
 
 # The debug handle XNNPACK's preprocess gives an XNNPACK node made from a node its own passes added (the layout
@@ -129,33 +129,16 @@ class ExecuTorchXnnpack(ExecuTorchTarget):
                 "was cut from a partition")
 
     def _program_to_lower(self, captured, result):
-        ep = captured.program()
         if not self.quantized:
-            return ep
-        import torch
+            return captured.program()
         from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
             XNNPACKQuantizer,
             get_symmetric_quantization_config,
         )
-        from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-
-        from ...quiet import quiet_torch
-        inputs = self.calibration_inputs or {}
-        args = tuple(torch.from_numpy(inputs[s.name].copy()) if s.name in inputs else
-                     torch.zeros(s.shape, dtype=getattr(torch, s.dtype)) for s in captured.source.inputs)
         quantizer = XNNPACKQuantizer()
         quantizer.set_global(get_symmetric_quantization_config(is_per_channel=True))
-        with quiet_torch():
-            prepared = prepare_pt2e(module_for_pt2e(ep, args), quantizer)
-            prepared(*args)                              # calibration: observers see the run's own inputs
-            converted = convert_pt2e(prepared)
-            quantized = torch.export.export(converted, args)
-        result.declared_precisions = ["int8"]
-        result.info["quantization"] = {
-            "flow": "PT2E: XNNPACKQuantizer (symmetric, per-channel weights, per-tensor activations) → prepare_pt2e "
-                    "→ calibrate → convert_pt2e → torch.export",
-            "calibration": "the inputs this run uses" if inputs else "zeros (no inputs were given)"}
-        return quantized
+        return quantize_pt2e(captured, quantizer, self.calibration_inputs, result,
+                             "XNNPACKQuantizer (symmetric, per-channel weights, per-tensor activations)")
 
     def _import_step_name(self) -> str:
         if self.quantized:

@@ -13,6 +13,7 @@ from pages import _ui
 from xc_core.export.model_explorer import MODEL_EXPLORER_DIR, model_explorer_zip
 from xc_core.report.sidecar import SIDECAR_FILES, sidecar_in
 from xc_core.views.rows import MODEL_EXPLORER_ZIP, artifact_groups, model_explorer_command
+from xc_core.views.isolation import isolated_targets, repro_files, repro_zip, repro_zip_name
 
 report = _ui.require_report()
 _ui.header(report, "Downloads")
@@ -87,6 +88,28 @@ for group in artifact_groups(report, list(files)):
             cols[i % 3].download_button(_ui.plain(f["label"]), _ui.file_reader(files[f["rel"]]),
                                         file_name=f["label"], key=f"dl_{f['rel']}", on_click="ignore",
                                         icon=":material/download:", help=f"{_ui.plain(f['rel'])} · {size:,.1f} KiB")
+
+# Culprit search's repro bundles (opt-in, the Drift page): each target's repro folder as one zip, made on the click
+# from the run's stored files — what a toolchain's maintainers run without xc.
+bundles = [(tid, repro_files(report, tid, files)) for tid in isolated_targets(report)
+           if report.targets[tid].isolation.culprit.repro.folder]
+if bundles:
+    st.markdown("**Culprit repro bundles**")
+    for tid, bundle in bundles:
+        repro = report.targets[tid].isolation.culprit.repro
+        if not bundle:
+            st.caption(f"{_ui.plain(tid)}: its repro folder {_ui.code(repro.folder)} is not among this run's files "
+                       "(a report imported without them).")
+            continue
+        st.download_button(f"{_ui.plain(tid)}: repro bundle ({len(bundle)} file(s))",
+                           lambda tid=tid: repro_zip(report, tid, files), file_name=repro_zip_name(tid),
+                           mime="application/zip", key=f"dl_repro_{tid}", on_click="ignore",
+                           icon=":material/download:",
+                           help=_ui.plain(f"{repro.folder}/ as one zip: "
+                                          + (f"run {repro.script} with Python" if repro.script else
+                                             repro.no_script or "the files to reproduce the culprit")))
+        if repro.tracker:
+            st.caption(f"Report it to {_ui.plain(tid)}'s toolchain: {_ui.plain(repro.tracker)}")
 
 # The Model Explorer export is one graph, overlay and mapping file per target and pair (78 for eight targets): made
 # from the report when the button is pressed (not stored with the run: a second copy of every graph), as one zip,

@@ -16,6 +16,22 @@ from xc_core.views.figures import (
 )
 from xc_core.analysis.drift import output_flags
 from xc_core.views.rows import drift_flags, fmt_sci, route_departs, route_headline
+from xc_core.views.isolation import (
+    above_gate_rows,
+    culprit_sentence,
+    drifting_targets,
+    gate_fields,
+    gate_label,
+    gates_from_fields,
+    gates_sense_text,
+    isolated_targets,
+    isolation_figure,
+    local_words,
+    numeric_targets,
+    runs_words,
+    share_text,
+    trial_rows,
+)
 
 report = _ui.require_report()
 _ui.header(report, "Numerical drift")
@@ -131,3 +147,101 @@ else:
     if method:
         st.caption("Stars on the figure mark the attributed jumps. Method: " + method + ". Boundaries are module "
                    "outputs only; a decision inside a fused node that hides its tensor cannot be separated.")
+
+
+# ---- per-op isolation and the culprit (opt-in: `xc analyze --isolate`, or the button below) ----------------------
+st.subheader("Per-op isolation and the culprit")
+isolated = isolated_targets(report)
+if not isolated:
+    st.caption("No target of this run was isolated op by op. The button below compiles each op on its own on the "
+               "targets you pick (its local error, beside the error the full run carries there) and searches for the "
+               "smallest run of ops that reproduces the output drift.")
+for number, tid in enumerate(isolated):
+    iso = report.targets[tid].isolation
+    culprit = iso.culprit
+    st.markdown(f"**{_ui.plain(tid)}** {_ui.evidence_badge(iso.evidence)}")
+    sentence = culprit_sentence(tid, iso)
+    if sentence:
+        (st.warning if culprit.status == "found" else st.info)(
+            f"{_ui.evidence_badge(iso.evidence)} {_ui.plain(sentence)}")
+        found = culprit.status == "found"
+        facts = [_ui.plain(f) for f in (f"share of the output drift: {share_text(iso)}" if found else None,
+                                        ("found in " if found else "") + runs_words(culprit.runs),
+                                        f"the culprit alone: {local_words(culprit.local)}" if culprit.local else None)
+                 if f]
+        if culprit.repro.folder:
+            facts.append(f"repro folder {_ui.code(culprit.repro.folder)} (the Downloads page has it as one zip)")
+        st.caption(" · ".join(facts))
+    if iso.error:
+        st.warning(f"Not every op could be isolated: {_ui.plain(iso.error)}")
+    fig = isolation_figure(report, tid)
+    if fig is not None:
+        st.plotly_chart(fig, width="stretch", key=f"isolation_figure_{number}")
+    rows = above_gate_rows(report, tid)
+    if rows:
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    elif iso.ops:
+        st.caption("No op's local error is above the gate: each op alone stays within it.")
+    st.caption(f"Gates: {_ui.plain(iso.gates_text or '—')} · {iso.isolated} op(s) isolated, "
+               f"{len(iso.not_isolated)} not · local: the op alone on the target, fed the reference's inputs · "
+               "carried: the rel L2 the full run has there (per-layer drift, where it compared the op)")
+    if iso.not_isolated:
+        with st.expander(f"{len(iso.not_isolated)} op(s) not isolated, and why"):
+            st.dataframe(pd.DataFrame([{"op": o.get("source_op"), "why": o.get("why")} for o in iso.not_isolated]),
+                         hide_index=True, width="stretch")
+    trials = trial_rows(report, tid)
+    if trials:
+        with st.expander(f"Culprit search: {runs_words(len(trials))}"):
+            st.dataframe(pd.DataFrame(trials), hide_index=True, width="stretch")
+            st.caption("Each trial compiled the ops in its range on the target while the fp32 reference computed "
+                       f"the rest; a range reproduces the drift when its output drift is at least "
+                       f"{round(100 * (culprit.share_required or 0.9))} % of the whole program's (non-finite when "
+                       "the whole program's is). Op positions count the captured program's ops from 1.")
+
+candidates = numeric_targets(report)
+run_id = _ui.run_key(report)
+with st.expander("Isolate ops and find the culprit", expanded=not isolated):
+    if not candidates:
+        st.info("No target ran numbers in this run: isolation compares each op's value with the reference's.")
+    elif not run_id:
+        st.info("This report is not in the run store, so its run cannot be extended; analyse it here or open it "
+                "on the History page first.")
+    else:
+        with st.form(f"isolate_form_{run_id[:12]}"):
+            chosen = st.multiselect("Targets", candidates, default=drifting_targets(report),
+                                    key=f"isolate_targets_{run_id[:12]}",
+                                    help="Targets that ran numbers here; those whose output drift is above their "
+                                         "default gate are picked")
+            cols = st.columns(4)
+            fields = {name: cols[i % 4].text_input(gate_label(name), value=start,
+                                                   key=f"isolate_gate_{name}_{run_id[:12]}")
+                      for i, (name, start) in enumerate(gate_fields().items())}
+            st.caption(gates_sense_text() + " Left as they are, each target is judged by its default gates (int8 "
+                       "targets: rel_l2 at most 0.1, cosine at least 0.99). Each target compiles every op (one "
+                       "program per few hundred ops) and about 2·log2(ops) sub-programs: seconds for a small model, "
+                       "minutes for a large one.")
+            pressed = st.form_submit_button("Isolate ops and find the culprit")
+        if pressed:
+            from xc_core.errors import XcInputError, first_line
+            try:
+                gates = gates_from_fields(fields)
+                if fields == gate_fields():
+                    gates = None        # untouched: each target's default (int8 targets have looser ones)
+                if not chosen:
+                    raise XcInputError("pick at least one target to isolate")
+                with st.spinner(f"Isolating the ops of {', '.join(chosen)} and searching for the culprit…"):
+                    from xc_core.culprit.run import isolate_stored
+                    service = _ui._service()
+                    updated = isolate_stored(run_id, list(chosen), gates, store=service.store)
+            except XcInputError as e:
+                st.error(_ui.plain(e.for_dashboard()))
+            except Exception as e:  # noqa: BLE001 — one line on the page, never a traceback
+                st.error(_ui.plain(f"Isolation failed: {first_line(e)}"))
+            else:
+                # The run as the store now keeps it, blocks included: this session's, and the finished analysis the
+                # server keeps in memory for the next session that asks for the same run.
+                kept = service.get(run_id)
+                if kept is not None and kept.report is not None:
+                    kept.report = updated
+                st.session_state["report"] = updated
+                st.rerun()

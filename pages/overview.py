@@ -15,6 +15,7 @@ from xc_core.analysis.advice import advice_line
 from xc_core.analysis.drift import ROUTE_REFERENCE
 from xc_core.analysis.common_cause import ROUTE, cause_body, cause_head
 from xc_core.views.figures import time_by_op_type_figure
+from xc_core.views.isolation import culprit_entries, runs_words
 from xc_core.views.target_counts import count_findings, run_counts, target_notes
 from xc_core.views.rows import (
     all_columns_rows,
@@ -105,6 +106,16 @@ fails = sum(item.verdict == "fail" for items in report.checklist.targets.values(
 if counts["failing"] or counts["warning"]:
     st.caption(f"Checklist: {counts['failing']} target(s) fail a question ({fails} failing answers in all), "
                f"{counts['warning']} more only warn — the Checklist page says which and why.")
+
+culprits = culprit_entries(report)
+if culprits:
+    # Opt-in (the Drift page's button, `xc analyze --isolate`): the smallest run of ops that reproduces each
+    # target's output drift, in one line each; the Drift page has the curves, the ops and the trials.
+    st.subheader("Culprits")
+    st.markdown("  \n".join(f"{_ui.evidence_badge(e['evidence'])} {_ui.plain(e['sentence'])} "
+                             f"({_ui.plain(runs_words(e['runs']))})" for e in culprits))
+    st.caption("Each op compiled by the target on its own, then ranges of ops on the target while the reference "
+               "computes the rest: the Drift page shows the ops above the gate and every trial.")
 
 st.subheader("Where the targets you ship together differ")
 compiled = [tid for tid, t in report.targets.items() if t.graph]

@@ -131,3 +131,17 @@ def chain_onnx(path, nodes: int) -> str:
     m.ir_version = 9
     onnx.save(m, str(path))
     return str(path)
+
+
+class ExpOverflow(nn.Module):
+    """exp of values near 20 passes float16's 65,504: an fp16 target's outputs go non-finite at the exp (culprit
+    search's test case)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 16), nn.Linear(16, 4)
+
+    def forward(self, x):
+        h = torch.relu(self.a(x))
+        e = torch.exp(h * 6.0)
+        return self.b(e / e.sum(-1, keepdim=True) + h)

@@ -26,7 +26,7 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
             out_dir: str | None = None, target_options: dict[str, dict] | None = None,
             progress: Progress | None = None, limits: Limits | None = None,
             worker_limits: WorkerLimits | None = None, jobs: int | None = None,
-            cancel: threading.Event | None = None, isolate: bool = True) -> dict:
+            cancel: threading.Event | None = None, isolate: bool = True, culprits: dict | None = None) -> dict:
     """Load, capture, compile for each target (default: `default_target_ids()`), compare, and return the Report.
 
     Inputs: `inputs_npz` arrays, `shapes` (whole inputs), `dims` (named symbolic dims), `values` (every element of
@@ -80,6 +80,13 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
                             "user_arrays": user_arrays, "loader_shapes": loader_shapes, "inputs_npz": inputs_npz}
             report = run_here(source, run_dir, targets, target_options, limits, prepare_args, emit, run_info,
                               artifacts_dir)
+        if culprits is not None:
+            from .culprit.run import isolate_report
+            emit(ProgressEvent(REPORT, RUNNING))
+            try:
+                isolate_report(report, run_dir, culprits.get("targets"), culprits.get("gates"), worker_limits, jobs)
+            except XcInputError as e:       # the analysis stands; why there is no isolation goes with it
+                report.setdefault("run", {})["isolation_error"] = str(e)
         if out_dir:
             with gc_policy.fewer_collections():
                 write_report(report, run_dir)

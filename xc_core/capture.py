@@ -83,13 +83,14 @@ class Captured:
         return self._idx
 
 
-def capture(source: Source, workdir: str, example_inputs: dict, exported=None) -> Captured:
+def capture(source: Source, workdir: str, example_inputs: dict, exported=None, with_onnx: bool = True) -> Captured:
     """The captured model. For a PyTorch source, `exported(partial)` is called once torch.export has finished and
     before the ONNX export starts, with a Captured that has the ExportedProgram, the "before" graph and the
-    output names but no ONNX yet: targets that compile from the ExportedProgram can start from it."""
+    output names but no ONNX yet: targets that compile from the ExportedProgram can start from it. `with_onnx`
+    False stops there (culprit search compiles sub-programs for one target that may not need the ONNX)."""
     os.makedirs(workdir, exist_ok=True)
     if source.is_pytorch:
-        return _capture_pytorch(source, workdir, example_inputs, exported)
+        return _capture_pytorch(source, workdir, example_inputs, exported, with_onnx)
     if source.kind == "onnx":
         return _capture_onnx(source, workdir)
     if source.kind == "coreml":
@@ -126,7 +127,8 @@ def _capture_tflite(source: Source, workdir: str) -> Captured:
 
 
 # ---------------------------------------------------------------------------------------------- PyTorch ----
-def _capture_pytorch(source: Source, workdir: str, example_inputs: dict, exported=None) -> Captured:
+def _capture_pytorch(source: Source, workdir: str, example_inputs: dict, exported=None,
+                     with_onnx: bool = True) -> Captured:
     import torch
     args = tuple(torch.from_numpy(example_inputs[s.name]) for s in source.inputs)
     timings = {}
@@ -153,6 +155,9 @@ def _capture_pytorch(source: Source, workdir: str, example_inputs: dict, exporte
     if exported is not None:
         exported(Captured(source, None, None, before, user_output_names(ep), ep, dict(timings), list(notes),
                           output_labels=user_output_labels(ep)))
+    if not with_onnx:
+        return Captured(source, None, None, before, user_output_names(ep), ep, timings, notes,
+                        output_labels=user_output_labels(ep))
 
     t0 = time.perf_counter()
     onnx_path = os.path.join(workdir, "model.onnx")

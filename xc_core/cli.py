@@ -81,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="when the run store holds a run of the same source, inputs, targets, options and limits "
                         "made by this xc version — here, in the dashboard or by xc batch — write that run to --out "
                         "instead of compiling again (a CI baseline that did not change)")
+    _isolation_flags(a)
     _worker_flags(a, "targets compiled at once (default: the machine's cores)")
     a.add_argument("--no-store", action="store_true",
                    help="do not record the run in xc's run store ($XC_HOME, default the user data dir)")
@@ -95,6 +96,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --format md: every table whole (up to GitHub's 65,536-character cap), not the ~20 KB "
                         "summary whose long tables are left to the HTML report")
     _step_summary_flag(r)
+    rp = sub.add_parser("repro", help="a target's culprit as a repro bundle its toolchain's maintainers can run "
+                        "without xc (runs isolation and culprit search first when the run has none)")
+    rp.add_argument("run", help="a run id (see runs) or a run folder (analyze --out)")
+    rp.add_argument("--target", required=True, help="the target (id or variant, as the run names it)")
+    rp.add_argument("--out", metavar="DIR", help="copy the bundle here (default: ./xc-repro-TARGET/)")
+    rp.add_argument("--gate", action="append", metavar="NAME=VALUE", help=GATE_HELP)
+    _worker_flags(rp, "unused: one target")
     d = sub.add_parser("diff", help="what changed in the compilers' decisions between two runs; --gate for CI")
     d.add_argument("base", help="the baseline: a run id, a run folder or a report.json")
     d.add_argument("new", help="the run to check, same forms")
@@ -245,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
             return _batch(args)
         if args.command == "batch-merge":
             return _batch_merge(args)
+        if args.command == "repro":
+            return _repro(args)
         return _analyze(args)
     except XcInputError as e:
         print(f"xc: {printable_line(e.for_cli())}", file=sys.stderr)     # it may quote a file's or model's names
@@ -701,6 +711,79 @@ def _samples() -> int:
     return EXIT_OK
 
 
+GATE_HELP = ("a per-op gate, repeatable: rel_l2, max_abs, mse (at most) or cosine, snr_db, psnr_db, pearson (at "
+             "least) = a number, or NAME=off (default: rel_l2=0.01, cosine=0.999; int8 targets rel_l2=0.1, "
+             "cosine=0.99)")
+
+
+def _isolation_flags(a) -> None:
+    a.add_argument("--isolate", action="store_true",
+                   help="also compile every op on its own with the reference's inputs (its local error) and, where "
+                        "a target's output drift is above the gate, find the smallest range of ops that reproduces "
+                        "it, with a repro bundle (artifacts/TARGET/repro/); one extra compile per target, about "
+                        "2·log2(ops) more where it searches")
+    a.add_argument("--isolate-targets", metavar="LIST", help="with --isolate: only these targets (default: every "
+                   "target that ran numbers)")
+    a.add_argument("--gate", action="append", metavar="NAME=VALUE", help=GATE_HELP)
+
+
+def _repro(args) -> int:
+    """xc repro RUN --target T: the culprit's bundle copied to --out; isolation runs first where the run has none
+    for T (a stored run is put back with it; a run folder's report.json is rewritten)."""
+    import shutil
+
+    from .culprit.metrics import parse_gates
+    from .culprit.run import isolate_report, isolate_stored
+    from .report.sidecar import write as write_report
+    from .review.runs import load_run
+    gates = parse_gates(args.gate) if args.gate else None
+    run = load_run(args.run)
+    target = _run_target(run.report, args.target)
+    if not (target.get("isolation") or {}).get("culprit") or args.gate:
+        print(f"isolating ops on {target.get('identity') or target['id']} …", file=sys.stderr)
+        if run.key:
+            report = isolate_stored(run.key, [args.target], gates)
+            run = load_run(run.key)
+        elif os.path.isdir(args.run):
+            report = isolate_report(run.report, args.run, [args.target], gates)
+            write_report(report, args.run)
+            run = load_run(args.run)
+        else:
+            raise XcInputError(f"{args.run}: a report.json alone has no captured program to isolate (accepted: "
+                               f"a run id or a run folder)")
+        target = _run_target(run.report, args.target)
+    culprit = (target.get("isolation") or {}).get("culprit") or {}
+    if culprit.get("status") != "found":
+        print(f"xc: {printable_line(target.get('identity') or target['id'])}: no culprit: "
+              f"{printable_line(culprit.get('why') or (target.get('isolation') or {}).get('error') or 'none found')}",
+              file=sys.stderr)
+        return 1
+    repro = culprit.get("repro") or {}
+    out = args.out or f"xc-repro-{(target.get('identity') or target['id']).replace('[', '-').replace(']', '')}"
+    prefix = (repro.get("folder") or "").rstrip("/") + "/"
+    files = {rel[len(prefix):]: path for rel, path in run.files.items() if rel.startswith(prefix)}
+    if not files:
+        raise XcInputError(f"{args.run}: the repro bundle of {args.target} is not among the run's files")
+    for rel, path in files.items():
+        dest = os.path.join(out, rel)
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        shutil.copyfile(path, dest)
+    print(printable_line(culprit.get("sentence") or ""))
+    how = f"cd {out} && python {repro['script']}" if repro.get("script") else (repro.get("no_script") or "")
+    print(f"wrote {len(files)} file(s) to {printable_line(out)}; {printable_line(how)}")
+    if repro.get("tracker"):
+        print(f"file it at {printable_line(repro['tracker'])} (BUG_REPORT.md)")
+    return 0
+
+
+def _run_target(report: dict, name: str) -> dict:
+    targets = report.get("targets") or {}
+    for key, t in targets.items():
+        if name in (key, t.get("identity"), t.get("id")):
+            return {**t, "identity": t.get("identity") or key}
+    raise XcInputError(f"--target {printable_line(name)}: not a target of this run; it has {', '.join(targets)}")
+
+
 def _analyze(args) -> int:
     from .api import analyze
     from .inputs.values import (
@@ -721,6 +804,14 @@ def _analyze(args) -> int:
         raise XcInputError(f"--jobs {args.jobs}: must be at least 1")
     if args.inputs and not os.path.isfile(args.inputs):
         raise XcInputError(f"--inputs {args.inputs}: no such file (accepted: an .npz written by numpy.savez)")
+    culprits = None
+    if args.isolate or args.isolate_targets or args.gate:
+        from .culprit.metrics import parse_gates
+        from .targets import split_target_list
+        if not args.isolate:
+            raise XcInputError("--isolate-targets and --gate go with --isolate")
+        culprits = {"targets": split_target_list(args.isolate_targets) if args.isolate_targets else None,
+                    "gates": parse_gates(args.gate) if args.gate else None}
     made_out = args.out is None
     if made_out:
         args.out = new_out_dir(args.source)
@@ -761,7 +852,8 @@ def _analyze(args) -> int:
             report = analyze(args.source, targets, inputs_npz=args.inputs, shapes=shapes,
                              dims=parse_dim_flags(args.dim), values=parse_value_flags(args.value),
                              ranges=parse_range_flags(args.range), out_dir=args.out, target_options=options,
-                             progress=progress, limits=limits, worker_limits=worker_limits, jobs=args.jobs)
+                             progress=progress, limits=limits, worker_limits=worker_limits, jobs=args.jobs,
+                             culprits=culprits)
     except (_Stopped, KeyboardInterrupt) as e:
         stopped = e
     finally:
@@ -796,6 +888,11 @@ def _finish(args, report: dict, made_out: bool) -> int:
         print(summary_table(report))
         print(time_lines(report))
         print(checklist_table(report))
+        from .views.isolation import culprit_lines
+        for line in culprit_lines(report):
+            print(f"culprit: {visible(line)}")
+        if (report.get("run") or {}).get("isolation_error"):
+            print(f"no isolation: {visible(report['run']['isolation_error'])}")
         # Said at the end, once: a source refused on the way has one line of its own, and no folder is left.
         print(f"wrote {printable_line(os.path.join(args.out, 'report.json'))}"
               + (f" (no --out given: a new folder in ./{DEFAULT_OUT_ROOT})" if made_out else ""))

@@ -374,6 +374,9 @@ def _child_main(job: Job, conn, stderr_path: str, env: dict, landlock_abi: int, 
         # learning its pid, and removed its scratch. Nobody waits for a result; say nothing on the CLI's stderr.
         os._exit(1)
     os.dup2(fd, 2)
+    # A toolchain's native code prints to stdout too (TOSA's reference model warns there): into the same log, never
+    # onto the CLI's stdout, which is the report's tables.
+    os.dup2(fd, 1)
     os.close(fd)
     import faulthandler
     faulthandler.enable()   # a native crash leaves the Python stack in stderr.log

@@ -159,6 +159,43 @@ def _q3(tid: str, t: TargetBlock, graph: dict | None, not_fired: list[dict]) -> 
 
 
 def _q4(t: TargetBlock, graph: dict | None, reference: ReferenceBlock, route: dict | None) -> dict:
+    """Whether the outputs match; where the target was isolated op by op (xc_core/culprit), the answer also names
+    the ops whose local error is above the gate and the culprit — the verdict stays the output drift's."""
+    item = _q4_outputs(t, graph, reference, route)
+    if t.isolation and t.drift:
+        item["detail"] += _isolation_clause(t)
+    return item
+
+
+# At most this many ops above the gate are named in question 4's line; the Drift page lists them all.
+NAMED_OPS = 3
+
+
+def _isolation_clause(t: TargetBlock) -> str:
+    """"; per-op isolation (measured): local error above the gate at exp (non-finite), div (rel L2 3.10e-02) and
+    2 more; culprit: <the culprit sentence>", or "" when the block says nothing."""
+    iso = t.isolation
+    ops = sorted((op for op in iso.ops if op.above_gate), key=lambda op: op.depth)
+    parts = []
+    if ops:
+        named = ", ".join(f"{op.source_op} ("
+                          + ("non-finite" if (op.local or {}).get("non_finite")
+                             else f"rel L2 {_sci((op.local or {}).get('rel_l2'))}") + ")" for op in ops[:NAMED_OPS])
+        parts.append(f"local error above the gate ({iso.gates_text or 'its gates'}) at {named}"
+                     + (f" and {len(ops) - NAMED_OPS} more" if len(ops) > NAMED_OPS else ""))
+    elif iso.ops:
+        parts.append(f"no op's local error is above the gate ({len(iso.ops)} isolated)")
+    culprit = iso.culprit
+    if culprit.sentence:
+        parts.append(f"culprit: {culprit.sentence}")
+    elif culprit.status in ("not-needed", "not-found"):
+        parts.append(f"no culprit ({culprit.status})" + (f": {culprit.why}" if culprit.why else ""))
+    if not parts:
+        return ""
+    return f"; per-op isolation ({iso.evidence or 'evidence unknown'}): " + "; ".join(parts)
+
+
+def _q4_outputs(t: TargetBlock, graph: dict | None, reference: ReferenceBlock, route: dict | None) -> dict:
     bad = _unavailable(t, graph)
     if bad:
         return bad

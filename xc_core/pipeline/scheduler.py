@@ -214,7 +214,7 @@ class IsolatedRun:
             self.queue.append(Job(name, PLAN_STEP[TARGETS].job,
                                   {**job_args, "target_class": f"{cls.__module__}:{cls.__qualname__}",
                                    "options": dict(target.options)},
-                                  os.path.join(self.run_dir, "work", name), writable=_writable(self.run_dir, target)))
+                                  os.path.join(self.run_dir, "work", name), writable=writable_folders(self.run_dir, target)))
 
     def _on_done(self, out: Outcome) -> None:
         if out.name == ROUTE_STEP:
@@ -359,7 +359,7 @@ def _statuses_report(run_dir: str, inputs_info: dict, targets: list, statuses: d
 _INDUCTOR_CACHE_USERS = {"inductor-cpu"}
 
 
-def _writable(run_dir: str, target) -> tuple[str, ...]:
+def writable_folders(run_dir: str, target) -> tuple[str, ...]:
     """Where a target's worker may write (where Landlock confines it): its analysis' run folder (its artifacts,
     the probe models written beside the captured ONNX), and the Inductor cache for the targets that use it."""
     if target.id in _INDUCTOR_CACHE_USERS:

@@ -517,6 +517,81 @@ class LayerDrift(Block):
 
 
 @_frozen
+class IsolatedOp(Block):
+    """One op compiled by the target on its own, fed the reference's inputs (culprit/isolate.py)."""
+    source_op: str = ""
+    op_type: str | None = None
+    module_path: str | None = None
+    depth: int = 0
+    local: Mapping[str, Json] = field(default_factory=dict)   # rel_l2, max_abs, mse, cosine, snr_db, psnr_db, pearson, non_finite
+    failed_gates: tuple[str, ...] = ()
+    above_gate: bool = False
+    carried_rel_l2: float | None = None   # the op's drift in the full run (per-layer drift), where compared
+    nodes: tuple[str, ...] = ()           # the full run's compiled nodes that compute it
+    program_node: str | None = None       # an ONNX source: the route program's node (source_op is its ONNX node)
+
+
+@_frozen
+class CulpritTrial(Block):
+    """One range of ops compiled by the target while the reference computes the rest (culprit/search.py)."""
+    first: int = 0
+    last: int = 0
+    ops: int = 0
+    rel_l2: float | None = None
+    non_finite: bool = False
+    error: str | None = None
+    seconds: float | None = None
+
+
+@_frozen
+class Repro(Block):
+    """The files a toolchain's maintainers can run without xc (culprit/repro.py)."""
+    folder: str = ""                      # relative to the run folder
+    files: tuple[str, ...] = ()
+    script: str | None = None             # the standalone script, when there is one for this target
+    no_script: str | None = None          # why there is none
+    tracker: str | None = None            # where the toolchain takes bug reports
+
+
+@_frozen
+class Culprit(Block):
+    """The smallest range of ops that reproduces the target's output drift (culprit/search.py)."""
+    status: str = ""                      # found | not-needed | not-found
+    why: str | None = None
+    share_required: float | None = None
+    baseline: CulpritTrial = absent(CulpritTrial)   # every op on the target: its drift as the search measures it
+    first: int | None = None
+    last: int | None = None
+    ops: tuple[str, ...] = ()
+    program_ops: tuple[str, ...] = ()     # an ONNX source: the route program's nodes (ops are their ONNX nodes)
+    op_types: tuple[str, ...] = ()
+    module_paths: tuple[str, ...] = ()
+    explained: float | None = None
+    runs: int = 0
+    trials: tuple[CulpritTrial, ...] = ()
+    seconds: float | None = None
+    sentence: str | None = None
+    local: Mapping[str, Json] | None = None   # the culprit ops' worst local figures (isolation)
+    repro: Repro = absent(Repro)
+
+
+@_frozen
+class Isolation(Block):
+    """Per-op isolation and culprit search of one target (opt-in: --isolate, the Drift page's button)."""
+    evidence: str | None = None
+    method: str = ""
+    gates: Mapping[str, float] = field(default_factory=dict)   # metric -> bound (culprit/metrics.GATE_SENSE)
+    gates_text: str = ""
+    ops: tuple[IsolatedOp, ...] = ()
+    isolated: int = 0
+    above_gate: tuple[str, ...] = ()
+    not_isolated: tuple[Mapping[str, Json], ...] = ()   # source_op, why
+    error: str | None = None
+    seconds: float | None = None
+    culprit: Culprit = absent(Culprit)
+
+
+@_frozen
 class NodeTimes(Block):
     """The time per compiled node: how, on which CPU, over how many runs (analysis/node_time.py)."""
     evidence: str | None = None
@@ -704,6 +779,7 @@ class TargetBlock(Block):
     layout: Mapping[str, Json] = field(default_factory=dict)   # the layout audit (analysis/layout_audit.py)
     outputs: OutputValues = absent(OutputValues)
     layer_drift: LayerDrift = absent(LayerDrift)
+    isolation: Isolation = absent(Isolation)   # opt-in: per-op isolation and culprit search
 
 
 # ---- report-wide parts ---------------------------------------------------------------------------------------------

@@ -34,6 +34,14 @@ from ..report.types import DriftOutput, Report
 from ..views import figures, topology
 from ..views import graph_layout as topo
 from ..views.fallbacks import accelerated_targets, fallback_rows, split_summary
+from ..views.isolation import (
+    above_gate_rows,
+    culprit_entries,
+    isolated_targets,
+    isolation_figure,
+    runs_words,
+    trial_rows,
+)
 from ..views.target_counts import SPLIT_COLUMN, count_check, count_findings
 from ..views.target_groups import target_groups
 from ..views.rows import (
@@ -588,6 +596,65 @@ def _drift(report: Report, figs: _Figures) -> str:
     return "".join(out)
 
 
+CULPRIT_ROWS = 40      # ops above the gate listed per target; the rest are counted (report.json has them all)
+
+
+def _drift_and_culprits(report: Report, figs: _Figures) -> str:
+    return _drift(report, figs) + _culprit_search(report, figs)
+
+
+def _culprit_search(report: Report, figs: _Figures) -> str:
+    """Per-op isolation and culprit search, per target that has it (opt-in): the culprit sentence with its
+    evidence, its local figures, the trial compiles, the repro folder and tracker; the two curves along depth; the
+    ops above the gate (the first CULPRIT_ROWS); the trials, closed."""
+    targets = isolated_targets(report)
+    if not targets:
+        return ""
+    entries = {e["target"]: e for e in culprit_entries(report)}
+    out = ['<h3 id="culprit-search">Culprit search</h3>',
+           _caption("Each op compiled by the target on its own, fed the reference's inputs: its <i>local</i> error, "
+                    "beside the error the full run <i>carries</i> there. The culprit: the smallest run of "
+                    "consecutive ops that, on the target while the fp32 reference computes the rest, reproduces the "
+                    "output drift.")]
+    for tid in targets:
+        iso = report.targets[tid].isolation
+        out.append(f"<h3><code>{_e(tid)}</code> {_badge(iso.evidence)}</h3>")
+        e = entries.get(tid)
+        if e is not None:
+            facts = [runs_words(e["runs"]) + (f" in {e['seconds']:.1f} s" if e["seconds"] is not None else "")]
+            if e["local"]:
+                facts.append(f"the culprit alone: {_e(e['local'])}")
+            if e["folder"]:
+                script = (f"script <code>{_e(e['script'])}</code>" if e["script"] else
+                          f"no script: {_e(e['no_script'])}" if e["no_script"] else "")
+                facts.append(f"repro <code>{_e(e['folder'])}</code>" + (f" ({script})" if script else ""))
+            if e["tracker"]:
+                facts.append(f"report to {_e(e['tracker'])}")
+            out.append(f"<p><b>{_e(e['sentence'])}</b></p>" + _caption(" · ".join(facts)))
+        if iso.error:
+            out.append(_note(f"Isolation could not run every op: {_e(iso.error)}", "error"))
+        fig = isolation_figure(report, tid)
+        if fig is not None:
+            out.append(figs.div(fig, f"isolation-{tid}"))
+        out.append(_caption(f"Gates: {_e(iso.gates_text or '—')}. {iso.isolated} op(s) isolated, "
+                            f"{len(iso.not_isolated)} not. Method: {_e(iso.method)}"))
+        rows = above_gate_rows(report, tid)
+        if rows:
+            shown = [{**{k: _e(v) for k, v in r.items() if k != "evidence"}, "evidence": _badge(r["evidence"])}
+                     for r in rows[:CULPRIT_ROWS]]
+            out.append(_table(shown, html_cols=tuple(shown[0])))
+            if len(rows) > CULPRIT_ROWS:
+                out.append(_caption(f"The first {CULPRIT_ROWS} of {len(rows)} ops above the gate; report.json lists "
+                                    "them all."))
+        elif iso.ops:
+            out.append(_note("No op's local error is above the gate."))
+        trials = trial_rows(report, tid)
+        if trials:
+            out.append(f'<details class="fig"><summary>The {len(trials)} trial compile(s) of the culprit search'
+                       f"</summary>{_table(trials)}</details>")
+    return "".join(out)
+
+
 def _checklist(report: Report, figs: _Figures) -> str:
     check = report.checklist
     per_target = check.targets
@@ -761,7 +828,8 @@ def _stages(report: Report, figs: _Figures) -> str:
     return "".join(parts)
 
 
-BUILDERS = {"overview": _overview, "heatmap": _heatmap, "fusion": _fusion, "stages": _stages, "drift": _drift,
+BUILDERS = {"overview": _overview, "heatmap": _heatmap, "fusion": _fusion, "stages": _stages,
+            "drift": _drift_and_culprits,
             "checklist": _checklist, "fallbacks": _fallbacks, "topology": _topology}
 
 

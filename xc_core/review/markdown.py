@@ -16,6 +16,7 @@ from ..analysis.fusion_diff import not_fired_by_pattern
 from ..analysis.layer_drift import unverified_rows
 from ..report.types import Report
 from ..views.fallbacks import accelerated_targets, fallback_rank, fallback_rows
+from ..views.isolation import above_gate_rows, culprit_entries, isolated_targets, runs_words
 from ..views.target_counts import SPLIT_COLUMN, count_findings, op_counts
 from ..views.rows import (
     catalogue_rows,
@@ -94,6 +95,9 @@ def _render(report: Report, cap: int, full: bool = True) -> str:
                 parts += [f"#### Where the time goes ({kind})", "", timed, ""]
     parts += ["#### Checklist", "", checklist_table(report), ""]
     parts += [details(report, qid, cap, full) for qid in _question_ids(report)]
+    culprits = culprit_section(report, cap)
+    if culprits:
+        parts += [culprits, ""]
     stages = stages_details(report, cap) if full else stages_line(report)
     if stages:
         parts += [stages]
@@ -199,6 +203,53 @@ def details(report: Report | dict, qid: int, cap: int, full: bool = True) -> str
         if extra:
             lines += ["", extra]
     lines += ["", "</details>", ""]
+    return "\n".join(lines)
+
+
+def culprit_section(report: Report | dict, cap: int) -> str:
+    """Per-op isolation and culprit search (opt-in: `xc analyze --isolate`, the Drift page's button): per target the
+    culprit sentence with its evidence, the culprit ops' local figures, the trial compiles it took, the repro folder
+    and where the toolchain takes bug reports; then the ops whose local error is above the gate (the first `cap`).
+    "" when no target was isolated."""
+    report = as_report(report)
+    targets = isolated_targets(report)
+    if not targets:
+        return ""
+    lines = ["#### Culprit search", ""]
+    entries = {e["target"]: e for e in culprit_entries(report)}
+    for tid in targets:
+        iso = report.targets[tid].isolation
+        evidence = text(iso.evidence or "evidence unknown")
+        e = entries.get(tid)
+        if e is None:
+            why = f": {text(iso.error)}" if iso.error else ""
+            lines.append(f"- {code(tid)} ({evidence}): {iso.isolated} op(s) isolated, no culprit search{why}")
+            continue
+        bits = [runs_words(e["runs"])]
+        if e["local"]:
+            bits.append(f"the culprit alone: {text(e['local'])}")
+        if e["folder"]:
+            script = (f"script {code(e['script'])}" if e["script"] else
+                      f"no script: {text(e['no_script'])}" if e["no_script"] else "")
+            bits.append(f"repro {code(e['folder'])}" + (f" ({script})" if script else ""))
+        if e["tracker"]:
+            bits.append(f"report to {text(e['tracker'])}")
+        # The sentence names its target first ("coreai-ane: the exp at gate.exp …").
+        lines.append(f"- **{text(e['sentence'])}** ({evidence}) — " + " · ".join(bits))
+        if iso.gates_text:
+            lines.append(f"  - gates: {text(iso.gates_text)}; {iso.isolated} op(s) isolated, "
+                         f"{len(iso.not_isolated)} not")
+    rows = [(tid, r) for tid in targets for r in above_gate_rows(report, tid)]
+    if rows:
+        lines += ["", "Ops whose local error (the op alone on the target, fed the reference's inputs) is above the "
+                      "gate, beside the drift the full run carries there:", "",
+                  table(["target", "op", "type", "module", "local rel L2", "local cosine", "carried rel L2",
+                         "failed gates", "evidence"],
+                        [[code(tid), code(r["op"]), text(r["type"]), text(r["module"]), text(r["local rel L2"]),
+                          text(r["local cosine"]), text(r["carried rel L2"]), text(r["failed gates"]),
+                          text(r["evidence"])] for tid, r in rows[:cap]])
+                  + (f"\n\n… and {len(rows) - cap} more op(s) above the gate (the Drift page and report.json "
+                     "list them all)" if len(rows) > cap else "")]
     return "\n".join(lines)
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from xc_core.analysis.checklist import checklist
 from xc_core.culprit.metrics import DEFAULT_GATES
+from xc_core.culprit.search import reproduces
 from xc_core.errors import XcInputError
 from xc_core.review.html import report_html
 from xc_core.review.markdown import report_markdown
@@ -64,6 +65,9 @@ def _block(**culprit_changes) -> dict:
                          "script": "run_repro.py", "no_script": None,
                          "tracker": "coremltools: https://github.com/apple/coremltools/issues"}}
     culprit.update(culprit_changes)
+    # Each trial carries the search's own verdict (culprit/search.reproduces), as the engine writes it.
+    culprit["trials"] = [{**t, "reproduces": reproduces(t, culprit["baseline"], culprit["share_required"])}
+                         for t in culprit["trials"]]
     return {"evidence": "emulated", "method": "each op of the captured program cut into its own island",
             "gates": dict(DEFAULT_GATES), "gates_text": "rel_l2 at most 0.01, cosine at least 0.999", "ops": ops,
             "isolated": len(ops), "above_gate": [o["source_op"] for o in ops if o["above_gate"]],

@@ -116,13 +116,18 @@ def _words(e: BaseException) -> str:
     return (text[0][:160] if text else "") or type(e).__name__
 
 
-@contextlib.contextmanager
 def _opening(root: str):
     """Processes opening (and perhaps repairing) one store's index take turns, so a damaged index is moved aside
     once, not once per process."""
+    return _flocked(os.path.join(root, ".index.lock"))
+
+
+@contextlib.contextmanager
+def _flocked(path: str):
+    """An exclusive flock on `path` while the block runs (threads too: each opens its own descriptor)."""
     try:
         import fcntl
-        fd = os.open(os.path.join(root, ".index.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     except (ImportError, OSError):     # no flock on this platform, or a folder that cannot be written: opening says
         yield
         return
@@ -192,6 +197,13 @@ class RunStore:
         manifest = self._manifest(key) or {}
         paths = {rel: self._object(h) for rel, h in manifest.items()}
         return {rel: p for rel, p in paths.items() if os.path.isfile(p)}
+
+    def updating(self, key: str):
+        """Held while a stored run is read, extended and put back under its key (isolation from two dashboard
+        sessions): whoever comes second reads the run the first put back, so neither's additions are lost."""
+        folder = os.path.join(self.root, "locks")
+        os.makedirs(folder, exist_ok=True)
+        return _flocked(os.path.join(folder, f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.lock"))
 
     def materialize(self, key: str, dest: str) -> str:
         """Copy a run's files back into a folder laid out as the run was (report.json, inputs.npz, artifacts/)."""

@@ -108,7 +108,7 @@ def _culprit(target, ep, values, user_inputs, workdir, args, block) -> dict:
     rel = os.path.join("artifacts", args["folder_name"], "repro")
     try:
         culprit["repro"] = write_bundle(os.path.join(args["run_dir"], rel), rel, search, culprit, window, folder,
-                                        args["identity"], target.id, args.get("options", {}))
+                                        args["identity"], target.id, args.get("options", {}), args.get("evidence"))
     except Exception as e:  # noqa: BLE001 — the culprit stands without its bundle; say why there is none
         from ..errors import first_line
         culprit["repro"] = {"folder": rel, "files": [], "script": None,

@@ -28,7 +28,7 @@ REPORT = "BUG_REPORT.md"
 
 
 def write_bundle(folder: str, rel_folder: str, search, culprit: dict, window: dict | None, trial_folder: str | None,
-                 identity: str, target_id: str, options: dict) -> dict:
+                 identity: str, target_id: str, options: dict, evidence: str | None = None) -> dict:
     """Write the bundle of `culprit` (found by `search`, a culprit/search.Search) into `folder`; returns the
     block's `repro` entry (paths relative to the run folder)."""
     from . import repro_scripts
@@ -69,7 +69,7 @@ def write_bundle(folder: str, rel_folder: str, search, culprit: dict, window: di
         no_script = repro_scripts.no_script_reason(target_id) or f"no standalone script for {target_id} yet"
     tracker = repro_scripts.tracker_for(target_id)
     figures = {"window": window, "baseline": culprit.get("baseline"), "local": culprit.get("local"),
-               "explained": culprit.get("explained")}
+               "explained": culprit.get("explained"), "evidence": evidence}
     with open(os.path.join(folder, REPORT), "w") as f:
         f.write(repro_scripts.bug_report(io, figures, repro_scripts.toolchain_versions(target_id), tracker,
                                          culprit.get("sentence") or ""))

@@ -593,7 +593,11 @@ def bug_report(io: dict, figures: dict, versions: dict, tracker: tuple[str, str]
         _drift_row("the culprit ops alone on the target (their inputs from the reference)", figures.get("local")),
         _drift_row("model output, the culprit ops on the target, the rest fp32 PyTorch", figures.get("window")),
         _drift_row("model output, every op on the target", figures.get("baseline"))) if r]
+    evidence = figures.get("evidence")      # how xc got the target's numbers: measured here, or emulated
     lines += ["## Figures (against the fp32 PyTorch reference)", ""]
+    if evidence:
+        lines += [f"Evidence: {_md(evidence)} (xc's kind for the target's numbers: `measured` ran the toolchain "
+                  "here, `emulated` computed what the device would).", ""]
     if rows:
         lines += ["| where | rel L2 | max abs diff |", "|---|---|---|", *rows, ""]
     else:

@@ -73,7 +73,8 @@ def isolate_report(report: dict, run_dir: str, targets: list[str] | None = None,
     for t in chosen:
         tid, options = parse_target_spec(t.get("identity") or t["id"])
         cls = REGISTRY[tid]
-        folder_name = cls(**options).folder_name
+        target = cls(**options)
+        folder_name = target.folder_name
         name = f"isolate-{folder_name}"
         gates = dict(asked_gates) if asked_gates is not None else default_gates(t.get("declared_precisions"))
         if route is not None and not cls.takes_program:
@@ -91,7 +92,7 @@ def isolate_report(report: dict, run_dir: str, targets: list[str] | None = None,
                 "carried": _carried(t), "nodes_of": _nodes_of(t), "op_info": op_info, "program": program,
                 "origin": (route or {}).get("origin")}
         jobs_list.append(Job(name, "xc_core.culprit.job:isolate_job", args, os.path.join(run_dir, "work", name),
-                             writable=writable_for(run_dir, cls(**options))))
+                             writable=writable_for(run_dir, target)))
         by_job[name] = t
         job_gates[name] = gates
     worker_limits = worker_limits or WorkerLimits.from_env()
@@ -171,14 +172,19 @@ def isolate_stored(run_key: str, targets: list[str] | None = None, gates: dict |
     from ..paths import scratch_dir
     from ..store import RunStore
     store = store or RunStore()
-    report = store.get(run_key)
-    if report is None:
-        raise XcInputError(f"no run {run_key!r} in the run store; `xc runs` lists them")
-    folder = scratch_dir("isolate")
-    try:
-        store.materialize(run_key, folder)
-        isolate_report(report, folder, targets, gates, say=say)
-        store.put(run_key, report, run_dir=folder, origin=(report.get("run") or {}).get("origin") or "cli")
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    # One extension of a run at a time: a second session's isolation starts from the run the first put back.
+    with store.updating(run_key):
+        report = store.get(run_key)
+        if report is None:
+            raise XcInputError(f"no run {run_key!r} in the run store; `xc runs` lists them")
+        folder = scratch_dir("isolate")
+        try:
+            store.materialize(run_key, folder)
+            isolate_report(report, folder, targets, gates, say=say)
+            # Put back as it was listed: who started it and from where (the dashboard, the CLI) stay.
+            row = next((r for r in store.runs() if r["key"] == run_key), {})
+            store.put(run_key, report, run_dir=folder, origin=(row.get("summary") or {}).get("origin") or "cli",
+                      user=row.get("user"))
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
     return report

@@ -83,11 +83,17 @@ class Search:
         return out
 
     def explains(self, trial: dict, baseline: dict) -> bool:
-        if trial["error"]:
-            return False
-        if baseline["non_finite"]:
-            return trial["non_finite"]
-        return trial["rel_l2"] is not None and trial["rel_l2"] >= SHARE * (baseline["rel_l2"] or 0.0)
+        return reproduces(trial, baseline)
+
+
+def reproduces(trial: dict, baseline: dict, share: float = SHARE) -> bool:
+    """Whether a trial reproduces the baseline's drift: at least `share` of its rel L2, or non-finite outputs where
+    the baseline's are non-finite. A trial the target refused reproduces nothing."""
+    if trial.get("error"):
+        return False
+    if baseline.get("non_finite"):
+        return bool(trial.get("non_finite"))
+    return trial.get("rel_l2") is not None and trial["rel_l2"] >= share * (baseline.get("rel_l2") or 0.0)
 
 
 def find_culprit(target, ep, values: dict, user_inputs: list, workdir: str, gates: dict,
@@ -113,6 +119,8 @@ def find_culprit(target, ep, values: dict, user_inputs: list, workdir: str, gate
              "ops": [], "explained": None}
 
     def done(status: str, **kw) -> dict:
+        for t in s.trials.values():      # each trial's verdict, as the search took it (the views show it)
+            t["reproduces"] = t is baseline or (not baseline["error"] and reproduces(t, baseline))
         block.update(status=status, runs=len(s.trials), trials=list(s.trials.values()),
                      seconds=round(time.perf_counter() - t0, 2), **kw)
         block["_search"] = s

@@ -541,6 +541,7 @@ class CulpritTrial(Block):
     non_finite: bool = False
     error: str | None = None
     seconds: float | None = None
+    reproduces: bool | None = None        # it reproduces the baseline's drift (the search's own verdict)
 
 
 @_frozen

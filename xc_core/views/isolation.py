@@ -173,22 +173,12 @@ def isolation_figure(report: Report | Mapping, tid: str) -> go.Figure | None:
     return fig
 
 
-def _explains(trial, baseline, share: float) -> bool:
-    """Whether a trial reproduces the whole program's drift as culprit search judges it (culprit/search.py)."""
-    if trial.error:
-        return False
-    if baseline.non_finite:
-        return trial.non_finite
-    return trial.rel_l2 is not None and trial.rel_l2 >= share * (baseline.rel_l2 or 0.0)
-
-
 def trial_rows(report: Report | Mapping, tid: str) -> list[dict]:
     """Each compile culprit search made, in order: the range of ops (positions in captured order, from 1) the
     target compiled while the reference computed the rest, the output drift that gave, and whether it reproduces
     the whole program's drift."""
     iso = isolation_of(report, tid)
     c = iso.culprit
-    share = c.share_required if c.share_required is not None else 0.9
     rows = []
     for i, trial in enumerate(c.trials, start=1):
         if trial.error:
@@ -203,7 +193,7 @@ def trial_rows(report: Report | Mapping, tid: str) -> list[dict]:
         span = f"{trial.first + 1}" if trial.first == trial.last else f"{trial.first + 1}–{trial.last + 1}"
         rows.append({"trial": i, "ops on the target": span, "op count": trial.ops,
                      "output rel L2": drift,
-                     "reproduces the drift": "yes" if _explains(trial, c.baseline, share) else "no",
+                     "reproduces the drift": {True: "yes", False: "no"}.get(trial.reproduces, "—"),
                      "role": role or "—", "error": trial.error or "—",
                      "seconds": "—" if trial.seconds is None else f"{trial.seconds:.2f}",
                      "evidence": iso.evidence or "—"})

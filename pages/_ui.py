@@ -160,6 +160,16 @@ def sidebar_and_analyze() -> None:
                                        "as torch.onnx.export writes it): select the model and its data files "
                                        "together, or upload a zip of its folder")
         npz = sb.file_uploader("Inputs (.npz, optional)", type=["npz"], key="upload_npz")
+        from xc_core.inputs.dataset import PREPROCESSINGS
+        # Task accuracy: every sample runs on every target (xc_core/inputs/dataset.py bounds and checks it).
+        dataset_up = sb.file_uploader("Dataset (.npz or .zip of samples, optional)", type=["npz", "zip"],
+                                      key="upload_dataset",
+                                      help="An .npz of arrays by input name (leading axis = samples, optional "
+                                           "`labels`), or a .zip of per-sample .npy / .npz, images or .wav files "
+                                           "with labels.csv, labels.txt or labels.json (and classes.txt)")
+        preprocess = sb.selectbox("Dataset preprocessing", ["auto"] + list(PREPROCESSINGS), key="upload_preprocess",
+                                  help="How images or audio become the model's input (auto: image-01 for images, "
+                                       "audio-waveform for .wav)")
     available = default_targets()
     # ?targets=ort-cpu,ort-cpu[level=basic] in the URL preselects targets and variants (links to a comparison).
     wanted_targets = _variants_from_link(st.query_params.get("targets") or "")
@@ -207,6 +217,14 @@ def sidebar_and_analyze() -> None:
             npz_file = next(n for n in ("inputs.npz", "xc-inputs.npz", "xc-inputs-1.npz") if n not in files)
             files[npz_file] = npz_data
             submit["inputs_npz"] = npz_file
+        if dataset_up is not None:
+            data = dataset_up.getvalue()
+            ext = ".zip" if dataset_up.name.lower().endswith(".zip") else ".npz"
+            data_file = next(n for n in (f"dataset{ext}", f"xc-dataset{ext}") if n not in files)
+            files[data_file] = data
+            submit["data"] = data_file
+            submit["preprocess"] = None if preprocess == "auto" else preprocess
+            source_key += "|" + hashlib.sha256(data).hexdigest() + "|" + preprocess
     edits = _inputs_panel.overrides(source_key)
     key = request_key(source_key, targets, options, edits, limits)
     report, needs = None, []

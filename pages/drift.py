@@ -149,6 +149,10 @@ else:
                    "outputs only; a decision inside a fused node that hides its tensor cannot be separated.")
 
 
+# ---- task accuracy on the run's dataset (--data, the dataset upload) -----------------------------------------------
+from pages import _accuracy_section  # noqa: E402
+_accuracy_section.drift(report, _accuracy_section.dataset_file(report))
+
 # ---- per-op isolation and the culprit (opt-in: `xc analyze --isolate`, or the button below) ----------------------
 st.subheader("Per-op isolation and the culprit")
 isolated = isolated_targets(report)

@@ -12,6 +12,7 @@ from xc_core.views.fallbacks import (
     not_compiled_accelerated,
     split_summary,
 )
+from xc_core.views.compute_share import heaviest_fallback_rows, weighted_cell
 from xc_core.views.target_counts import count_check
 
 report = _ui.require_report()
@@ -72,6 +73,9 @@ for col, tid in zip(_ui.target_columns(targets, failed), targets):
                    "per transition"
                    + (f"; {s['unsized_boundaries']} boundary(ies) no shape or run could size (bytes not counted)"
                       if s["unsized_boundaries"] else ""))
+        weighted = weighted_cell(report.targets[tid])
+        if weighted:        # what the split weighs: a count hides the one CPU op that is most of the time
+            st.caption(_ui.plain(f"By compute: {weighted} on the accelerator."))
         for line in s["cpu_type_lines"]:
             st.caption(_ui.plain(line))
         check = count_check(report, tid)
@@ -94,6 +98,15 @@ for col, tid in zip(_ui.target_columns(targets, failed), targets):
 
 st.subheader("Fallback nodes")
 picked = st.multiselect("Targets", targets, default=targets, key="fb_targets")
+heavy = [r for tid in picked for r in heaviest_fallback_rows(report, tid)]
+if heavy:
+    st.markdown("**Heaviest off the accelerator** — source ops by their MACs, then by their nodes' time")
+    st.dataframe(pd.DataFrame(heavy), hide_index=True, width="stretch",
+                 column_config={"MACs": st.column_config.NumberColumn(format="%d"),
+                                "time µs": st.column_config.NumberColumn(format="%.1f")})
+    st.caption("MACs from the captured graph's shapes at the input shapes that ran (multiply-accumulates for "
+               "convolutions, matrix products and attention; one per element for element-wise ops); % of MACs is "
+               "of the target's weighed source ops, % of time of its timed nodes, where it profiled both sides.")
 rows = sorted((r for tid in picked for r in fallback_rows(report, tid, bandwidth, overhead)), key=fallback_rank)
 if rows:
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch",

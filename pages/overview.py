@@ -117,6 +117,11 @@ if culprits:
     st.caption("Each op compiled by the target on its own, then ranges of ops on the target while the reference "
                "computes the rest: the Drift page shows the ops above the gate and every trial.")
 
+# Task accuracy on the run's dataset (--data, the dataset upload, a sample's own): does the drift change answers?
+# Up here, beside the verdicts: it is what a release decision reads first.
+from pages import _accuracy_section  # noqa: E402
+_accuracy_section.overview(report)
+
 st.subheader("Where the targets you ship together differ")
 compiled = [tid for tid, t in report.targets.items() if t.graph]
 all_pairs = [f"{a} vs {b}" for a, b in itertools.combinations(compiled, 2)]
@@ -146,6 +151,10 @@ for tid, finding in count_findings(report):
     st.warning(f"**{_ui.plain(tid)}** {_ui.plain(finding)}")
 with st.expander("All columns"):
     st.dataframe(pd.DataFrame(all_columns_rows(report)), hide_index=True, width="stretch")
+
+# What each target cost on this host: memory, size on disk, compile / load / inference time (views/cost.py).
+from pages import _cost_section  # noqa: E402
+_cost_section.overview(report)
 
 time_table = time_rows(report)
 if time_table:

@@ -93,7 +93,8 @@ def _old_gpu_block(like: dict) -> dict:
               "accelerator": "GPU delegate (mobile GPU)", "op_count_after": 9, "notes": [OLD_NOTE],
               "evidence": {"assignment": "predicted-runtime", "precision": "predicted-runtime",
                            "numerics": "emulated"},
-              "graph": {"evidence": "predicted-runtime", "nodes": nodes}, "node_times": None})
+              "graph": {"evidence": "predicted-runtime", "nodes": nodes}, "node_times": None,
+              "compute_share": None})      # an xc before this change weighed no share
     t["info"] = {"partitioning": {
         "ep": "GPU", "decided_by": "LiteRT's GPU delegate (its partitioning, on SwiftShader)", "num_nodes": 9,
         "num_supported_nodes": 3, "num_partitions": 1, "partition_sizes": [3],
@@ -317,7 +318,8 @@ def test_a_real_gpu_delegate_and_xcs_placement_agree(tmp_path):
                          "but outside the delegated partition")
     assert {r["op_type"] for r in fallback_rows(report, GPU) if r["on the CPU as"] == "unsupported"} == {"RESHAPE",
                                                                                                         "MUL"}
-    assert target_summary_rows(report)[0]["accelerator"] == s["text"]
+    # The Overview's cell: the count, then what it weighs (views/compute_share.py).
+    assert target_summary_rows(report)[0]["accelerator"].startswith(s["text"] + " · by compute: ")
     assert s["text"] in summary_table(report) and s["text"] in report_markdown(report)
     assert counts.count_findings(report) == []
     # The checklist's question 2 counts the same compiled ops.

@@ -26,7 +26,9 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
             out_dir: str | None = None, target_options: dict[str, dict] | None = None,
             progress: Progress | None = None, limits: Limits | None = None,
             worker_limits: WorkerLimits | None = None, jobs: int | None = None,
-            cancel: threading.Event | None = None, isolate: bool = True, culprits: dict | None = None) -> dict:
+            cancel: threading.Event | None = None, isolate: bool = True, culprits: dict | None = None,
+            data: str | None = None, preprocess: str | None = None, task: str | None = None,
+            metric: str | None = None, top_k: int | None = None) -> dict:
     """Load, capture, compile for each target (default: `default_target_ids()`), compare, and return the Report.
 
     Inputs: `inputs_npz` arrays, `shapes` (whole inputs), `dims` (named symbolic dims), `values` (every element of
@@ -41,7 +43,12 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
     `isolate=False` (a debugger, a test that patches xc).
 
     With `out_dir`, writes report.json, inputs.npz, capture/ and artifacts/<target>/ there; without, the run
-    folder is scratch space removed when this returns. `limits` bound every file, archive and input (default:
+    folder is scratch space removed when this returns.
+
+    `data` (an .npz, a folder or a .zip of samples, xc_core/inputs/dataset.py) runs every sample on every target
+    for task accuracy (each target's `accuracy`, the report's `dataset`), with the named `preprocess` for images
+    and audio, the `task` (auto | classification | per-sample), the per-sample `metric` and `top_k`; a bundled
+    sample with a dataset of its own runs that one when no `data` is given. `limits` bound every file, archive and input (default:
     `Limits.from_env()`). Whatever loading unpacked is removed when this returns, also on error.
     """
     emit = progress or ignore
@@ -51,6 +58,7 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
     worker_limits = worker_limits or WorkerLimits.from_env()
     jobs = default_jobs() if jobs is None else max(1, int(jobs))
     user_arrays = read_npz(inputs_npz, limits) if inputs_npz else None
+    dataset = dataset_request(data, preprocess, task, metric, top_k)
     # TorchScript records no shapes at all: its loader needs them (from --shape or the .npz) to know its inputs.
     loader_shapes = {**(npz_shapes(user_arrays) if user_arrays else {}), **(shapes or {})}
     isolated = isinstance(source, str) and isolate
@@ -67,7 +75,8 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
         artifacts_dir = "artifacts" if out_dir else None     # relative to report.json
         if isolated:
             spec = {"spec": source, "loader_shapes": loader_shapes, "shapes": shapes, "dims": dims,
-                    "values": values, "ranges": ranges, "inputs_npz": inputs_npz, "limits": asdict(limits)}
+                    "values": values, "ranges": ranges, "inputs_npz": inputs_npz, "limits": asdict(limits),
+                    "dataset": dataset}
             run = IsolatedRun(spec, run_dir, targets, target_options, limits, worker_limits, jobs, emit, cancel)
             report = run.run(run_info, artifacts_dir)
         else:
@@ -77,7 +86,8 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
                 with gc_policy.fewer_collections():
                     source = owned = load_source(source, loader_shapes, limits)
             prepare_args = {"shapes": shapes, "dims": dims, "values": values, "ranges": ranges,
-                            "user_arrays": user_arrays, "loader_shapes": loader_shapes, "inputs_npz": inputs_npz}
+                            "user_arrays": user_arrays, "loader_shapes": loader_shapes, "inputs_npz": inputs_npz,
+                            "dataset": dataset}
             report = run_here(source, run_dir, targets, target_options, limits, prepare_args, emit, run_info,
                               artifacts_dir)
         if culprits is not None:
@@ -102,6 +112,21 @@ def analyze(source: str | Source, targets: list[str] | None = None, *, inputs_np
         shutil.rmtree(os.path.join(run_dir, WORK_DIR), ignore_errors=True)
         if not out_dir:
             shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def dataset_request(data: str | None, preprocess: str | None = None, task: str | None = None,
+                    metric: str | None = None, top_k: int | None = None) -> dict | None:
+    """What prepare loads the dataset with (inputs/dataset.py), its options checked before anything runs."""
+    from .inputs.dataset import check_options
+    check_options(preprocess, task, metric, top_k)
+    if data and not os.path.exists(data):
+        raise XcInputError(f"--data {os.path.basename(data.rstrip('/')) or data}: no such file or folder (accepted: "
+                           "an .npz, a folder or a .zip of samples)")
+    options = {"preprocess": preprocess, "task": task, "metric": metric,
+               "top_k": int(top_k) if top_k is not None else None}
+    if not data and not any(options.values()):
+        return None
+    return {"path": os.path.abspath(data) if data else None, **options}
 
 
 def default_jobs() -> int:

@@ -57,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "options, e.g. ort-cpu[level=basic]), or all: every target, the deprecated ones too (default: "
                    "every target but those `xc targets` marks deprecated)")
     a.add_argument("--inputs", metavar="FILE.npz", help="input arrays by input name (default: seeded random)")
+    from .inputs.dataset import dataset_flags
+    dataset_flags(a)        # --data, --preprocess, --task, --metric, --top-k: task accuracy on your samples
     a.add_argument("--shape", action="append", metavar="NAME=DxD[:dtype]",
                    help="an input's whole shape, repeatable (required for TorchScript without --inputs)")
     a.add_argument("--dim", action="append", metavar="NAME=N",
@@ -853,7 +855,8 @@ def _analyze(args) -> int:
                              dims=parse_dim_flags(args.dim), values=parse_value_flags(args.value),
                              ranges=parse_range_flags(args.range), out_dir=args.out, target_options=options,
                              progress=progress, limits=limits, worker_limits=worker_limits, jobs=args.jobs,
-                             culprits=culprits)
+                             culprits=culprits, data=args.data, preprocess=args.preprocess, task=args.task,
+                             metric=args.metric, top_k=args.top_k)
     except (_Stopped, KeyboardInterrupt) as e:
         stopped = e
     finally:
@@ -887,7 +890,13 @@ def _finish(args, report: dict, made_out: bool) -> int:
         print(inputs_table(report))
         print(summary_table(report))
         print(time_lines(report))
+        from .views.cost import cost_text
+        for line in cost_text(report).splitlines():     # memory, size, compile / load / inference time on this host
+            print(visible(line))
         print(checklist_table(report))
+        from .views.accuracy import accuracy_lines
+        for tid, sentence, evidence in accuracy_lines(report):      # --data: one line per target
+            print(f"accuracy: {printable_line(tid)}: {visible(sentence)}" + (f" ({evidence})" if evidence != "—" else ""))
         from .views.isolation import culprit_lines
         for line in culprit_lines(report):
             print(f"culprit: {visible(line)}")
@@ -927,8 +936,12 @@ def _run_keys(args, source_sha: str, targets, options, shapes, limits) -> tuple[
     from .inputs.values import parse_dim_flags, parse_range_flags, parse_value_flags
     from .run_keys import cell_keys, inputs_digest, request_parts, run_key_of
     from .worker import WorkerLimits
+    from .inputs.dataset import dataset_key
     parts = request_parts(source_sha, inputs_digest(args.inputs), shapes=shapes, dims=parse_dim_flags(args.dim),
-                          values=parse_value_flags(args.value), ranges=parse_range_flags(args.range), limits=limits)
+                          values=parse_value_flags(args.value), ranges=parse_range_flags(args.range), limits=limits,
+                          dataset=dataset_key(getattr(args, "data", None), getattr(args, "preprocess", None),
+                                              getattr(args, "task", None), getattr(args, "metric", None),
+                                              getattr(args, "top_k", None)))
     cells = cell_keys(parts, targets, options)
     return cells, run_key_of(cells, WorkerLimits.from_env(args.timeout, args.memory))
 
@@ -1013,11 +1026,12 @@ def summary_table(report: dict) -> str:
     from .views.rows import drift_flags, overview_rows, route_headline
     first = [f"ONNX → PyTorch route (measured): {route_headline(report)}"] if route_headline(report) else []
     first += [f"warning: {flag}" for flag in drift_flags(report)]
+    from .views.compute_share import WEIGHTED_COLUMN
     from .views.target_counts import SPLIT_COLUMN, count_findings
     rows = overview_rows(report)
     cols = ["target", "status", "ops", "fused groups", "precision", "worst drift (rel L2)"]
     # An accelerated target's split of its compiled ops, in the words of the dashboard and the Markdown.
-    extra = [SPLIT_COLUMN, "partitions", "ORT verdict", "latency cliff (est.)", "Core ML units", "casts", "MIL ops"]
+    extra = [SPLIT_COLUMN, WEIGHTED_COLUMN, "partitions", "ORT verdict", "latency cliff (est.)", "Core ML units", "casts", "MIL ops"]
     cols += [c for c in extra if any(c in r for r in rows)] + ["evidence"]
     # A terminal table, aligned; Markdown for a PR comment is `--md FILE` / `report RUN --format md`.
     cells = [cols] + [[printable_line(r.get(c, "—")) for c in cols] for r in rows]

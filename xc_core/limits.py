@@ -65,6 +65,17 @@ LIMITS = {
                                    "--max-level-graph-nodes", "",
                                    "ONNX nodes up to which the ORT targets also show the graph after each "
                                    "optimization level (one more session per level; 0: never)", zero_ok=True),
+    # Task accuracy on a dataset (--data, inputs/dataset.py): an upload like any other, bounded in samples, in total
+    # and per file; and a time bound per target, since every sample runs on every target.
+    "max_dataset_samples": Limit("max_dataset_samples", 10_000, "XC_MAX_DATASET_SAMPLES", "--max-dataset-samples",
+                                 "", "samples in a dataset (--data)"),
+    "max_dataset_mb": Limit("max_dataset_mb", 1024, "XC_MAX_DATASET_MB", "--max-dataset-mb", "MiB",
+                            "total size of a dataset's files and of its samples as model inputs (--data)"),
+    "max_sample_mb": Limit("max_sample_mb", 64, "XC_MAX_SAMPLE_MB", "--max-sample-mb", "MiB",
+                           "size of one file of a dataset (--data)"),
+    "dataset_seconds": Limit("dataset_seconds", 120, "XC_DATASET_SECONDS", "--dataset-seconds", "",
+                             "seconds each target spends running the dataset's samples (the rest are not run, and "
+                             "the report says so)"),
 }
 ZIP_RATIO_MIN_BYTES = 1 << 20
 
@@ -100,6 +111,10 @@ class Limits:
     max_program_nodes: int = int(LIMITS["max_program_nodes"].default)
     profile_runs: int = int(LIMITS["profile_runs"].default)
     max_level_graph_nodes: int = int(LIMITS["max_level_graph_nodes"].default)
+    max_dataset_samples: int = int(LIMITS["max_dataset_samples"].default)
+    max_dataset_mb: float = LIMITS["max_dataset_mb"].default
+    max_sample_mb: float = LIMITS["max_sample_mb"].default
+    dataset_seconds: int = int(LIMITS["dataset_seconds"].default)
 
     @classmethod
     def from_env(cls, **overrides) -> "Limits":

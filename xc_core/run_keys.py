@@ -132,7 +132,7 @@ def inputs_digest(path: str | None) -> str | None:
 
 # -- keys -----------------------------------------------------------------------------------------------------------
 def request_parts(source_sha: str, inputs_sha: str | None = None, *, shapes=None, dims=None, values=None,
-                  ranges=None, limits=None, toolchains: dict | None = None) -> dict:
+                  ranges=None, limits=None, toolchains: dict | None = None, dataset: dict | None = None) -> dict:
     """What every cell of one request shares, in one normal form: edits as analyze() takes them (parsed flags or
     the dashboard's panel), numbers as numbers whatever their type, empty edits dropped, every limit written out."""
     from .limits import Limits
@@ -146,9 +146,12 @@ def request_parts(source_sha: str, inputs_sha: str | None = None, *, shapes=None
         edits["values"] = {str(n): float(v) for n, v in values.items()}
     if ranges:
         edits["ranges"] = {str(n): [float(lo), float(hi)] for n, (lo, hi) in ranges.items()}
-    return {"format": KEY_FORMAT, "source": source_sha, "inputs": inputs_sha, "edits": edits,
-            "limits": {k: float(v) for k, v in asdict(limits).items()},
-            "toolchains": toolchain_versions() if toolchains is None else toolchains}
+    parts = {"format": KEY_FORMAT, "source": source_sha, "inputs": inputs_sha, "edits": edits,
+             "limits": {k: float(v) for k, v in asdict(limits).items()},
+             "toolchains": toolchain_versions() if toolchains is None else toolchains}
+    if dataset:         # --data (inputs/dataset.dataset_key): a run without it is another run
+        parts["dataset"] = dataset
+    return parts
 
 
 def run_key(**parts) -> str:

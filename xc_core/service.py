@@ -237,8 +237,13 @@ def request_cells(spec: str | None, files: dict[str, bytes], kwargs: dict) -> di
         inputs_sha = hashlib.sha256(files[npz]).hexdigest() if npz else None
     else:
         source_sha, inputs_sha = source_digest(spec), None
+    dataset = None
+    if files and kwargs.get("data"):        # the dashboard's dataset upload: keyed like `xc analyze --data`
+        dataset = {"sha256": hashlib.sha256(files[kwargs["data"]]).hexdigest(),
+                   **({"preprocess": kwargs["preprocess"]} if kwargs.get("preprocess") else {})}
     parts = request_parts(source_sha, inputs_sha, shapes=kwargs.get("shapes"), dims=kwargs.get("dims"),
-                          values=kwargs.get("values"), ranges=kwargs.get("ranges"), limits=kwargs.get("limits"))
+                          values=kwargs.get("values"), ranges=kwargs.get("ranges"), limits=kwargs.get("limits"),
+                          dataset=dataset)
     return cell_keys(parts, list(kwargs.get("targets") or []), kwargs.get("target_options"))
 
 
@@ -361,6 +366,8 @@ class AnalysisService:
                 spec = paths[kwargs.pop("model_file")]
                 if kwargs.get("inputs_npz"):
                     kwargs["inputs_npz"] = paths[kwargs["inputs_npz"]]
+                if kwargs.get("data"):
+                    kwargs["data"] = paths[kwargs["data"]]
             run_dir = scratch_dir("dashboard-run")
             report = analyze(spec, out_dir=run_dir, progress=a.events.append, **kwargs)
             # The run folder goes; its files (artifacts/…, as report.json names them) are in the store.

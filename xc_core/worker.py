@@ -549,6 +549,8 @@ def _confine(job: Job, env: dict, landlock_abi: int) -> None:
     import sys
     sys.dont_write_bytecode = True        # nothing to write into the installation's __pycache__ (refused anyway)
     if landlock_abi:
+        from .peak_memory import keep_reset_open
+        keep_reset_open()       # before Landlock refuses it: the cost block's phase peaks (peak_memory.py)
         profiles = env.get("XC_PROFILE_DIR")     # a bench's cProfile files (see _child_main)
         try:
             _landlock((job.workdir, *job.writable, *([profiles] if profiles else [])), landlock_abi)

@@ -3,6 +3,7 @@ not applicable — never blank), the evidence kind it rests on, one line of deta
 from __future__ import annotations
 
 from ..report.types import ReferenceBlock, TargetBlock
+from .compute_share import share_sentence, weighted_share
 from .drift import ROUTE_REFERENCE, output_flags, route_departing
 
 # How a verdict reads wherever it is shown (Markdown, the dashboard's tables, the CLI): a symbol and a word, the
@@ -14,6 +15,10 @@ PASS, WARN, FAIL, NA = "pass", "warn", "fail", "not applicable"
 
 # Output agreement thresholds (relative L2 and cosine) for question 4; written into the report next to verdicts.
 MATCH_REL_L2, WARN_REL_L2, MATCH_COSINE = 1e-3, 1e-2, 0.9999
+
+# Question 2 fails when less than this share of the measured time (or, untimed, of the MACs) stays on the
+# accelerator; cheaper fallbacks warn.
+MIN_WEIGHTED_SHARE = 0.9
 
 # Column headings where the five questions sit side by side (dashboard grid, Markdown, CLI).
 SHORT_QUESTION = {1: "report read", 2: "CPU fallback", 3: "fusions fired", 4: "outputs match", 5: "same precision"}
@@ -38,12 +43,12 @@ def checklist(report: dict, not_fired: list[dict]) -> dict:
         # a big model's graphs (tens of thousands per target) would cost seconds while the report is assembled.
         graph = block.get("graph")
         t = TargetBlock.from_dict({**block, "graph": None})
-        items = [_q1(t, graph), _q2(t, graph), _q3(tid, t, graph, not_fired), _q4(t, graph, reference, route),
+        items = [_q1(t, graph), _q2(t, graph, block.get("compute_share")), _q3(tid, t, graph, not_fired), _q4(t, graph, reference, route),
                  _q5(t, graph)]
         out[tid] = [{"id": i, "question": QUESTIONS[i][0], "page": QUESTIONS[i][1], **item}
                     for i, item in enumerate(items, start=1)]
     return {"targets": out, "thresholds": {"match_rel_l2": MATCH_REL_L2, "warn_rel_l2": WARN_REL_L2,
-                                           "match_cosine": MATCH_COSINE}}
+                                           "match_cosine": MATCH_COSINE, "min_weighted_share": MIN_WEIGHTED_SHARE}}
 
 
 def _unavailable(t: TargetBlock, graph: dict | None) -> dict | None:
@@ -84,7 +89,10 @@ def _q1(t: TargetBlock, graph: dict | None) -> dict:
                                                       f"its backend ({ev})"}
 
 
-def _q2(t: TargetBlock, graph: dict | None) -> dict:
+def _q2(t: TargetBlock, graph: dict | None, share: dict | None = None) -> dict:
+    """CPU fallbacks on an accelerated target, judged by what they weigh — the share of measured time (or of MACs)
+    left on the accelerator where it is known: the one CPU op a count hides may be most of the time — and by the
+    boundaries they make. The count and both weighted shares are said together."""
     bad = _unavailable(t, graph)
     if bad:
         return bad
@@ -102,7 +110,13 @@ def _q2(t: TargetBlock, graph: dict | None) -> dict:
     count = bounds.count
     cliff = (bounds.latency_cliff or {}).get("estimate_ms")
     types = sorted({n["op_type"] for n in fallbacks})
-    verdict = FAIL if count >= 2 else WARN
+    # A failure when the fallbacks weigh (a tenth of the measured time or of the MACs off the accelerator: one
+    # CPU op can be most of the time) or when they cut the graph at two or more boundaries (each a copy and a
+    # dispatch on the device, which the latency-cliff estimate prices); else a warning.
+    weighted = weighted_share(share)
+    heavy = weighted is not None and weighted[0] < MIN_WEIGHTED_SHARE
+    verdict = FAIL if heavy or count >= 2 else WARN
+    on_accelerator = share_sentence(share)
     # Counted as every view counts the split (views/target_counts.py): compiled (compute) ops; a layout move or
     # cast the target flags as a fallback is said apart.
     compiled = sum(n.get("kind") == "compute" for n in fallbacks)
@@ -110,7 +124,8 @@ def _q2(t: TargetBlock, graph: dict | None) -> dict:
     return {"verdict": verdict, "evidence": ev,
             "detail": f"{compiled} compiled op(s) on the CPU" + (f" and {other} layout/cast node(s)" if other else "")
                       + f" ({', '.join(types)}), {count} boundaries"
-                      + (f", ≈{cliff:.2f} ms latency-cliff estimate" if cliff is not None else "") + compiler}
+                      + (f", ≈{cliff:.2f} ms latency-cliff estimate" if cliff is not None else "") + compiler
+                      + (f"; on the accelerator: {on_accelerator}" if on_accelerator else "")}
 
 
 def _q3(tid: str, t: TargetBlock, graph: dict | None, not_fired: list[dict]) -> dict:

@@ -5,7 +5,9 @@ by the same run diff and rules as `xc diff` of two runs (review/diff.py, review/
 leaving the accelerator, drift, checklist verdicts, a target that stopped compiling). Two rules only a matrix has:
 `max_share_loss` (percentage points of accelerated share a cell may lose) and `max_time_ratio` (its measured time,
 new / base, on the same CPU; off by default, since a shared CI machine's times are noisy). Where a report is
-missing, the cell's own figures are compared with the same thresholds.
+missing, the cell's own figures are compared with the same thresholds — task accuracy, peak memory and artifact
+size too, by the run diff's own rules (review/gate.py `matters_regressions`: `max_accuracy_drop`,
+`max_accuracy_loss`, `max_memory_ratio` …).
 
 Time ratios fall in buckets as Qualcomm AI Hub's scorecards bin them: under 1.1×, 1.1–1.2×, 1.2–1.5×, 1.5–2×,
 2–5×, 5× and over — slower or faster. A ratio is a change only when it is beyond the runs' noise (the test of
@@ -85,7 +87,7 @@ def diff_matrices(base: tuple[dict, str], new: tuple[dict, str]) -> dict:
 
 def _label(m: dict, folder: str) -> dict:
     return {"manifest": m.get("manifest"), "created_at": m.get("created_at"), "folder": folder,
-            "complete": m.get("complete")}
+            "complete": m.get("complete"), "host_cpu": (m.get("host") or {}).get("cpu")}
 
 
 def _value(cell: dict, metric: str):
@@ -113,9 +115,42 @@ def _cell_diff(bc: dict, nc: dict) -> dict:
         judged = time_change(_time_figure(bt), _time_figure(nt), SLOWER_MIN_US, min_ratio=TIME_BUCKETS[0],
                              busy=host_busy(_wait(bt), _wait(nt)))
         out["time_us"]["verdict"], out["time_us"]["why"] = judged["verdict"], judged["why"]
+    for metric in ("accuracy", "peak_memory_mb", "artifact_bytes"):
+        out[metric] = {"base": bc.get(metric), "new": nc.get(metric)}     # the figures, evidence and all
     out["changed"] = any(out[k]["base"] != out[k]["new"] for k in ("status", "fallbacks", "accelerated_share",
-                                                                   "fusions", "worst_drift"))
+                                                                   "fusions", "worst_drift")) \
+        or _value(bc, "artifact_bytes") != _value(nc, "artifact_bytes") \
+        or _accuracy_moved(out["accuracy"])
     return out
+
+
+def _accuracy_moved(acc: dict) -> bool:
+    b, n = acc.get("base"), acc.get("new")
+    return bool(b and n and b.get("of") == n.get("of") and round(b["value"], 6) != round(n["value"], 6))
+
+
+def _as_run_diff(c: dict, host: tuple[str | None, str | None]) -> dict:
+    """A cell diff's accuracy and cost in the shape of a run diff's target (review/diff.py, review/matters.py), so
+    the gate's own rules judge a cell whose reports are not there."""
+    def accuracy(f):
+        if not f:
+            return None
+        top1 = f.get("of") == "top-1"
+        return {"evidence": f["evidence"], "task": "classification", "samples": f.get("samples"),
+                "samples_run": f.get("samples"), "accuracy": f["value"] if top1 else None,
+                "reference_accuracy": f.get("reference") if top1 else None,
+                "top1_agreement": None if top1 else f["value"], "changed_count": None if top1 else
+                round((1 - f["value"]) * (f.get("samples") or 0))}
+
+    def cost(side, cpu):
+        mem, art = c.get("peak_memory_mb", {}).get(side), c.get("artifact_bytes", {}).get(side)
+        if not mem and not art:
+            return None
+        return {"evidence": (mem or art)["evidence"], "host": cpu, "peak_rss_mb": (mem or {}).get("value"),
+                "artifact_bytes": (art or {}).get("value"), "load_s": None}
+    acc = c.get("accuracy") or {}
+    return {"accuracy": {"base": accuracy(acc.get("base")), "new": accuracy(acc.get("new"))},
+            "cost": {"base": cost("base", host[0]), "new": cost("new", host[1])}}
 
 
 def _time_figure(f: dict) -> dict:
@@ -216,9 +251,10 @@ def _report(run: str | None, row: dict, folder: str) -> dict | None:
 
 def fleet_regressions(d: dict, rules: GateRules, per_target: dict[str, GateRules] | None = None) -> list[dict]:
     """Every regression: {model, target, rule, what}."""
-    from ..review.gate import regressions
+    from ..review.gate import matters_regressions, regressions
     out = []
     judged = set()
+    hosts = (d["base"].get("host_cpu"), d["new"].get("host_cpu"))
     for model, pairs in d["run_diffs"].items():
         for pair in pairs:
             # A pair's diff covers every target its two runs share; it judges only the cells taken from them.
@@ -237,6 +273,7 @@ def fleet_regressions(d: dict, rules: GateRules, per_target: dict[str, GateRules
             out.append({"model": cell["model"], "target": cell["target"], "rule": rule, "what": what})
         if key not in judged:       # no run diff for this model: the cell's own figures
             _cell_rules(c, r, add)
+            matters_regressions(_as_run_diff(c, hosts), r, add)
         share = c["accelerated_share"]
         moved = any(x["model"] == c["model"] and x["target"] == c["target"] and x["rule"] == "max_to_cpu"
                     for x in out)
@@ -292,6 +329,7 @@ def change_lines(d: dict) -> list[str]:
         dr = c["worst_drift"]
         if dr["ratio"] is not None and abs(dr["ratio"] - 1) > 0.01:
             what.append(f"worst drift ×{dr['ratio']:.2f}" if not math.isinf(dr["ratio"]) else "worst drift from 0")
+        what += _matters_changes(c)
         t = c["time_us"]
         if t["bucket"] and not t["bucket"].startswith("<"):
             if t.get("verdict") in (SLOWER, FASTER):
@@ -301,6 +339,21 @@ def change_lines(d: dict) -> list[str]:
         if what:
             lines.append(f"{printable_line(c['model'])} × {c['target']}: " + "; ".join(what))
     return lines
+
+
+def _matters_changes(c: dict) -> list[str]:
+    """A cell's task accuracy and artifact size, where they moved (memory moves from run to run: the gate judges
+    it, it is no change on its own)."""
+    from ..review.matters import pct, size
+    out = []
+    acc = c.get("accuracy") or {}
+    if _accuracy_moved(acc):
+        what = "top-1 accuracy" if acc["new"].get("of") == "top-1" else "agreement with the reference"
+        out.append(f"{what} {pct(acc['base']['value'])} → {pct(acc['new']['value'])} ({acc['new']['evidence']})")
+    art = c.get("artifact_bytes") or {}
+    if art.get("base") and art.get("new") and art["base"]["value"] != art["new"]["value"]:
+        out.append(f"artifact {size(art['base']['value'])} → {size(art['new']['value'])}")
+    return out
 
 
 def diff_text(d: dict, regs: list[dict] | None) -> str:

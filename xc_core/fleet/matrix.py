@@ -14,9 +14,13 @@ matrix.json (schema "xc-matrix/1"):
      "cells": [{"model", "target" (its column: a target id), "identity" (the target with the options it ran with),
                 "family", "status": "ok" | "error" | "unavailable" | "skipped" (no report: the model failed),
                 "cached", "error", "advice", "run" (the run that made this cell),
-                "accelerated_share", "fallbacks", "fusions", "worst_drift", "time_us":
+                "accelerated_share", "fallbacks", "fusions", "worst_drift", "time_us", "accuracy",
+                "peak_memory_mb", "artifact_bytes":
                     each null (not applicable or not known) or {"value", "evidence"} — evidence kinds as in the
-                    report; worst_drift also names its "output", time_us its "host_cpu"}…]}
+                    report; worst_drift also names its "output", time_us its "host_cpu"; accuracy (where the run
+                    had a dataset) is top-1 against the labels ("of": "top-1", with the reference's as
+                    "reference") or, without labels, top-1 agreement with the reference ("of": "agreement");
+                    peak_memory_mb and artifact_bytes are the run's measured cost on its host}…]}
 
 A cell is `cached` when it came from a run in the run store instead of being compiled again (same source, inputs,
 target and its options, limits and toolchain versions: fleet/cache.py).
@@ -34,7 +38,9 @@ from ..report.types import Report, TargetBlock
 SCHEMA = "xc-matrix/1"
 MATRIX_FILE = "matrix.json"
 RUNS_DIR = "runs"
-METRICS = ("accelerated_share", "fallbacks", "fusions", "worst_drift", "time_us")
+METRICS = ("accelerated_share", "fallbacks", "fusions", "worst_drift", "time_us", "accuracy", "peak_memory_mb",
+           "artifact_bytes")
+ACCURACY_OF = ("top-1", "agreement")
 MAX_MATRIX_BYTES = 64 << 20
 
 
@@ -74,6 +80,7 @@ def cells_from_report(model: str, report: Report | dict, run: str | None, cached
                                fusions.evidence or ev.get("fusion")) if fusions else None,
             "worst_drift": _drift(t) if ok else None,
             "time_us": _time(t) if ok else None,
+            **(_matters(t) if ok else {"accuracy": None, "peak_memory_mb": None, "artifact_bytes": None}),
         })
     return cells
 
@@ -114,6 +121,24 @@ def _time(t: TargetBlock) -> dict | None:
         out["spread"] = {k: spread[k] for k in ("q1", "q3", "n")}
     if nt.cpu_wait_share is not None:
         out["cpu_wait_share"] = nt.cpu_wait_share       # a busy host's times are not compared
+    return out
+
+
+def _matters(t: TargetBlock) -> dict:
+    """The cell's task accuracy (its run's dataset) and measured cost: peak memory and artifact size."""
+    out = {"accuracy": None, "peak_memory_mb": None, "artifact_bytes": None}
+    a = t.accuracy
+    if a and not a.error and a.task == "classification":
+        if a.accuracy is not None:
+            out["accuracy"] = {"value": a.accuracy, "evidence": a.evidence or "unknown", "of": "top-1",
+                               "reference": a.reference_accuracy, "samples": a.samples_run}
+        elif a.top1_agreement is not None:
+            out["accuracy"] = {"value": a.top1_agreement, "evidence": a.evidence or "unknown", "of": "agreement",
+                               "reference": None, "samples": a.samples_run}
+    c = t.cost
+    if c and c.evidence == "measured":          # a runtime's or compiler's own memory figure is no cell's
+        out["peak_memory_mb"] = _figure(c.peak_rss_mb, c.evidence)
+        out["artifact_bytes"] = _figure(c.artifact_bytes, c.evidence)
     return out
 
 
@@ -192,7 +217,7 @@ _RUN_ID = re.compile(r"[0-9a-f]{6,64}")
 # A report beside the matrix: runs/MODEL/report.json, or runs/MODEL/RUN/report.json for a run its cells were taken
 # from (fleet/batch.py); each part as folder_name() makes it, so no part is "." or "..".
 _REPORT_PATH = re.compile(r"runs/[A-Za-z0-9][A-Za-z0-9._-]{0,80}(/[A-Za-z0-9][A-Za-z0-9._-]{0,80})?/report\.json")
-_FIGURE_EXTRAS = {"worst_drift": "output", "time_us": "host_cpu"}
+_FIGURE_EXTRAS = {"worst_drift": "output", "time_us": "host_cpu", "accuracy": "of"}
 
 
 def parse_matrix(data: bytes, name: str) -> dict:
@@ -331,13 +356,20 @@ def _check_cell(cell) -> str | None:
             continue
         if not isinstance(f, dict) or not isinstance(f.get("evidence"), str):
             return f"{metric} is not a figure {{value, evidence}}"
-        problem = _figure_problem(f.get("value"), whole=metric in ("fallbacks", "fusions"),
-                                  at_most=1.0 if metric == "accelerated_share" else MAX_FIGURE)
+        problem = _figure_problem(f.get("value"), whole=metric in ("fallbacks", "fusions", "artifact_bytes"),
+                                  at_most=1.0 if metric in ("accelerated_share", "accuracy") else MAX_FIGURE)
         if problem:
             return f"{metric} {problem}"
         extra = _FIGURE_EXTRAS.get(metric)
         if extra and not _str_or_none(f.get(extra)):
             return f"{metric}'s {extra} is not a string"
+        if metric == "accuracy":
+            if f.get("of") not in ACCURACY_OF:
+                return f"accuracy's of {_shown(f.get('of'))} (accepted: {', '.join(ACCURACY_OF)})"
+            if f.get("reference") is not None and _figure_problem(f["reference"], at_most=1.0):
+                return f"accuracy's reference {_figure_problem(f['reference'], at_most=1.0)}"
+            if f.get("samples") is not None and _figure_problem(f["samples"], whole=True):
+                return f"accuracy's samples {_figure_problem(f['samples'], whole=True)}"
     return None
 
 

@@ -31,8 +31,25 @@ def fmt_time(cell: dict) -> str | None:
     return f"{v / 1000:.2f} ms" if v >= 1000 else f"{v:.0f} µs"
 
 
+def fmt_accuracy(cell: dict) -> str | None:
+    """'top-1 98.3%' (against the labels) or 'agree 99.4%' (with the reference, a dataset without labels)."""
+    f = cell.get("accuracy")
+    if f is None:
+        return None
+    return f"{'top-1' if f.get('of') == 'top-1' else 'agree'} {100 * f['value']:.1f}%"
+
+
+def fmt_cost(cell: dict) -> str | None:
+    """'412 MB · 58.6 kB': peak memory, then the artifact's size (each where measured)."""
+    from ..review.matters import mb, size
+    parts = [mb(cell["peak_memory_mb"]["value"]) if cell.get("peak_memory_mb") else None,
+             size(cell["artifact_bytes"]["value"]) if cell.get("artifact_bytes") else None]
+    return " · ".join(p for p in parts if p) or None
+
+
 def cell_label(cell: dict | None, marks: bool = False) -> str:
-    """'ok 94% acc · 2 fb · drift 2.2e-07 · 0.25 ms' — the figures a cell has, in a fixed order; with `marks`
+    """'ok 94% acc · 2 fb · drift 2.2e-07 · 0.25 ms · top-1 98.3% · 412 MB · 58.6 kB' — the figures a cell has, in
+    a fixed order; with `marks`
     an emoji leads the status word (Markdown, where GitHub draws them; a canvas grid without an emoji font would
     not, and the word still tells)."""
     if cell is None:
@@ -50,6 +67,7 @@ def cell_label(cell: dict | None, marks: bool = False) -> str:
         parts.append(drift)
     if t:
         parts.append(t)
+    parts += [x for x in (fmt_accuracy(cell), fmt_cost(cell)) if x]
     return " ".join(parts[:1]) + (" " + " · ".join(parts[1:]) if len(parts) > 1 else "") + \
         (" (cached)" if cell.get("cached") else "")
 
@@ -81,8 +99,10 @@ def matrix_markdown(matrix: dict) -> str:
         out.append(f"| {text(m)} | " + " | ".join(text(cell_label(cells.get((m, t)), marks=True)) for t in targets)
                    + " |")
     out += ["", "acc: the share of compute nodes on the accelerator · fb: CPU fallbacks · drift: the worst output's "
-                "relative L2 against the reference · time: one run measured on this host's CPU. Evidence kinds per "
-                "figure are in matrix.json."]
+                "relative L2 against the reference · time: one run measured on this host's CPU · top-1: accuracy "
+                "on the run's dataset against its labels (agree: agreement with the reference, no labels) · MB, "
+                "kB: peak memory and artifact size, measured on this host. Evidence kinds per figure are in "
+                "matrix.json."]
     problems = [c for c in matrix["cells"] if c.get("error")]
     if problems:
         out += ["", "<details><summary>Errors</summary>", ""]
@@ -124,7 +144,9 @@ def matrix_html(matrix: dict) -> str:
             f"<p class=\"summary\">{e(summary_line(matrix))}</p>"
             f"<table><tr><th>model</th>{head}</tr>{''.join(body)}</table>"
             "<p>acc: share of compute nodes on the accelerator · fb: CPU fallbacks · drift: worst output's relative "
-            "L2 against the reference · time: one run measured on this host's CPU. Hover a cell for each figure's "
+            "L2 against the reference · time: one run measured on this host's CPU · top-1: accuracy on the run's "
+            "dataset (agree: agreement with the reference, no labels) · MB, kB: peak memory and artifact size on this "
+            "host. Hover a cell for each figure's "
             "evidence kind, or the error. Open a run: <code>xc report RUN</code>, or the dashboard's "
             "<code>?run=RUN</code>.</p></body></html>\n")
 

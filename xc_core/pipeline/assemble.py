@@ -14,6 +14,8 @@ from ..analysis.advice import advise
 from ..analysis.alignment import coverage, source_op_table
 from ..analysis.checklist import checklist, route_departure
 from ..analysis.common_cause import common_causes
+from ..analysis.cost import cost_block
+from ..analysis.compute_share import target_compute_share
 from ..analysis.drift import (ROUTE_REFERENCE, ReferenceVectors, drift_details, drift_metrics, judged,
                               reference_check, worst)
 from ..analysis.fusion import fusion_groups, pattern_counts
@@ -196,6 +198,8 @@ def target_block(r, captured, reference, stage_graphs: GraphStore | None = None,
         block["traceback"] = r.traceback
     if r.status == "error":
         block["advice"] = advise(tid, block["error"], r.traceback, r.error_detail)
+    # What running it cost on this host: memory, size on disk, compile / load / inference time (analysis/cost.py).
+    block["cost"] = cost_block(r)
     if r.graph is not None and captured is not None:
         g = r.graph
         before = captured.before
@@ -214,6 +218,8 @@ def target_block(r, captured, reference, stage_graphs: GraphStore | None = None,
         block["graph"] = _graph_block(g, r.evidence.get("assignment", ev.REPORTED))
         if r.node_times:
             block["node_times"] = {**r.node_times, **time_summary(block["graph"]["nodes"])}
+        # The accelerated share by op count, by MACs and by time (analysis/compute_share.py); None when CPU-only.
+        block["compute_share"] = target_compute_share(block, captured)
         if not lean:
             block["stages"] = stage_block(r, captured, {"steps": fusion_ev,
                                                         "assignment": r.evidence.get("assignment", ev.REPORTED)},
@@ -386,6 +392,11 @@ def assemble_report(captured: Captured, inputs_info: dict, reference, results: l
     if run_dir:
         for block in report["targets"].values():
             block["artifacts"] = [_relative(p, run_dir) for p in block.get("artifacts") or []]
+    from ..inputs.dataset import block as dataset_block, read as read_dataset
+    dataset = read_dataset(run_dir) if run_dir else None
+    if dataset is not None:     # --data (or a sample's own): the `dataset` block and each target's accuracy
+        from ..analysis.accuracy import add_accuracy
+        add_accuracy(report, reference, results, captured, dataset, dataset_block(dataset))
     validate_built_report(report)
     return report
 

@@ -95,7 +95,9 @@ class _Here:
         self.made = plan_targets(self.prepared.reference_id, self.targets, self.target_options, self.limits)
         for i, target in enumerate(self.made):
             self.emit(ProgressEvent(TARGET, RUNNING, target=target.identity, index=i, total=len(self.made)))
-            r = self.results[target.identity] = run_target(target, captured, feeds, self.run_dir, probes)
+            dataset = self.prepared.dataset.arrays if self.prepared.dataset is not None else None
+            r = self.results[target.identity] = run_target(target, captured, feeds, self.run_dir, probes,
+                                                           dataset=dataset)
             self.emit(ProgressEvent(TARGET, r.status, target=r.target, error=r.error, index=i + 1,
                                     total=len(self.made)))
 

@@ -30,8 +30,9 @@ class Prepared:
     source_kind: str | None = None
     captured: Captured | None = field(default=None, repr=False, compare=False)
     feeds: dict | None = field(default=None, repr=False, compare=False)
+    dataset: object = field(default=None, repr=False, compare=False)    # inputs/dataset.Dataset (--data)
 
-    _LIVE = ("captured", "feeds")
+    _LIVE = ("captured", "feeds", "dataset")
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in self._LIVE}
@@ -44,14 +45,15 @@ class Prepared:
 # ------------------------------------------------------------------------------------------------- prepare ----
 def prepare(src: Source, run_dir: str, *, shapes=None, dims=None, values=None, ranges=None, user_arrays=None,
             loader_shapes=None, inputs_npz: str | None = None, limits: Limits, phase=lambda s: None,
-            exported=None) -> Prepared:
+            exported=None, dataset: dict | None = None) -> Prepared:
     """Resolve the inputs, capture, and write both into run_dir. Returns what the targets and the report need,
     with the live captured model and input values for a caller in this process.
 
     With `exported`, a PyTorch source's ExportedProgram is written to run_dir as soon as torch.export has
     finished, with a captured.json that has no ONNX yet, and `exported(prepared)` is called with what is known
     at that point (no ONNX yet): targets that compile from the ExportedProgram start while the ONNX export runs.
-    The final captured.json replaces that one when capture ends."""
+    The final captured.json replaces that one when capture ends. `dataset` (--data: path, preprocess, task, metric,
+    top_k) is loaded against the resolved inputs and written beside them (inputs/dataset.py)."""
     from ..inputs.probe import reference_probe
     from ..inputs.shapes import resolve_inputs
     phase("inputs")
@@ -72,6 +74,8 @@ def prepare(src: Source, run_dir: str, *, shapes=None, dims=None, values=None, r
     os.makedirs(run_dir, exist_ok=True)
     import numpy as np
     np.savez(os.path.join(run_dir, INPUTS_FILE), **feeds)
+    from ..inputs import dataset as dataset_mod
+    loaded = dataset_mod.prepare(dataset, src, feeds, limits, run_dir)    # before capture: early targets read it
 
     phase("capture")
     t0 = time.perf_counter()
@@ -88,7 +92,7 @@ def prepare(src: Source, run_dir: str, *, shapes=None, dims=None, values=None, r
     reference_id = ("torch" if src.module is not None else "onnx-reference" if captured.onnx_path else
                     "tflite-reference" if captured.tflite_path else None)
     return Prepared(inputs_info, reference_id, capture_seconds, src.name, list(captured.output_names),
-                    captured.onnx_error, source_kind=src.kind, captured=captured, feeds=feeds)
+                    captured.onnx_error, source_kind=src.kind, captured=captured, feeds=feeds, dataset=loaded)
 
 
 def prepare_job(args: dict, workdir: str, phase) -> dict:
@@ -102,7 +106,8 @@ def prepare_job(args: dict, workdir: str, phase) -> dict:
         out = prepare(src, args["run_dir"], shapes=_shapes(args.get("shapes")), dims=args.get("dims"),
                       values=args.get("values"), ranges=_ranges(args.get("ranges")), user_arrays=user_arrays,
                       loader_shapes=_shapes(args.get("loader_shapes")), inputs_npz=args.get("inputs_npz"),
-                      limits=limits, phase=phase, exported=lambda early: phase(EXPORTED, early.to_dict()))
+                      limits=limits, phase=phase, exported=lambda early: phase(EXPORTED, early.to_dict()),
+                      dataset=args.get("dataset"))
     finally:
         src.close()
     return out.to_dict()
@@ -137,10 +142,11 @@ def route_job(args: dict, workdir: str, phase) -> dict:
 
 
 # -------------------------------------------------------------------------------------------------- target ----
-def run_target(target, captured: Captured, feeds: dict, run_dir: str, probes: list[str], on_phase=None):
+def run_target(target, captured: Captured, feeds: dict, run_dir: str, probes: list[str], on_phase=None,
+               dataset: dict | None = None):
     from ..targets import execute_target
     return execute_target(target, captured, feeds, os.path.join(run_dir, "artifacts", target.folder_name),
-                          probes=probes, on_phase=on_phase)
+                          probes=probes, on_phase=on_phase, dataset=dataset)
 
 
 def target_job(args: dict, workdir: str, phase) -> dict:
@@ -164,7 +170,10 @@ def target_job(args: dict, workdir: str, phase) -> dict:
                                     Limits(**args["limits"]))
     try:
         feeds = read_feeds(args["run_dir"])
-        result = run_target(target, captured, feeds, args["run_dir"], args.get("probes") or [], on_phase=phase)
+        from ..inputs.dataset import read as read_dataset
+        dataset = read_dataset(args["run_dir"])      # --data: written by prepare, None without one
+        result = run_target(target, captured, feeds, args["run_dir"], args.get("probes") or [], on_phase=phase,
+                            dataset=dataset.arrays if dataset is not None else None)
         phase("save")
         result.save(workdir)
     finally:

@@ -710,6 +710,115 @@ class TargetInfo(Block):
 
 
 @_frozen
+class RuntimeMemory(Block):
+    """A runtime's own figure for its memory (ExecuTorch's memory plan, Vela's SRAM/flash, LiteRT's arena …)."""
+    name: str = ""                     # what the runtime calls it
+    bytes: int | None = None
+    what: str = ""                     # what the figure covers, in words
+    by: str = ""                       # the runtime or compiler that reported it
+    evidence: str | None = None        # measured | estimated-compiler …
+
+
+@_frozen
+class Cost(Block):
+    """What running the target costs on this host (analysis/cost.py): memory, size on disk, compile, load and
+    inference time. Linux CPU figures of the machine xc ran on, not the device's; `host` says which."""
+    evidence: str | None = None        # measured (this host) — never the phone's
+    host: str = ""                     # the CPU and OS the figures come from
+    compile_s: float | None = None     # the compile phase, seconds
+    load_s: float | None = None        # from the compiled artifact to a runtime ready to run, where separable
+    first_inference_s: float | None = None   # the first run (includes lazy initialisation where the runtime has it)
+    steady_inference_ms: float | None = None  # median of the later runs
+    steady_runs: int = 0
+    steady_spread_ms: Mapping[str, Json] = field(default_factory=dict)   # median, quartiles, min, max, n
+    peak_rss_mb: float | None = None   # peak resident memory of the run phase (this process)
+    run_rss_growth_mb: float | None = None    # peak during the run phase minus resident memory before it
+    compile_peak_rss_mb: float | None = None
+    memory_method: str = ""            # how the peaks were measured, and what they leave out
+    artifact_bytes: int | None = None  # the compiled artifact(s) on disk
+    artifact_files: tuple[Json, ...] = ()     # {path, bytes} per file counted
+    weights_bytes: int | None = None   # the weights' part of artifact_bytes, where readable
+    runtime_memory: tuple[RuntimeMemory, ...] = ()
+    not_measured: Mapping[str, str] = field(default_factory=dict)   # figure -> why this host has none
+    notes: tuple[str, ...] = ()
+
+
+@_frozen
+class ShareFigure(Block):
+    """One way of weighing the accelerated share: by op count, by compute or by measured time."""
+    accelerated: float = 0.0
+    total: float = 0.0
+    share: float | None = None         # accelerated / total (None: total is 0)
+    unit: str = ""                     # ops | MACs | µs
+    evidence: str | None = None
+    covered: float | None = None       # share of nodes the weight is known for (FLOPs from shapes, times measured)
+
+
+@_frozen
+class ComputeShare(Block):
+    """The accelerated share by op count, by compute (MACs from shapes) and by measured time
+    (analysis/compute_share.py), and the ops that cost the most off the accelerator."""
+    by_ops: ShareFigure = absent(ShareFigure)
+    by_macs: ShareFigure = absent(ShareFigure)
+    by_time: ShareFigure = absent(ShareFigure)
+    heaviest_fallbacks: tuple[Json, ...] = ()   # {source_op, op_type, module_path, macs, macs_share, time_us …}
+    method: str = ""
+
+
+@_frozen
+class AccuracyChange(Block):
+    """One dataset sample the target answers differently from the reference (or one of its worst samples)."""
+    sample: int = 0                    # index in the dataset
+    name: str = ""                     # the sample's file name (data, never code)
+    label: Json = None                 # its label, when the dataset has labels
+    reference: Json = None             # the reference's class (classification)
+    target: Json = None                # the target's class
+    metric: float | None = None        # the per-sample metric against the reference
+
+
+@_frozen
+class Accuracy(Block):
+    """Task accuracy on the user's dataset (analysis/accuracy.py): agreement with the reference and, with labels,
+    accuracy against them."""
+    evidence: str | None = None        # the evidence of the target's numerics (measured / emulated)
+    task: str = ""                     # classification | per-sample
+    output: str = ""                   # the output judged
+    samples: int = 0                   # in the dataset
+    samples_run: int = 0               # the target ran (all of them unless a limit stopped it: `stopped` says why)
+    stopped: str | None = None
+    k: int = 0
+    top1_agreement: float | None = None
+    topk_agreement: float | None = None
+    accuracy: float | None = None      # top-1 against the labels
+    reference_accuracy: float | None = None
+    changed_count: int = 0             # samples whose class differs from the reference's
+    changed: tuple[AccuracyChange, ...] = ()
+    worst: tuple[AccuracyChange, ...] = ()
+    metric: str = ""                   # the per-sample metric: cosine | rel_l2 | iou | token_match
+    metric_mean: float | None = None
+    metric_worst: float | None = None
+    confusion: Mapping[str, Json] = field(default_factory=dict)   # classes, matrix[reference][target]
+    error: str | None = None
+
+
+@_frozen
+class DatasetBlock(Block):
+    """The dataset the targets were run on for task accuracy (inputs/dataset.py)."""
+    name: str = ""
+    origin: str = ""                   # upload | sample
+    samples: int = 0
+    inputs: tuple[str, ...] = ()       # the model inputs fed per sample
+    kind: str = ""                     # arrays | images | audio
+    preprocessing: str = ""            # named preprocessing applied (images, audio)
+    labels: str | None = None          # where the labels came from (a file name), None: none
+    classes: tuple[Json, ...] = ()     # class names, when given
+    sample_names: tuple[str, ...] = ()
+    task: str = ""
+    metric: str = ""
+    notes: tuple[str, ...] = ()
+
+
+@_frozen
 class StageStep(Block):
     """One step of a toolchain's lowering."""
     stage: str = ""                    # import | graph-optimisation | fusion | backend-selection …
@@ -781,6 +890,9 @@ class TargetBlock(Block):
     outputs: OutputValues = absent(OutputValues)
     layer_drift: LayerDrift = absent(LayerDrift)
     isolation: Isolation = absent(Isolation)   # opt-in: per-op isolation and culprit search
+    cost: Cost = absent(Cost)           # memory, size, compile / load / inference time on this host
+    compute_share: ComputeShare = absent(ComputeShare)   # accelerated share by ops, compute and time
+    accuracy: Accuracy = absent(Accuracy)   # task accuracy on the run's dataset (--data)
 
 
 # ---- report-wide parts ---------------------------------------------------------------------------------------------
@@ -852,6 +964,7 @@ class Report(Block):
     artifacts_dir: str | None = None   # relative to the folder of report.json
     exports: Mapping[str, Json] = field(default_factory=dict)   # files written beside the artifacts
     stage_graphs: StageGraphsFile = absent(StageGraphsFile)
+    dataset: DatasetBlock = absent(DatasetBlock)   # the samples task accuracy ran on (--data)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Json] | None, *,

@@ -38,6 +38,7 @@ from ..views.rows import ACCELERATORS, fmt_sci
 from ..views.time_evidence import is_estimated
 from ..views.typed_report import as_report, as_target
 from .gate import fallback_place
+from .matters import accuracy_figures, cost_figures, headline, mb, pct, seconds, share_figures, size
 from .md_text import code, table, text
 
 WORSE = {"pass": 0, "not applicable": 0, "warn": 1, "fail": 2}
@@ -185,6 +186,10 @@ def _target_diff(tid: str, base: Report, new: Report, b_ops: dict, n_ops: dict, 
     d["accelerated_share"] = {"base": accelerated_share(bt), "new": accelerated_share(nt)}
     d["latency_cliff_ms"] = {"base": _cliff(bt), "new": _cliff(nt)}
     d["evidence"] = {"assignment": nt.evidence.get("assignment"), "numerics": nt.evidence.get("numerics")}
+    # What the change does to a release (review/matters.py): task accuracy, cost on this host, weighted share.
+    d["accuracy"] = {"base": accuracy_figures(bt), "new": accuracy_figures(nt)}
+    d["cost"] = {"base": cost_figures(bt), "new": cost_figures(nt)}
+    d["compute_share"] = {"base": share_figures(bt), "new": share_figures(nt)}
     d["changed"] = bool(bt.status != nt.status or d["op_count"]["base"] != d["op_count"]["new"]
                         or d["fallbacks"]["added"] or d["fallbacks"]["removed"] or d["fusions"]["gained"]
                         or d["fusions"]["lost"] or d["backend_changes"] or d["precision_changes"]
@@ -192,8 +197,38 @@ def _target_diff(tid: str, base: Report, new: Report, b_ops: dict, n_ops: dict, 
                         or any(c["base"] != c["new"] for c in d["checklist"])
                         or any(x.get("ratio") not in (None, 1.0) for x in d["drift"])
                         or bool(d["time"]["slower"]) or bool(d["time"].get("faster"))
-                        or (whole_run_time(d["time"]) or {}).get("verdict") in (SLOWER, FASTER))
+                        or (whole_run_time(d["time"]) or {}).get("verdict") in (SLOWER, FASTER)
+                        or bool(_matters_lines(d)))
     return d
+
+
+def _matters_lines(t: dict) -> list[str]:
+    """The release figures that changed: accuracy (or agreement), the artifact's size and the weighted accelerated
+    shares. Memory and times move from run to run on any host: the compact table shows them, the gate judges them,
+    but they are no change on their own."""
+    lines = []
+    acc = t.get("accuracy") or {}
+    b, n = acc.get("base"), acc.get("new")
+    if b and n:
+        labelled = b.get("accuracy") is not None and n.get("accuracy") is not None
+        (bv, what), (nv, _) = headline(b, labelled), headline(n, labelled)
+        if bv is not None and nv is not None and round(bv, 6) != round(nv, 6):
+            lines.append(f"{what} {pct(bv)} → {pct(nv)} ({n.get('evidence')})")
+    elif bool(b) != bool(n):
+        lines.append("task accuracy " + ("no longer measured (no dataset run)" if b else "measured (a dataset run)"))
+    cost = t.get("cost") or {}
+    b, n = cost.get("base") or {}, cost.get("new") or {}
+    if b.get("artifact_bytes") is not None and n.get("artifact_bytes") is not None \
+            and b["artifact_bytes"] != n["artifact_bytes"]:
+        lines.append(f"artifact size {size(b['artifact_bytes'])} → {size(n['artifact_bytes'])}")
+    share = t.get("compute_share") or {}
+    b, n = share.get("base") or {}, share.get("new") or {}
+    for way, words in (("by_macs", "by MACs"), ("by_time", "by measured time")):
+        bs, ns = (b.get(way) or {}).get("share"), (n.get(way) or {}).get("share")
+        # by time: only a move of a point or more (the times the weights come from are measured, and noisy)
+        if bs is not None and ns is not None and abs(bs - ns) >= (0.01 if way == "by_time" else 1e-4):
+            lines.append(f"accelerated share {words} {pct(bs)} → {pct(ns)} ({(n.get(way) or {}).get('evidence')})")
+    return lines
 
 
 def whole_run_time(time: dict) -> dict | None:
@@ -602,6 +637,7 @@ def change_lines(d: dict) -> list[tuple[str, str]]:
         for c in t["checklist"]:
             if c["base"] != c["new"]:
                 lines.append((tid, f"checklist ({c['id']}) {c['base']} → {c['new']}: {c['detail']}"))
+        lines += [(tid, line) for line in _matters_lines(t)]
     return lines
 
 
@@ -686,7 +722,7 @@ def diff_text(d: dict, regressions: list[dict] | None = None) -> str:
     out += [f"  {show(tid):24} {show(line)}" for tid, line in time_notes(d)]
     if regressions is not None:
         out.append(f"gate: {len(regressions)} regression(s)" if regressions else "gate: no regression")
-        out += [f"  REGRESSION {show(r['target'])}: {show(r['what'])}" for r in regressions]
+        out += [f"  REGRESSION {show(r['target'])} [{show(r['rule'])}]: {show(r['what'])}" for r in regressions]
     out.append(show(verdict_line(d, regressions)))
     return "\n".join(out) + "\n"
 
@@ -699,7 +735,8 @@ def diff_markdown(d: dict, regressions: list[dict] | None = None, max_rows: int 
     if regressions is not None:
         if regressions:
             out += [f"**❌ {len(regressions)} regression(s)**", ""]
-            out += [f"- {code(r['target'])} {text(r['what'])}" for r in regressions[:max_rows]] + [""]
+            out += [f"- {code(r['target'])} ({code(r['rule'])}) {text(r['what'])}" for r in regressions[:max_rows]]
+            out += [""]
         else:
             out += ["**✅ no regression**", ""]
     summary = []
@@ -714,6 +751,7 @@ def diff_markdown(d: dict, regressions: list[dict] | None = None, max_rows: int 
     if summary:
         out += [table(["target", "status", "compiled ops", "CPU fallbacks", "fusions", "backend changes",
                        "worst drift ratio", "verdicts changed"], summary), ""]
+    out += matters_table(d)
     lines = change_lines(d)
     if lines:
         out += ["<details><summary>Every change</summary>", ""]
@@ -734,6 +772,44 @@ def diff_markdown(d: dict, regressions: list[dict] | None = None, max_rows: int 
                 f"exactly; a node whose estimate moved by more than {100 * ESTIMATE_CHANGE:g} % is a change.", ""]
     out.append(f"**{text(verdict_line(d, regressions))}**")
     return "\n".join(out) + "\n"
+
+
+def matters_table(d: dict) -> list[str]:
+    """Markdown lines: per target, task accuracy, cost and weighted share, base → new (one figure where they are
+    equal); nothing when no target has any of them."""
+    def pair(t: dict, block: str, key: str, fmt) -> str:
+        b, n = (t[block].get("base") or {}).get(key), (t[block].get("new") or {}).get(key)
+        return fmt(n) if fmt(b) == fmt(n) else f"{fmt(b)} → {fmt(n)}"
+
+    def share(t: dict, way: str) -> str:
+        b, n = ((t["compute_share"].get(side) or {}).get(way) or {} for side in ("base", "new"))
+        return pct(n.get("share")) if pct(b.get("share")) == pct(n.get("share")) \
+            else f"{pct(b.get('share'))} → {pct(n.get('share'))}"
+
+    def accuracy(t: dict) -> str:
+        b, n = t["accuracy"].get("base"), t["accuracy"].get("new")
+        labelled = bool(b and n and b.get("accuracy") is not None and n.get("accuracy") is not None) or \
+            bool(n and not b and n.get("accuracy") is not None)
+        bv, nv = headline(b, labelled)[0], headline(n, labelled)[0]
+        figure = pct(nv) if pct(bv) == pct(nv) else f"{pct(bv)} → {pct(nv)}"
+        ref = (n or {}).get("reference_accuracy")
+        return figure + (" (agreement)" if not labelled and nv is not None else "") + \
+            (f" · ref {pct(ref)}" if labelled and ref is not None else "")
+    rows = []
+    for tid, t in d["targets"].items():
+        t = {"accuracy": {}, "cost": {}, "compute_share": {}, **t}
+        if not any((t.get(block) or {}).get(side) for block in ("accuracy", "cost", "compute_share")
+                   for side in ("base", "new")):
+            continue        # a diff of runs without these blocks (or an older diff)
+        rows.append([code(tid), text(accuracy(t)), text(pair(t, "cost", "peak_rss_mb", mb)),
+                     text(pair(t, "cost", "artifact_bytes", size)), text(pair(t, "cost", "load_s", seconds)),
+                     text(pair(t, "cost", "steady_inference_ms", lambda x: "—" if x is None else f"{x:,.2f} ms")),
+                     text(share(t, "by_macs")), text(share(t, "by_time"))])
+    if not rows:
+        return []
+    return [table(["target", "top-1 (vs labels, else agreement)", "peak memory", "artifact", "load",
+                   "steady inference", "accelerated by MACs", "by time"], rows),
+            "", "Memory, load and inference times: measured on this host's CPU, not the device's.", ""]
 
 
 def _arrow(pair: dict) -> str:

@@ -42,6 +42,7 @@ from ..views.isolation import (
     runs_words,
     trial_rows,
 )
+from ..views.compute_share import WEIGHTED_COLUMN
 from ..views.target_counts import SPLIT_COLUMN, count_check, count_findings
 from ..views.target_groups import target_groups
 from ..views.rows import (
@@ -80,7 +81,7 @@ DEFAULT_FIG_HEIGHT = 450                # plotly's, for a figure whose layout se
 TARGET_COLS = ("target", "status", "ops", "fused groups", "precision", "worst drift (rel L2)", "evidence",
                "checklist")
 FAMILY_TABLES = (("Accelerated targets: where their compiled ops run",
-                  (SPLIT_COLUMN, "partitions", "runtime's own count", "weights on the accelerator",
+                  (SPLIT_COLUMN, WEIGHTED_COLUMN, "partitions", "runtime's own count", "weights on the accelerator",
                    "as shipped (dynamic dims)", "ORT verdict", "latency cliff (est.)")),
                  ("Core ML: predicted compute units", ("Core ML units", "casts", "MIL ops")))
 
@@ -383,6 +384,10 @@ def _overview(report: Report, figs: _Figures) -> str:
         out.append(_caption("Vela's own summary of the command stream it built per delegate: the SRAM and flash it "
                             "uses, its cycles and MACs, the time they take at the modelled clock, and the operators "
                             "it put on the NPU and left on the CPU. Its performance model's figures: no NPU ran."))
+    from .accuracy_section import html_section
+    out.append(html_section(report, _e, _badge, _table))     # --data: task accuracy on the run's dataset
+    from .cost_section import html_section as cost_section
+    out.append(cost_section(report, _e, _badge, _table))     # memory, size, load / inference time on this host
     failed = [(t, b) for t, b in report.targets.items() if b.status != "ok"]
     covered = report.covered_targets()
     for tid, b in failed:

@@ -17,6 +17,7 @@ from ..analysis.layer_drift import unverified_rows
 from ..report.types import Report
 from ..views.fallbacks import accelerated_targets, fallback_rank, fallback_rows
 from ..views.isolation import above_gate_rows, culprit_entries, isolated_targets, runs_words
+from ..views.compute_share import WEIGHTED_COLUMN
 from ..views.target_counts import SPLIT_COLUMN, count_findings, op_counts
 from ..views.rows import (
     catalogue_rows,
@@ -84,6 +85,14 @@ def _render(report: Report, cap: int, full: bool = True) -> str:
     if pairs:
         parts += ["#### Where the targets shipped together differ", "", "\n".join(pairs), ""]
     parts += [target_table(report), ""]
+    from .accuracy_section import markdown_section
+    accuracy = markdown_section(report)         # --data: task accuracy on the run's dataset
+    if accuracy:
+        parts += [accuracy, ""]
+    from .cost_section import markdown_section as cost_section
+    cost = cost_section(report)                 # memory, size, compile / load / inference time on this host
+    if cost:
+        parts += [cost, ""]
     vela = vela_lines(report)
     if vela:
         parts += [f"#### Vela's estimate of each Ethos-U network ({ev.ESTIMATED_COMPILER})", "", vela, ""]
@@ -139,6 +148,8 @@ def headlines(report: Report | dict) -> list[str]:
         bits = [text((op_counts(t) or {}).get("text", "no compiled ops")), f"{text(row['fused groups'])} fused"]
         if SPLIT_COLUMN in row:
             bits.append(text(row[SPLIT_COLUMN]))
+            if WEIGHTED_COLUMN in row:      # the split weighed by MACs and by time (views/compute_share.py)
+                bits.append(text(row[WEIGHTED_COLUMN]))
             if "partitions" in row:
                 bits.append(f"{text(row['partitions'])} partition(s)")
         elif "Core ML units" in row:

@@ -1,5 +1,9 @@
 """Bundled demo models, defined in code with seeded weights: nothing is downloaded.
 
+digits-mini is the one sample trained on real data (scikit-learn's 8×8 digits, shipped inside its wheel), so it is
+the one that carries a dataset for task accuracy: its held-out split (`bundled_dataset`). The others have random
+weights and no task to be accurate at.
+
 Each sample declares its example inputs. Token ids are int64 within the vocabulary, so every target sees a valid
 embedding lookup.
 """
@@ -129,12 +133,93 @@ class TransformerMini(nn.Module):
         return self.head(self.norm(self.blocks(x)))
 
 
+# --- digits-mini: a small CNN trained on scikit-learn's 8×8 digits -------------------------------------------
+class DigitsMini(nn.Module):
+    def __init__(self, num_classes: int = 10):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+            nn.Conv2d(8, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+            nn.MaxPool2d(2),                                 # 8×8 → 4×4
+            nn.Conv2d(16, 16, 3, padding=1), nn.ReLU(),
+        )
+        self.classifier = nn.Linear(16 * 4 * 4, num_classes)
+
+    def forward(self, image):
+        return self.classifier(torch.flatten(self.features(image), 1))
+
+
+DIGITS_SPLIT_SEED = 0         # train_test_split's random_state: the held-out split is the same on every machine
+DIGITS_HELD_OUT = 0.2
+DIGITS_EPOCHS = 10
+DIGITS_BATCH = 64
+DIGITS_LR = 1e-2
+
+
+def _digits_split():
+    """(x_train, y_train, x_test, y_test, test_indices) of scikit-learn's digits: images scaled to [0, 1] as
+    float32 (n, 1, 8, 8), a stratified 80/20 split. load_digits reads the data shipped in scikit-learn's wheel."""
+    import numpy as np
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+    digits = load_digits()
+    images = (digits.images / 16.0).astype(np.float32)[:, None]      # pixel values are 0..16
+    index = np.arange(len(images))
+    x_tr, x_te, y_tr, y_te, _, i_te = train_test_split(
+        images, digits.target, index, test_size=DIGITS_HELD_OUT, stratify=digits.target,
+        random_state=DIGITS_SPLIT_SEED)
+    return x_tr, y_tr.astype(np.int64), x_te, y_te.astype(np.int64), i_te
+
+
+_TRAINED: dict[str, dict] = {}     # "digits-mini" -> its trained state_dict, once per process
+_TRAINING = threading.Lock()
+
+
+def _trained_digits() -> DigitsMini:
+    """DigitsMini with the weights training gives. Training runs once per process (the build is called from several
+    threads), deterministically: seeded here, one thread, deterministic algorithms, fixed epochs — so every process
+    (the dashboard, each worker) gets the same weights and the same sha256."""
+    with _TRAINING:
+        if "digits-mini" not in _TRAINED:
+            _TRAINED["digits-mini"] = _train_digits()
+        model = DigitsMini()
+        model.load_state_dict(_TRAINED["digits-mini"])
+        return model
+
+
+def _train_digits() -> dict:
+    x_tr, y_tr, *_ = _digits_split()
+    threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
+    # A second thread would change the order floating-point sums are taken in, and so the weights' last bits.
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    try:
+        # Gradients on, whatever the caller's context: the first build may come from inside a no_grad block.
+        with torch.random.fork_rng(devices=[]), torch.inference_mode(False), torch.enable_grad():
+            torch.manual_seed(0)
+            model = DigitsMini()
+            order = torch.Generator().manual_seed(1)
+            x, y = torch.from_numpy(x_tr), torch.from_numpy(y_tr)
+            opt = torch.optim.Adam(model.parameters(), lr=DIGITS_LR)
+            model.train()
+            for _ in range(DIGITS_EPOCHS):
+                for batch in torch.randperm(len(x), generator=order).split(DIGITS_BATCH):
+                    opt.zero_grad()
+                    nn.functional.cross_entropy(model(x[batch]), y[batch]).backward()
+                    opt.step()
+        return {k: v.detach().clone() for k, v in model.eval().state_dict().items()}
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(deterministic)
+
+
 @dataclass(frozen=True)
 class Sample:
     name: str
     description: str
     build: Callable[[], nn.Module]
     inputs: tuple[InputSpec, ...]
+    trained: bool = False      # weights from training on real data: its normalisation statistics are its own
 
     def model(self) -> nn.Module:
         # Seeded weights: the same sample gives the same numbers everywhere. Layers draw their initial weights from
@@ -144,7 +229,8 @@ class Sample:
         with _BUILDING, torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
             m = self.build()
-            _randomize_norm_statistics(m)
+            if not self.trained:
+                _randomize_norm_statistics(m)
         return m.eval()
 
 
@@ -175,6 +261,23 @@ SAMPLES: dict[str, Sample] = {
         Sample("transformer-mini", "two encoder blocks: multi-head attention, LayerNorm, GELU MLP",
                TransformerMini,
                (InputSpec("tokens", [1, 16], "int64", low=0, high=TransformerMini.VOCAB),)),
+        Sample("digits-mini", "small CNN trained on scikit-learn's 8×8 digits (conv, BatchNorm, ReLU, max-pool, "
+               "linear); carries its held-out split as a dataset for task accuracy", _trained_digits,
+               (InputSpec("image", [1, 1, 8, 8], "float32", note="8×8 grey levels scaled to [0, 1]"),), trained=True),
     )
 }
 DEFAULT_SAMPLE = "tts-mini"
+
+
+def bundled_dataset(name: str):
+    """The dataset a bundled sample carries for task accuracy (inputs/dataset.Dataset), None for a sample without
+    one: only a sample trained on real data has a meaningful one. digits-mini's is the 20 % of scikit-learn's
+    digits its training never saw, each sample named by its index in load_digits()."""
+    if name != "digits-mini":
+        return None
+    from .dataset_record import Dataset
+    _, _, x_test, y_test, test_indices = _digits_split()
+    return Dataset(name="digits-mini held-out split", arrays={"image": x_test[:, None]},   # (n, *[1, 1, 8, 8])
+                   sample_names=[f"digits[{i}]" for i in test_indices], labels=y_test,
+                   classes=[str(c) for c in range(10)], origin="sample", kind="arrays",
+                   labels_from="scikit-learn digits, held-out 20 %", task="classification")

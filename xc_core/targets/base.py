@@ -41,6 +41,13 @@ class TargetResult:
     outputs: dict[str, Any] = field(default_factory=dict)  # output name -> numpy array
     intermediates: dict[str, Any] = field(default_factory=dict)  # source op id -> numpy array (per-layer drift)
     intermediates_method: str | None = None
+    # Task accuracy (--data): output name -> the target's outputs for every dataset sample it ran, stacked on a
+    # leading sample axis (targets/dataset_runs.py), and how that run went (samples run, why it stopped).
+    dataset_outputs: dict[str, Any] = field(default_factory=dict)
+    dataset_run: dict | None = None
+    # What running the target cost on this host: phase memory peaks, steady-state run times, the runtime's own
+    # memory figures (targets/run_cost.py; the report's `cost` block is made from it by analysis/cost.py).
+    cost: dict | None = None
     partitioning: dict | None = None            # accelerated targets: partitions, unsupported ops, shares
     partitioning_as_shipped: dict | None = None  # the same, for the model with its dynamic dims
     boundaries: dict | None = None              # accelerator <-> CPU boundaries and the latency-cliff estimate
@@ -64,7 +71,7 @@ class TargetResult:
     contract: list[str] = field(default_factory=list)  # what the conformance checks found wrong
 
     _GRAPHS = ("graph", "input_graph")
-    _ARRAYS = ("outputs", "intermediates")
+    _ARRAYS = ("outputs", "intermediates", "dataset_outputs")
 
     @contextlib.contextmanager
     def toolchain_call(self, phase: str):
@@ -280,6 +287,40 @@ class Target(abc.ABC):
         microseconds (a node with several events in one run: their sum); the key RUN_KEY, if present, holds the
         whole run's time per run. Targets that can, override this and set `profile_method`."""
         return {}
+
+    # -- what running it costs (targets/run_cost.py) ---------------------------------------------------------
+    # Whether the profiled runs time the very call the steady runs would (same compiled model and configuration,
+    # wall clock around the whole run): their whole-run times then stand for the steady runs, with no more runs.
+    profiled_runs_are_steady: ClassVar[bool] = False
+    # Why the cost block has no figure of the runtime's own for its memory, when the hook below gives none.
+    runtime_memory_absent: ClassVar[str] = "the runtime gives no figure of its own for its memory"
+
+    def _cost_runner(self, compiled, inputs: dict, captured) -> "CostRunner | None":
+        """How the cost block times this target's inferences (None: it cannot, and says so)."""
+        return None
+
+    def _artifact_paths(self, compiled, result: TargetResult) -> tuple[list[str], str]:
+        """The compiled artifact(s) a user ships (files or package folders), and why there are none when the list
+        is empty. By default every artifact the target listed, less a .zip of a folder listed beside it (the
+        Downloads page's copy)."""
+        listed = set(result.artifacts)
+        return [p for p in result.artifacts if not (p.endswith(".zip") and p[:-4] in listed)], ""
+
+    def _runtime_memory(self, compiled, result: TargetResult) -> list[dict]:
+        """The runtime's or compiler's own figures for its memory: {name, bytes, what, by, evidence} each."""
+        return []
+
+
+@dataclass
+class CostRunner:
+    """How the cost block times a target's inferences on the analysis inputs, on its own run path without xc's
+    read-back. Either `load` — which loads the compiled artifact afresh, as an app would, and returns the call that
+    runs it once (the load is timed, and its first call is the first inference) — or `run`, one inference on the
+    model the analysis already ran, when loading is not separable from compiling; `load_what` says what the load
+    covers, or where loading happens instead."""
+    load_what: str
+    load: Any = None        # () -> (() -> Any)
+    run: Any = None         # () -> Any
 
 
 # The key of `_profile`'s answer that holds the whole run's time per run (no node has this id).

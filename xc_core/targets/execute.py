@@ -17,6 +17,7 @@ from ..outputs import normalize_outputs
 from .base import (ERROR, MAX_ERROR_DETAIL, UNAVAILABLE, Target, TargetResult, attach_node_times, check_result,
                    cpu_wait_share, cpu_wait_snapshot, profile_runs)
 from .routed import through_route
+from .run_cost import PhaseMemory, measure_cost
 
 
 def goes_through_route(target: Target, captured) -> bool:
@@ -36,13 +37,14 @@ def _error_words(e: BaseException) -> str:
 
 def execute_target(target: Target, captured, inputs: dict, workdir: str,
                    log: Callable[[str], None] | None = None, probes: list[str] | None = None,
-                   on_phase: Callable[[str], None] | None = None) -> TargetResult:
+                   on_phase: Callable[[str], None] | None = None, dataset: dict | None = None) -> TargetResult:
     """Compile, inspect and run one target; every failure becomes a value in the result. `on_phase` hears each
-    phase as it starts (a worker passes it on, so a kill can say which phase it interrupted)."""
+    phase as it starts (a worker passes it on, so a kill can say which phase it interrupted). `dataset` (input
+    name -> samples stacked on a leading axis, --data) is run sample by sample after the outputs are checked."""
     on_phase = on_phase or (lambda s: None)
     if goes_through_route(target, captured):
         return through_route(target, captured, inputs, workdir, execute_target, log=log, probes=probes,
-                             on_phase=on_phase)
+                             on_phase=on_phase, dataset=dataset)
     result = TargetResult(target=target.identity, evidence=dict(target.evidence))
     ok, why = target.available()
     if not ok:
@@ -65,9 +67,13 @@ def execute_target(target: Target, captured, inputs: dict, workdir: str,
         return result
     compiled = None
     target.calibration_inputs = inputs
+    memory = PhaseMemory()      # the resident-memory peak of the compile and run phases (cost block)
     for phase in ("compile", "inspect", "run"):
         t0 = time.perf_counter()
         on_phase(phase)
+        failed = False
+        if phase != "inspect":
+            memory.start(phase)
         try:
             if phase == "compile":
                 compiled = target._compile(captured, workdir, result)
@@ -87,10 +93,15 @@ def execute_target(target: Target, captured, inputs: dict, workdir: str,
             result.traceback = traceback.format_exc(limit=6)
             if log:
                 log(f"{target.identity}: {result.error}")
-            # A graph that was read back is still worth showing when only running failed.
-            return result
+            failed = True
         finally:
             result.timings[phase] = round(time.perf_counter() - t0, 4)
+            memory.stop(phase)
+        if failed:
+            if compiled is not None:    # what compiled still has a size and a compile cost
+                measure_cost(target, compiled, inputs, captured, result, memory)
+            # A graph that was read back is still worth showing when only running failed.
+            return result
     result.contract = check_result(result, captured)
     if probes and target.intermediates_method:
         on_phase("intermediates")
@@ -112,4 +123,17 @@ def execute_target(target: Target, captured, inputs: dict, workdir: str,
         except Exception as e:  # noqa: BLE001 — the time per node is optional; say why it is missing
             result.notes.append(f"time per node unavailable: {type(e).__name__}: {first_line(e, 300)}")
         result.timings["profile"] = round(time.perf_counter() - t0, 4)
+    # Last, so its timed runs disturb nothing measured before and can reuse the profiled runs' times.
+    on_phase("cost")
+    t0 = time.perf_counter()
+    measure_cost(target, compiled, inputs, captured, result, memory)      # never raises: gaps say why
+    result.timings["cost"] = round(time.perf_counter() - t0, 4)
+    if dataset:
+        # After everything that reads the analysis run: a target may keep state of its last call (Core ML's MIL
+        # interpreter records the values per-layer drift reads), and the dataset's samples must not replace it.
+        on_phase("dataset")
+        t0 = time.perf_counter()
+        from .dataset_runs import run_dataset
+        run_dataset(target, compiled, captured, result, dataset)     # never raises: a failure is in dataset_run
+        result.timings["dataset"] = round(time.perf_counter() - t0, 4)
     return result

@@ -31,7 +31,7 @@ import numpy as np
 from .. import evidence as ev
 from ..analysis.layout_audit import LayoutMoves
 from ..ir import COMPUTE, LAYOUT, Graph, Node, TensorInfo, precision_of_dtype
-from .base import Target, register
+from .base import CostRunner, Target, register
 from .options import option
 from .onnx_regions import _common_path
 
@@ -187,6 +187,22 @@ class InductorCpu(Target):
         with torch.no_grad():
             leaves = [x for x in tree_leaves(compiled.module(*args)) if isinstance(x, torch.Tensor)]
         return {name: t.detach().numpy() for name, t in zip(captured.output_names, leaves)}
+
+    # -- cost (targets/run_cost.py) --------------------------------------------------------------------------
+    def _cost_runner(self, compiled, inputs, captured):
+        import torch
+        args = [torch.from_numpy(np.asarray(inputs[s.name], order="C")) for s in captured.source.inputs]
+
+        def run():
+            with torch.no_grad():
+                return compiled.module(*args)
+        return CostRunner(run=run, load_what=(
+            "inside compile_s: torch.compile generates and builds its kernels at the first call, in this process; "
+            "there is no compiled artifact to load apart"))
+
+    def _artifact_paths(self, compiled, result):
+        return [], ("torch.compile keeps its generated kernels in its cache and in the process that compiled them: "
+                    "no artifact ships (the trace files are xc's read-back)")
 
     profile_method = ("torch.profiler (CPU activity, record_shapes off) over runs of the compiled module: each "
                       "generated C++ kernel's own RecordFunction (Inductor's cpp.enable_kernel_profile) and each "

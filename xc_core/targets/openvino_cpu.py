@@ -16,7 +16,7 @@ from .. import evidence as ev
 from ..analysis.layout_audit import LayoutMoves
 from ..ir import CAST, COMPUTE, CONSTANT, LAYOUT, Graph, Node, precision_of_dtype
 from ..readers.openvino import LAYER_KINDS, graph_io, openvino_model_graph, port_tensors
-from .base import Target, register
+from .base import CostRunner, Target, register
 from .options import option
 
 # Artifact names (each .xml with its .bin): the CPU plugin's execution graph, and the model it compiled as an IR.
@@ -307,6 +307,24 @@ class OpenVinoCpu(Target):
             for name, us in per_layer.items():
                 samples.setdefault(name, []).append(us)
         return samples
+
+    # -- cost (targets/run_cost.py) --------------------------------------------------------------------------
+    # The profiled runs are wall-clock times of InferRequest.infer on a compile of the same model and
+    # configuration (PERF_COUNT on, as on the analysed one): the steady runs' very figure.
+    profiled_runs_are_steady = True
+    runtime_memory_absent = ("OpenVINO's CPU plugin gives no figure of its own for its memory (the memory "
+                             "statistics property is the GPU plugin's)")
+
+    def _cost_runner(self, compiled, inputs, captured):
+        cm = compiled.compiled
+        request, feeds = cm.create_infer_request(), self._feeds(cm, inputs)
+        return CostRunner(run=lambda: request.infer(feeds), load_what=(
+            "inside compile_s: OpenVINO's compile_model reads the model and builds the CPU plugin's executable "
+            "graph in one call, as an app does (no separate load of a compiled blob)"))
+
+    def _artifact_paths(self, compiled, result):
+        ir = [p for p in result.artifacts if os.path.basename(p) in (IR_MODEL, IR_MODEL[:-4] + ".bin")]
+        return ir, "" if ir else "the IR was not saved"
 
     # -- intermediates (per-layer drift) ----------------------------------------------------------------------
     def _intermediates(self, compiled, inputs, captured, result, probes):

@@ -18,12 +18,13 @@ from ..analysis.layout_audit import LayoutMoves
 from ..ir import COMPUTE, Graph
 from ..lowering import FINAL, FUSION, GRAPH_OPT, IMPORT, INPUT, KERNEL, graph_step
 from ..readers.onnx import onnx_ir_graph
-from .base import Target, TargetResult, register
+from .base import CostRunner, Target, TargetResult, register
 from .options import option
 from .onnx_regions import map_optimized_graph, onnx_node_precision
 from .ort_common import (
     PROVIDER_BACKEND,
     assign_from_api,
+    feeds_for,
     make_session,
     onnx_probe_tensors,
     probe_values,
@@ -186,6 +187,25 @@ class OrtTarget(Target):
 
     def _intermediates(self, compiled, inputs, captured, result, probes):
         return probe_values(compiled.optimized, onnx_probe_tensors(captured, probes), inputs, result)
+
+    # -- cost (targets/run_cost.py) --------------------------------------------------------------------------
+    runtime_memory_absent = ("ONNX Runtime's Python API gives no figure of its own for a session's memory (its "
+                             "arena's use is not exposed)")
+
+    def _cost_runner(self, compiled, inputs, captured):
+        def load():
+            try:        # the optimized model, loaded as an app shipping it would: no optimizer run again
+                session = make_session(compiled.optimized, "ORT_DISABLE_ALL")
+            except Exception:  # noqa: BLE001 — one ORT cannot load back (see _profile): optimize again, as compiled
+                session = make_session(compiled.input_model, self.level)
+            names, feeds = [o.name for o in session.get_outputs()], feeds_for(session, inputs)
+            return lambda: session.run(names, feeds)
+        return CostRunner(load=load, load_what=(
+            "a new InferenceSession over the optimized model ORT saved, its optimizations off (what an app "
+            "shipping that model loads); the analysis's session creation is the compile"))
+
+    def _artifact_paths(self, compiled, result):
+        return [compiled.optimized], ""
 
 
 

@@ -40,6 +40,9 @@ class OrtMobileCompiled:
     basic_path: str              # that model on disk
     shipped: tuple | None = None     # (model, PartitioningInfo) with its dynamic dims, when they were fixed
     numerics_model: str | None = None    # the model whose numbers the run produced (set by _run)
+    # Its session, kept by the first run: later runs (dataset samples, steady runs) run it again instead of
+    # converting the model to fp16 once per call.
+    numerics_session: Any = None
 
 @dataclass(frozen=True)
 class OrtMobileOptions:
@@ -246,6 +249,8 @@ class OrtMobileTarget(Target):
         return "; ".join(reasons)
 
     def _run(self, compiled, inputs, captured, result):
+        if compiled.numerics_session is not None:
+            return run_session(compiled.numerics_session, inputs)
         self._size_boundaries_from_a_run(compiled, inputs, result)
         if not self.fp16:
             # The model ORT runs for these numbers is dumped, so intermediate values come from the same graph.
@@ -263,7 +268,7 @@ class OrtMobileTarget(Target):
                                     "partition check (its MatMulAddFusion: 'Attempt to replace the existing "
                                     "tensor', an ORT defect); the CPU EP's numbers come from the model as "
                                     "exported, optimized at ORT_ENABLE_ALL")
-            compiled.numerics_model = optimized
+            compiled.numerics_model, compiled.numerics_session = optimized, session
             result.artifacts.append(optimized)
             result.evidence["numerics"] = ev.MEASURED
             result.numerics_assumption = (f"fp16 emulation off: these are the CPU EP's numbers for the "
@@ -277,7 +282,8 @@ class OrtMobileTarget(Target):
                                                   "EP in fp32, so the numbers are the CPU EP's")
             result.evidence["numerics"] = ev.MEASURED
             compiled.numerics_model = compiled.basic_path
-            return run_session(make_session(compiled.basic_path, "ORT_DISABLE_ALL"), inputs)
+            compiled.numerics_session = make_session(compiled.basic_path, "ORT_DISABLE_ALL")
+            return run_session(compiled.numerics_session, inputs)
 
         def run(path):
             return run_session(make_session(path, "ORT_DISABLE_ALL"), inputs)
@@ -297,6 +303,7 @@ class OrtMobileTarget(Target):
             return {}
         result.artifacts.append(em.path)
         compiled.numerics_model = em.path
+        compiled.numerics_session = make_session(em.path, "ORT_DISABLE_ALL")
         assumption = self.fp16_assumption
         if em.kept_fp32_ops:   # converted rungs: op types the converter leaves in fp32
             assumption += (f"; {', '.join(em.kept_fp32_ops)} nodes kept in fp32 (the converter cannot type them in "
@@ -310,6 +317,10 @@ class OrtMobileTarget(Target):
                                     "kept_fp32_ops": em.kept_fp32_ops}
         return em.outputs
 
+
+    def _artifact_paths(self, compiled, result):
+        # What ships is the ONNX model the EP partitions; the fp16-emulation and optimized models are xc's.
+        return ([compiled.basic_path], "") if compiled is not None else ([], "nothing was compiled")
 
     @property
     def profile_method(self) -> str:

@@ -27,6 +27,7 @@ def overview_rows(report: Report | Mapping) -> list[dict]:
     they count: "53 source → 41 compiled" ops (compute ops), an accelerated target's split of its compiled ops
     (xc's placement on the graph), the runtime's own count beside it where the runtime stated one."""
     from .target_counts import SPLIT_COLUMN, count_check, op_counts, split_counts
+    from .compute_share import WEIGHTED_COLUMN, weighted_cell
     report = as_report(report)
     rows = []
     for tid, t in report.targets.items():
@@ -59,6 +60,9 @@ def overview_rows(report: Report | Mapping) -> list[dict]:
         split = split_counts(report, tid)
         if split:
             rows[-1][SPLIT_COLUMN] = split["text"]
+            weighted = weighted_cell(t)     # the same split weighed by MACs and time (views/compute_share.py)
+            if weighted:
+                rows[-1][WEIGHTED_COLUMN] = weighted
             check = count_check(report, tid)
             if check:
                 count = check["runtime"]
@@ -721,6 +725,7 @@ def target_summary_rows(report: Report | Mapping) -> list[dict]:
     (partitions, ORT's verdict, the runtime's own count, the latency-cliff estimate, casts, MIL op counts, every
     evidence key) is one click away."""
     from ..analysis.common_cause import NOT_RUN
+    from .compute_share import WEIGHTED_COLUMN
     from .target_counts import SPLIT_COLUMN
     report = as_report(report)
     covered = report.covered_targets()
@@ -730,6 +735,8 @@ def target_summary_rows(report: Report | Mapping) -> list[dict]:
         # An accelerated target's split of its compiled ops, worded as on every page (target_counts.split_counts);
         # a Core ML target that runs on the CPU anyway: its predicted compute units.
         accel = row.get(SPLIT_COLUMN) or row.get("Core ML units") or "—"
+        if row.get(WEIGHTED_COLUMN):    # beside the count, what it weighs: by MACs and by time
+            accel += f" · by compute: {row[WEIGHTED_COLUMN]}"
         # A target that did not compile says so in its first cell (the table keeps to eight columns).
         out.append({"target": row["target"] if row["status"] == "ok" else f"{row['target']} ({row['status']})",
                     # A failed target has no verdicts: it did not run (its error is said under the table).

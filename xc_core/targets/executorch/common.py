@@ -23,7 +23,7 @@ from ...analysis.boundaries import boundaries
 from ...ir import ALIAS, COMPUTE, Graph
 from ...lowering import FINAL, GRAPH_OPT, IMPORT, INPUT, KERNEL, graph_step
 from ...readers.executorch import ProgramReader, is_delegate_call, lowered_modules, op_name
-from ..base import RUN_KEY, Target, dist_version, needs_exported_program, source_tensors
+from ..base import RUN_KEY, CostRunner, Target, dist_version, needs_exported_program, source_tensors
 from ..options import DelegateCostOptions
 from ..pins import install_hint
 
@@ -208,6 +208,29 @@ class ExecuTorchTarget(Target):
 
     def _not_run_reason(self) -> str:
         return f"ExecuTorch's {self.backend_id} runtime is not available on this host"
+
+    # -- cost (targets/run_cost.py) --------------------------------------------------------------------------
+    def _cost_runner(self, compiled, inputs, captured):
+        if not self.runs_here:
+            return None
+
+        def load():
+            from executorch.runtime import Runtime
+            method = Runtime.get().load_program(compiled.pte_path).load_method("forward")
+            args = source_tensors(inputs, captured)
+            return lambda: method.execute(args)
+        return CostRunner(load=load, load_what=(
+            "ExecuTorch's runtime loading the .pte and its forward method (Runtime.load_program, load_method: "
+            "delegates build their runtime there); the analysis run loads it inside its run, so that is timed apart"))
+
+    def _runtime_memory(self, compiled, result):
+        sizes = compiled.plan.get("memory_plan") or []
+        return [{"name": f"memory-planned buffer {i}", "bytes": n,
+                 "what": "activations and other non-constant tensors of the forward method, as ExecuTorch's memory "
+                         "planning laid them out (the runtime allocates exactly this; delegates' own scratch memory "
+                         "is not in it)",
+                 "by": "ExecuTorch's memory planning (to_executorch), the .pte's execution plan",
+                 "evidence": ev.REPORTED} for i, n in enumerate(sizes, start=1)]
 
 
 def module_for_pt2e(ep, args: tuple, check_guards: bool = True):
@@ -435,6 +458,9 @@ def _execution_plan(program) -> dict:
             elif kind == "DelegateCall":
                 calls.append({"call": "delegate", "backend": delegates[args.delegate_index]})
     return {"operators": operators, "delegates": delegates, "calls": calls,
+            # the memory-planned buffers' sizes (entry 0 is the runtime's reserved placeholder): the cost block's
+            # figure of ExecuTorch's own for the memory the method needs besides its constants
+            "memory_plan": [int(n) for n in plan.non_const_buffer_sizes[1:]],
             "delegate_calls": sum(c["call"] == "delegate" for c in calls),
             "kernel_calls": sum(c["call"] == "kernel" for c in calls)}
 

@@ -173,6 +173,20 @@ class ExecuTorchEthosU(ExecuTorchTarget):
                                         "the Ethos-U runs the rest")
         compiled.extra["estimates"] = estimates
 
+    def _runtime_memory(self, compiled, result):
+        """The .pte's memory plan, and per delegate Vela's own SRAM / flash / DRAM use (its network summary)."""
+        out = super()._runtime_memory(compiled, result)
+        for module, vd in compiled.extra.get("vela", {}).items():
+            for key, what in (("sram_used_kib", "SRAM"), ("on_chip_flash_used_kib", "on-chip flash"),
+                              ("off_chip_flash_used_kib", "off-chip flash"), ("dram_used_kib", "DRAM")):
+                kib = vd.summary.get(key)
+                if kib:
+                    out.append({"name": f"{module}: {what} used", "bytes": int(round(float(kib) * 1024)),
+                                "what": f"the {what} Vela's compiled command stream uses on the {self.npu} "
+                                        f"({self.settings.system_config}, {self.settings.memory_mode})",
+                                "by": f"Vela {_vela_version()} (its network summary)", "evidence": ev.REPORTED})
+        return out
+
     def _inspect(self, compiled, captured, result):
         final = super()._inspect(compiled, captured, result)
         delegates = compiled.extra.get("vela", {})

@@ -111,6 +111,13 @@ class LiteRTTarget(Target):
         g.stage = "litert-converted"
         return g
 
+    # -- cost (targets/run_cost.py) --------------------------------------------------------------------------
+    runtime_memory_absent = ("LiteRT's Python Interpreter gives no figure of its own for its memory (its arena's "
+                             "size is not exposed)")
+
+    def _artifact_paths(self, compiled, result):
+        return [compiled.tflite_path], ""      # an int8 variant keeps the float .tflite beside it: not shipped
+
     def given_graph(self, captured) -> Graph:
         """What the converter was given — the captured program — or the uploaded .tflite itself: the graph
         `fused_from` ids refer to."""

@@ -11,6 +11,7 @@ from xc_core.views.accuracy import (
     accuracy_rows,
     accuracy_targets,
     as_image,
+    changed_sample_rows,
     confusion_table,
     dataset_title,
     sample_rows,
@@ -27,6 +28,12 @@ def overview(report) -> None:
     st.markdown("  \n".join(f"**{_ui.plain(tid)}** {_ui.evidence_badge(evidence)} {_ui.plain(sentence)}"
                             for tid, sentence, evidence in lines))
     st.dataframe(pd.DataFrame(accuracy_rows(report)), hide_index=True, width="stretch")
+    changed = changed_sample_rows(report)
+    if changed:
+        total = sum(report.targets[tid].accuracy.changed_count for tid in accuracy_targets(report))
+        st.caption(f"Samples whose class changed ({total:,} in all; the first {len(changed)} listed — the Drift "
+                   "page opens each, with the confusion of classes)")
+        st.dataframe(pd.DataFrame(changed), hide_index=True, width="stretch")
     for note in report.dataset.notes:       # how the files became inputs: preprocessing, layout, sample rate
         st.caption(_ui.plain(note))
 

@@ -104,7 +104,7 @@ def test_every_view_says_it(flipped_run):
 
 def test_the_overview_and_drift_pages_show_it(flipped_run):
     from streamlit.testing.v1 import AppTest
-    report, _, _ = flipped_run
+    report, ties, _ = flipped_run
     for page in ("overview", "drift"):
         at = AppTest.from_file(os.path.join(ROOT, "pages", f"{page}.py"), default_timeout=300)
         at.session_state["_xc_routed"] = True
@@ -115,6 +115,11 @@ def test_the_overview_and_drift_pages_show_it(flipped_run):
         assert any(h.startswith("Accuracy on") for h in headers), headers
         if page == "overview":
             assert any("8 of 40 samples change class" in m.value for m in at.markdown)
+            # the changed samples themselves, by target, beside the sentences
+            listed = [t for t in (d.value for d in at.dataframe) if "sample" in t.columns and "target" in t.columns
+                      and "name" in t.columns]
+            assert listed and sorted(listed[0]["sample"].tolist()) == ties.tolist()
+            assert set(listed[0]["target"]) == {"ort-cpu-int8"}
 
 
 class _ConvNet(torch.nn.Module):
@@ -146,3 +151,13 @@ def test_the_dataset_run_leaves_the_analysis_run_s_per_layer_values_alone(tmp_pa
     assert report["targets"]["coreml-ane"]["accuracy"]["samples_run"] == 6
     assert without and with_data == pytest.approx(without)
     assert max(without.values()) < 0.01
+
+
+def test_an_image_like_sample_opens_as_an_image_by_whole_pixels():
+    from xc_core.views.accuracy import as_image
+    digit = np.arange(64, dtype=np.float32).reshape(1, 1, 8, 8)
+    image = as_image(digit)
+    assert image.shape == (160, 160) and image.dtype == np.uint8
+    assert (image[:20, :20] == 0).all() and (image[-20:, -20:] == 255).all()     # each pixel a 20×20 block
+    assert as_image(np.zeros((1, 3, 32, 32))).shape == (160, 160, 3)
+    assert as_image(np.zeros((1, 24))) is None                                   # token ids are not an image

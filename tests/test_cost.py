@@ -223,3 +223,27 @@ def test_a_report_without_cost_blocks_shows_no_section():
     from xc_core.views.cost import cost_rows, cost_text
     report = {"targets": {"ort-cpu": {"id": "ort-cpu", "identity": "ort-cpu", "status": "ok"}}}
     assert cost_rows(report) == [] and cost_text(report) == "" and markdown_section(report) == ""
+
+
+def test_core_ai_on_this_cpu_is_loaded_and_timed_apart(tiny, tmp_path):
+    """Core AI's runtime is async: the model is loaded and its function run on one event loop of its own."""
+    cap, feeds = tiny
+    r = execute_target(make_target("coreai-cpu"), cap, feeds, str(tmp_path))
+    assert r.status == OK, r.error
+    c = r.cost
+    assert c["load_s"] is not None and c["first_inference_s"] is not None and c["steady_runs"] >= 1
+    assert not {"load_s", "first_inference_s", "steady_inference_ms"} & set(c["not_measured"])
+    assert any("AIModel.load" in n for n in c["notes"])
+
+
+def test_a_dataset_run_adds_no_artifact_and_ort_coreml_ships_only_its_partitioned_model(tiny, tmp_path):
+    """ort-coreml's fp16 emulation is xc's, not what ships; running dataset samples after the analysis adds no file
+    to the size (each sample once listed the emulation model again: 360 copies on digits-mini)."""
+    import numpy as np
+    cap, feeds = tiny
+    samples = {"x": np.stack([feeds["x"]] * 4)}
+    r = execute_target(make_target("ort-coreml"), cap, feeds, str(tmp_path), dataset=samples)
+    assert r.status == OK, r.error
+    assert r.dataset_run["samples_run"] == 4
+    assert [f["path"] for f in r.cost["artifact_files"]] == ["model.basic.onnx"]
+    assert len(r.artifacts) == len(set(r.artifacts))

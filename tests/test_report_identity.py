@@ -35,6 +35,9 @@ ADDED_SINCE |= {"common_causes", "ran_with"}
 # Corrected by issue 50: ONNX Runtime folded the fp16 emulation's casts away, so ort-coreml's numbers were fp32's;
 # its outputs, drift, per-layer drift and checklist now carry the fp16 rounding they always claimed. Left out on both sides.
 CORRECTED_SINCE = {"ort-coreml"}
+# Added by issue 55: what running each target costs here, its accelerated share by MACs and time (and the
+# checklist's threshold for it), task accuracy on a dataset.
+ADDED_SINCE |= {"cost", "compute_share", "min_weighted_share", "accuracy", "dataset"}
 # Moved since (issue 35): the Model Explorer export is made on demand rather than listed under `exports`, and the
 # stage graphs are stored compressed (stages.json.gz) — where the findings live, not what they say.
 MOVED_SINCE = {"exports"}
@@ -90,6 +93,8 @@ def _comparable(o):
     if isinstance(o, str):
         # The checklist's evidence citing the drift attribution (issue 33) follows what it said before.
         o = o.split("; per-layer drift (")[0]
+        # Question 2 says the weighted shares beside its count since issue 55.
+        o = o.split("; on the accelerator: ")[0]
         # Question 2 says what it counts since issue 50 (one count per fact): compiled ops.
         o = o.replace(" compiled op(s) on the CPU", " op(s) on the CPU")
         # ORT's assignment comes from its API since issue 33: a node it does not name was one without a kernel

@@ -39,7 +39,7 @@ from ..errors import first_line
 from ..ir import CONSTANT, Graph
 from ..lowering import FINAL, GRAPH_OPT, IMPORT, INPUT, KERNEL, graph_step
 from ..quiet import quiet_coreai, quiet_torch
-from .base import Target, dist_version, needs_exported_program, register, source_tensors
+from .base import CostRunner, Target, dist_version, needs_exported_program, register, source_tensors
 from .coreml_rules import ANE, CPU, UNKNOWN, Prediction, predict
 from .pins import install_hint, pin
 
@@ -205,6 +205,24 @@ class CoreAITarget(Target):
                 arr = arr.astype(want)     # torch int64 indices are si32 in a Core AI program
             feeds[names[i]] = NDArray(arr)
         return feeds
+
+    def _cost_runner(self, compiled, inputs, captured):
+        feeds = self._feeds(compiled, inputs, captured)
+
+        def load():
+            # One event loop for the loaded model's whole life (Core AI's runtime is async and its objects belong
+            # to the loop that made them); run_until_complete refuses in a thread whose loop is already running,
+            # and the cost block then says why it has no times.
+            loop = asyncio.new_event_loop()
+
+            async def ready():
+                model = await _load(compiled.odix)
+                return model.load_function("main")
+            function = loop.run_until_complete(ready())
+            return lambda: loop.run_until_complete(function(feeds))
+        return CostRunner(load=load, load_what=(
+            "Core AI's runtime loading the compiled .aimodel and its main function (AIModel.load, load_function) on "
+            "this host's CPU"))
 
     def _run(self, compiled, inputs, captured, result):
         feeds = self._feeds(compiled, inputs, captured)

@@ -73,8 +73,10 @@ def accuracy_rows(report: Report | Mapping) -> list[dict]:
     rows = []
     for tid in accuracy_targets(report):
         a = report.targets[tid].accuracy
-        row = {"target": tid, "task": a.task, "samples run": f"{a.samples_run:,} of {a.samples:,}"}
-        if a.task == "classification":
+        row = {"target": tid, "task": "—" if a.error else a.task, "samples run": f"{a.samples_run:,} of {a.samples:,}"}
+        if a.error:
+            pass        # no figure: the note says why (not run here, no class scores …)
+        elif a.task == "classification":
             delta = (None if a.accuracy is None or a.reference_accuracy is None
                      else 100 * (a.accuracy - a.reference_accuracy))
             row.update({"top-1 (reference)": _pct(a.reference_accuracy), "top-1 (target)": _pct(a.accuracy),
@@ -86,11 +88,13 @@ def accuracy_rows(report: Report | Mapping) -> list[dict]:
             row.update({"metric": a.metric or "—",
                         "mean": "—" if a.metric_mean is None else f"{a.metric_mean:.4g}",
                         "worst": "—" if a.metric_worst is None else f"{a.metric_worst:.4g}"})
-        row["evidence"] = a.evidence or "—"
+        row["evidence"] = "—" if a.error else a.evidence or "—"
         if a.error or a.stopped:
             row["note"] = a.error or a.stopped
         rows.append(row)
-    return rows
+    # One set of columns for every row: a figure a row has none of reads "—", never a blank or "None".
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    return [{c: row.get(c, "—") for c in columns} for row in rows]
 
 
 def sample_rows(acc: Accuracy, which: str = "changed") -> list[dict]:
@@ -107,6 +111,20 @@ def sample_rows(acc: Accuracy, which: str = "changed") -> list[dict]:
         row[acc.metric or "metric"] = "—" if c.metric is None else f"{c.metric:.6f}" if bounded else f"{c.metric:.4g}"
         rows.append(row)
     return rows
+
+
+def changed_sample_rows(report: Report | Mapping, limit: int = 50) -> list[dict]:
+    """Every target's samples whose class changed, one table (target first), at most `limit` rows: the Overview's
+    list; the Drift page opens each."""
+    report = as_report(report)
+    rows = []
+    for tid in accuracy_targets(report):
+        for row in sample_rows(report.targets[tid].accuracy, "changed"):
+            # the classes under their own names: "target" is the target's id in this table
+            classes = {"reference class": row.pop("reference", None), "target class": row.pop("target", None)}
+            label = row.pop("label", None)
+            rows.append({"target": tid, **row, "label": label, **classes})
+    return rows[:limit]
 
 
 def confusion_table(acc: Accuracy) -> tuple[list[str], list[list[int]]]:
@@ -145,4 +163,7 @@ def as_image(arr: np.ndarray) -> np.ndarray | None:
         return None
     lo, hi = float(a.min()), float(a.max())
     scaled = (a - lo) / (hi - lo) if hi > lo else np.zeros_like(a)
-    return (scaled * 255).round().astype(np.uint8)
+    image = (scaled * 255).round().astype(np.uint8)
+    # A small image (digits' 8×8) blown up by whole pixels: a browser's smoothing would blur what the model saw.
+    factor = max(1, 160 // max(image.shape[:2]))
+    return image.repeat(factor, axis=0).repeat(factor, axis=1) if factor > 1 else image

@@ -1,9 +1,16 @@
 """One Topology pane: the SVG Graphviz drew (xc_core/views/topology.py) in a scrollable, zoomable box, reporting clicks
 back to Python. A Streamlit v2 component with inline JS: clicking a node selects it (`select` = the node's box id),
 clicking a collapsed group or an expanded group's title toggles it (`toggle` = the group path). Highlights
-(selected, no counterpart, search matches) are CSS classes set from `data`, so changing them never re-lays out."""
+(selected, no counterpart, search matches) are CSS classes set from `data`, so changing them never re-lays out.
+
+Synced panes (the Compare page): panes given the same `data.sync` name scroll and zoom together, in the browser
+(a round trip to Python per scroll step would lag). `data.counterparts` maps a box of this pane to the box of the
+other pane that shows the same model op ("b3" -> "b5"): scrolling keeps the counterpart of the box nearest the
+middle of the moved pane level with it in the other, so an insertion on one side does not shear the two apart;
+where no box has a counterpart, the panes keep the same scroll fraction."""
 import streamlit as st
 
+from xc_core.views.model_compare import COMPARE_CSS
 from xc_core.views.topology import MARK_CSS
 
 _CSS = """
@@ -36,9 +43,21 @@ export default function(component) {
         const cur = parseFloat(pane.dataset.scale || '1');
         pane.dataset.scale = String(z === '+' ? cur * 1.25 : z === '-' ? cur / 1.25 : z === '1' ? 1 : fit(pane));
         applyScale(pane);
+        for (const peer of peers(pane)) {
+          peer.dataset.scale = pane.dataset.scale;
+          applyScale(peer);
+        }
+        syncScroll(pane);
       };
     });
+    pane.querySelector('.xc-canvas').addEventListener('scroll', () => {
+      // A scroll this pane made to follow a peer is not passed back (the two would chase each other).
+      if (performance.now() < (pane._xcQuietUntil || 0) || pane._xcFrame) return;
+      pane._xcFrame = requestAnimationFrame(() => { pane._xcFrame = 0; syncScroll(pane); });
+    }, { passive: true });
   }
+  pane._xcData = data;
+  joinSyncGroup(pane);
   const canvas = pane.querySelector('.xc-canvas');
   canvas.style.setProperty('--xc-height', (data.height || 640) + 'px');
   if (pane.dataset.key !== data.key) {
@@ -81,6 +100,51 @@ export default function(component) {
   }
 }
 
+function joinSyncGroup(pane) {
+  const group = pane._xcData.sync;
+  if (!group) return;
+  const all = (window.__xcSyncPanes = window.__xcSyncPanes || {});
+  all[group] = (all[group] || []).filter((p) => p.isConnected && p !== pane).concat([pane]);
+}
+
+function peers(pane) {
+  const group = pane._xcData && pane._xcData.sync;
+  if (!group || !window.__xcSyncPanes) return [];
+  return (window.__xcSyncPanes[group] || []).filter((p) => p !== pane && p.isConnected);
+}
+
+function syncScroll(pane) {
+  const others = peers(pane);
+  if (!others.length) return;
+  const canvas = pane.querySelector('.xc-canvas');
+  const c = canvas.getBoundingClientRect();
+  const map = pane._xcData.counterparts || {};
+  // The box with a counterpart nearest the middle of this pane: its counterpart goes to the same place.
+  let anchor = null, best = Infinity;
+  canvas.querySelectorAll('g.node').forEach((g) => {
+    if (!map[g.id]) return;
+    const r = g.getBoundingClientRect();
+    const d = Math.abs(r.top + r.height / 2 - c.top - c.height / 2) +
+              0.25 * Math.abs(r.left + r.width / 2 - c.left - c.width / 2);
+    if (d < best) { best = d; anchor = { id: map[g.id], r }; }
+  });
+  for (const peer of others) {
+    const pc = peer.querySelector('.xc-canvas');
+    const target = anchor && pc.querySelector('g.node[id="' + anchor.id + '"]');
+    peer._xcQuietUntil = performance.now() + 150;
+    if (target) {
+      const t = target.getBoundingClientRect(), p = pc.getBoundingClientRect();
+      pc.scrollTop += (t.top + t.height / 2 - p.top) - (anchor.r.top + anchor.r.height / 2 - c.top);
+      pc.scrollLeft += (t.left + t.width / 2 - p.left) - (anchor.r.left + anchor.r.width / 2 - c.left);
+    } else {
+      const fy = canvas.scrollTop / Math.max(1, canvas.scrollHeight - canvas.clientHeight);
+      const fx = canvas.scrollLeft / Math.max(1, canvas.scrollWidth - canvas.clientWidth);
+      pc.scrollTop = fy * (pc.scrollHeight - pc.clientHeight);
+      pc.scrollLeft = fx * (pc.scrollWidth - pc.clientWidth);
+    }
+  }
+}
+
 function fit(pane) {
   const svg = pane.querySelector('svg');
   const canvas = pane.querySelector('.xc-canvas');
@@ -97,7 +161,7 @@ function applyScale(pane) {
 }
 """
 
-graph_pane = st.components.v2.component("xc_graph_pane", css=_CSS + MARK_CSS, js=_JS)
+graph_pane = st.components.v2.component("xc_graph_pane", css=_CSS + MARK_CSS + COMPARE_CSS, js=_JS)
 
 
 def pane_items(v: dict) -> tuple[dict, dict]:

@@ -461,6 +461,7 @@ def pages() -> dict:
         ],
         "Review": [
             st.Page("pages/history.py", title="History", icon=":material/history:"),
+            st.Page("pages/compare.py", title="Compare runs", icon=":material/difference:"),
             st.Page("pages/fleet.py", title="Fleet", icon=":material/view_module:"),
             st.Page("pages/downloads.py", title="Downloads", icon=":material/download:"),
         ],

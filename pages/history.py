@@ -12,7 +12,9 @@ from xc_core.analysis.node_time import noise_test
 from xc_core.errors import XcInputError
 from xc_core.review.diff import change_lines, diff_markdown, diff_reports, different_models, time_notes, verdict_line
 from xc_core.review.gate import GateRules, regressions
-from xc_core.review.runs import parse_report
+from xc_core.review.model_diff import model_diff_of_runs
+from xc_core.review.model_diff_text import model_change_lines, rename_items, summary_line
+from xc_core.review.runs import Run, parse_report
 from xc_core.store import run_key
 
 _ui.guard_page()
@@ -97,8 +99,20 @@ base, new = store.get(base_key), store.get(new_key)
 if base is None or new is None:
     st.error("One of the runs is gone from the store.")
     st.stop()
+
+def _model_diff(base_key: str, new_key: str) -> dict:
+    """The two runs' model diff, with their files (exact weight changes), kept for the page's reruns."""
+    kept = st.session_state.get("history_model_diff")
+    if kept and kept[0] == (base_key, new_key):
+        return kept[1]
+    md = model_diff_of_runs(Run(base, labels[base_key], base_key, store.files(base_key)),
+                            Run(new, labels[new_key], new_key, store.files(new_key)))
+    st.session_state["history_model_diff"] = ((base_key, new_key), md)
+    return md
+
+
 try:
-    d = diff_reports(base, new)
+    d = diff_reports(base, new, model=_model_diff(base_key, new_key))
     regs = regressions(d, GateRules())       # the defaults; a CI job passes its repository's .xc-gate.toml
 except Exception as e:  # noqa: BLE001 — xc's bug, but the page still lists and opens runs
     st.error(_ui.plain(f"These two runs cannot be compared (an error in xc: {type(e).__name__}); open each on its "
@@ -113,6 +127,14 @@ if regs:
     st.dataframe(pd.DataFrame(regs), hide_index=True, width="stretch")
 else:
     st.success("No regression under the default gate rules.")
+# What changed in the model first: the decisions below follow from it (each change line says its cause).
+st.markdown("**Model changes:** " + _ui.plain(summary_line(d["model"])))
+model_lines = model_change_lines(d["model"])
+if model_lines:
+    st.dataframe(pd.DataFrame({"model change": model_lines}), hide_index=True, width="stretch")
+quiet = ["".join(v for _, v in item) for _, item in rename_items(d["model"])] + d["model"].get("notes", [])
+if quiet:
+    st.caption(" · ".join(_ui.plain(q) for q in quiet))
 lines = change_lines(d)
 if lines:
     st.dataframe(pd.DataFrame([{"target": t, "change": line} for t, line in lines]), hide_index=True,

@@ -54,7 +54,7 @@ def test_gate_fails_on_the_new_nnapi_fallback_and_the_drift_change(review_runs, 
     assert "LayerNormalization at norm (unsupported operator)" in out
     assert "HardSigmoid at act" in out            # ORT lowers HardSwish to HardSigmoid × x; NNAPI lacks it
     assert "drift of 'output 0' grew" in out          # a lone unnamed output goes by its position
-    assert "source op replaced at act: relu → hardswish" in out
+    assert "replaced: relu → hardswish at act" in out      # the model diff, above the decisions
     assert err.startswith("xc: ") and len(err.strip().splitlines()) == 1
     # The JSON says the same, for scripts.
     code, out, _ = _run(capsys, ["diff", review_runs["v1"], review_runs["v2"], "--gate", "--format", "json"])

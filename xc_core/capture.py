@@ -58,6 +58,9 @@ class Captured:
     onnx_route: dict | None = None
     # A view of an ONNX capture given to a target that compiles the route's program (targets/routed.py).
     routed: bool = False
+    # The captured model's weight records (analysis/model_weights.py; the report's capture.weights). None: not made
+    # for this kind of source (Core ML, OpenVINO IR), or not yet (the partial capture handed on after torch.export).
+    weights: list[dict] | None = None
 
     def output_label_map(self) -> dict[str, str]:
         """{output name: the name the report shows}."""
@@ -119,11 +122,20 @@ def _capture_tflite(source: Source, workdir: str) -> Captured:
     path = os.path.join(workdir, "model.tflite")
     shutil.copyfile(source.path, path)
     with open(path, "rb") as f:
-        model = TfliteModel(f.read())
+        data = f.read()
+    model = TfliteModel(data)
     g = model.graph(source.name, "tflite")
     for n in g.nodes:
         n.source_ops = [n.id]
-    return Captured(source, None, None, g, list(source.tflite_outputs), tflite_path=path)
+    from .analysis.model_weights import records_from_tflite
+    from .readers.tflite import TENSOR_TYPES
+    notes, weights = [], None
+    try:
+        weights = records_from_tflite(data, TENSOR_TYPES)
+    except Exception as e:  # noqa: BLE001 — a buffer the reader above did not need is damaged: the run goes on
+        notes.append(f"no weight records: a constant tensor's buffer could not be read ({first_line(e)})")
+    return Captured(source, None, None, g, list(source.tflite_outputs), tflite_path=path, notes=notes,
+                    weights=weights)
 
 
 # ---------------------------------------------------------------------------------------------- PyTorch ----
@@ -151,13 +163,18 @@ def _capture_pytorch(source: Source, workdir: str, example_inputs: dict, exporte
                 raise XcInputError(f"{source.name}: torch.export failed ({type(e).__name__}: "
                                    f"{first_line(e)})") from None
     timings["torch.export"] = time.perf_counter() - t0
-    before = exported_program_graph(ep, source.name)
+    before = exported_program_graph(ep, source.name, arguments=True)
     if exported is not None:
         exported(Captured(source, None, None, before, user_output_names(ep), ep, dict(timings), list(notes),
                           output_labels=user_output_labels(ep)))
     if not with_onnx:
         return Captured(source, None, None, before, user_output_names(ep), ep, timings, notes,
                         output_labels=user_output_labels(ep))
+    # After the hand-on above: the targets that start from the ExportedProgram do not wait for the hashing.
+    from .analysis.model_weights import records_from_program
+    t0 = time.perf_counter()
+    weights = records_from_program(ep, before)
+    timings["weight records"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
     onnx_path = os.path.join(workdir, "model.onnx")
@@ -172,7 +189,8 @@ def _capture_pytorch(source: Source, workdir: str, example_inputs: dict, exporte
             timings["torch.onnx.export"] = time.perf_counter() - t0
             why = f"torch.onnx.export failed ({type(e).__name__}: {summarize_error(str(e), 300) or type(e).__name__})"
             return Captured(source, None, None, before, user_output_names(ep), ep, timings,
-                            notes + [f"no ONNX: {why}"], onnx_error=why, output_labels=user_output_labels(ep))
+                            notes + [f"no ONNX: {why}"], onnx_error=why, output_labels=user_output_labels(ep),
+                            weights=weights)
         _fold_constants(program.model)
         program.save(onnx_path)
     timings["torch.onnx.export"] = time.perf_counter() - t0
@@ -194,7 +212,7 @@ def _capture_pytorch(source: Source, workdir: str, example_inputs: dict, exporte
         if node.module_path is None and meta.get("pkg.torch.onnx.name_scopes"):
             node.module_path = _module_path_from_scopes(meta["pkg.torch.onnx.name_scopes"])
     return Captured(source, onnx_path, onnx_graph, before, [o.name for o in model.graph.output], ep,
-                    timings, notes, output_labels=user_output_labels(ep))
+                    timings, notes, output_labels=user_output_labels(ep), weights=weights)
 
 
 def _fold_constants(model) -> None:
@@ -214,15 +232,26 @@ def _capture_onnx(source: Source, workdir: str) -> Captured:
     onnx_path = os.path.join(workdir, "model.onnx")
     onnx.save(model, onnx_path)
     g = onnx_ir_graph(model, "onnx")
+    restore_onnx_module_paths(g)
+    for node in g.nodes:
+        node.source_ops = [node.id]
+    before = Graph(name=source.name, stage="captured", nodes=g.nodes, inputs=g.inputs, outputs=g.outputs)
+    from .analysis.model_weights import records_from_onnx
+    t0 = time.perf_counter()
+    weights = records_from_onnx(model, g)
+    return Captured(source, onnx_path, g, before, [o.name for o in model.graph.output],
+                    timings={"weight records": time.perf_counter() - t0}, weights=weights)
+
+
+def restore_onnx_module_paths(g: Graph) -> None:
+    """Each node's module path from what its exporter wrote, in place: torch.onnx's name scopes metadata (dynamo),
+    else a TorchScript-exporter node name ("/encoder/layer.0/attention/MatMul"). The metadata leaves the attributes
+    (read by onnx_ir_graph as `_metadata`)."""
     for node in g.nodes:
         meta = node.attributes.pop("_metadata", {})
-        node.source_ops = [node.id]
         if meta.get("pkg.torch.onnx.name_scopes"):
             node.module_path = _module_path_from_scopes(meta["pkg.torch.onnx.name_scopes"])
         elif node.id.startswith("/") and "/" in node.id[1:]:
-            # torch.onnx (TorchScript exporter) names nodes "/encoder/layer.0/attention/MatMul"
             node.module_path = ".".join(p for p in node.id.strip("/").split("/")[:-1])
-    before = Graph(name=source.name, stage="captured", nodes=g.nodes, inputs=g.inputs, outputs=g.outputs)
-    return Captured(source, onnx_path, g, before, [o.name for o in model.graph.output])
 
 

@@ -105,12 +105,23 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--out", metavar="DIR", help="copy the bundle here (default: ./xc-repro-TARGET/)")
     rp.add_argument("--gate", action="append", metavar="NAME=VALUE", help=GATE_HELP)
     _worker_flags(rp, "unused: one target")
-    d = sub.add_parser("diff", help="what changed in the compilers' decisions between two runs; --gate for CI")
+    d = sub.add_parser("diff", help="what changed in the model and in the compilers' decisions between two runs; "
+                                 "--gate for CI")
     d.add_argument("base", help="the baseline: a run id, a run folder or a report.json")
     d.add_argument("new", help="the run to check, same forms")
-    d.add_argument("--format", choices=("text", "md", "json"), default="text")
+    d.add_argument("--format", choices=("text", "md", "json", "html"), default="text",
+                   help="html: one self-contained page (two runs only)")
     d.add_argument("--out", metavar="FILE", help="write here instead of stdout")
     _step_summary_flag(d)
+    d.add_argument("--model-only", action="store_true",
+                   help="only what changed in the model itself (blocks, ops, attributes, shapes, dtypes, weights), "
+                        "not the compilers' decisions; exit 0 (not with --gate)")
+    d.add_argument("--model-fields", metavar="FIELDS",
+                   help=f"what the model diff compares, comma-separated: {', '.join(MODEL_FIELDS)} (default all)")
+    d.add_argument("--weight-rtol", metavar="X",
+                   help="a weight whose change has a relative L2 at most X is unchanged (default 0: any change)")
+    d.add_argument("--attribute-rtol", metavar="X",
+                   help="numeric attributes closer than X relatively are equal (default 0)")
     d.add_argument("--gate", action="store_true",
                    help="exit 1 when something regressed (each regression listed), 0 when nothing did; 2 when base "
                         "and new are different models (see --allow-different-models)")
@@ -478,24 +489,92 @@ def _event_pr_number() -> int:
     return number
 
 
+# What `--model-fields` accepts (review/model_diff.py's ModelDiffOptions.fields).
+MODEL_FIELDS = ("ops", "attributes", "shapes", "dtypes", "weights")
+
+
 def _diff(args) -> int:
     from .fleet.diff import check_matrix_pair, looks_like_matrix
     from .review.diff import diff_markdown, diff_reports, diff_text, different_models
     from .review.gate import regressions
     from .review.runs import load_run
     check_matrix_pair(args.base, args.new)
+    model_flags = [flag for flag, value in (("--model-only", args.model_only), ("--model-fields", args.model_fields),
+                                            ("--weight-rtol", args.weight_rtol),
+                                            ("--attribute-rtol", args.attribute_rtol),
+                                            ("--format html", args.format == "html")) if value]
     if looks_like_matrix(args.base):
+        if model_flags:
+            raise XcInputError(f"{model_flags[0]}: for a diff of two runs, not of two fleet matrices (accepted "
+                               "there: --format text, md or json and the gate flags)")
         return _fleet_diff(args, _gate_rules(args))
+    if args.model_only and args.gate:
+        raise XcInputError("--model-only with --gate: the gate judges the compilers' decisions, --model-only leaves "
+                           "them out — drop one of the two")
+    options = _model_diff_options(args)
     base, new = load_run(args.base), load_run(args.new)
+    from .review.model_diff import model_diff_of_runs
+    model = model_diff_of_runs(base, new, options)
+    if args.model_only:
+        _emit_model_diff(args, model, base.label, new.label)
+        return EXIT_OK
     rules, per_target = _gate_rules(args)
-    d = diff_reports(base.report, new.report)
+    d = diff_reports(base.report, new.report, model=model)
     d["base"]["label"], d["new"]["label"] = base.label, new.label
     if args.gate and different_models(d) and not args.allow_different_models:
         raise XcInputError(f"{different_models(d)}; not gating one model against another (a wrong baseline?) — "
                            "pass --allow-different-models to gate anyway")
     regs = regressions(d, rules, per_target) if args.gate else None
-    _emit_diff(args, d, regs, diff_markdown, diff_text, lambda r: r["target"])
+    _emit_diff(args, d, regs, diff_markdown, diff_text, lambda r: r["target"], to_html=_diff_html)
     return EXIT_REGRESSED if regs else EXIT_OK
+
+
+def _diff_html(d: dict, regs: list | None) -> str:
+    from .review.diff_html import diff_html     # only when asked: it loads the HTML report's helpers (plotly)
+    return diff_html(d, regs)
+
+
+def _model_diff_options(args):
+    """ModelDiffOptions from --model-fields, --weight-rtol and --attribute-rtol; a bad value is one line naming
+    what is accepted."""
+    import math
+
+    from .review.model_diff import ModelDiffOptions
+    kwargs = {}
+    if args.model_fields is not None:
+        fields = [f.strip().lower() for f in args.model_fields.split(",") if f.strip()]
+        unknown = [f for f in fields if f not in MODEL_FIELDS]
+        if unknown or not fields:
+            raise XcInputError(f"--model-fields {args.model_fields!r}: "
+                               + (f"{unknown[0]!r} is not a field" if unknown else "no field given")
+                               + f" (accepted: a comma-separated subset of {','.join(MODEL_FIELDS)})")
+        kwargs["fields"] = tuple(dict.fromkeys(fields))
+    for flag, key in (("--weight-rtol", "weight_rtol"), ("--attribute-rtol", "attribute_rtol")):
+        raw = getattr(args, key)
+        if raw is None:
+            continue
+        try:
+            value = float(raw)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value < 0:
+            raise XcInputError(f"{flag} {raw!r}: not accepted (a number ≥ 0, a relative tolerance, e.g. 1e-6)")
+        kwargs[key] = value
+    return ModelDiffOptions(**kwargs)
+
+
+def _emit_model_diff(args, model: dict, base_label: str, new_label: str) -> None:
+    """`diff --model-only`: the model diff alone, as --format asks (and to the job summary)."""
+    from .review.model_diff_text import model_changes_markdown, model_changes_text
+    if args.format == "json":
+        _write(json.dumps(model, indent=1) + "\n", args.out)
+    elif args.format == "html":
+        from .review.diff_html import model_diff_html
+        _write(model_diff_html(model, base_label, new_label), args.out)
+    else:
+        _write((model_changes_markdown if args.format == "md" else model_changes_text)(model), args.out)
+    if args.step_summary:
+        _append_step_summary(model_changes_markdown(model))
 
 
 def _batch(args) -> int:
@@ -643,11 +722,13 @@ def _fleet_diff(args, rules) -> int:
     return EXIT_REGRESSED if regs else EXIT_OK
 
 
-def _emit_diff(args, d: dict, regs: list | None, to_markdown, to_text, where) -> None:
+def _emit_diff(args, d: dict, regs: list | None, to_markdown, to_text, where, to_html=None) -> None:
     """A diff (of two runs or two matrices) as asked: --format to --out or stdout, the job summary, and the
     regressions in one line on stderr."""
     if args.format == "json":
         _write(json.dumps({**d, "regressions": regs}, indent=1) + "\n", args.out)
+    elif args.format == "html":         # two runs only: _diff refuses it for fleet matrices
+        _write(to_html(d, regs), args.out)
     else:
         _write((to_markdown if args.format == "md" else to_text)(d, regs), args.out)
     if args.step_summary:

@@ -80,6 +80,8 @@ def build_report(source, captured, inputs_info: dict, reference, results: list, 
             "notes": captured.notes,
             "evidence": ev.REPORTED,
         }
+        if captured.weights is not None:     # none made (a Core ML or OpenVINO IR source): left out, not empty
+            report["capture"]["weights"] = captured.weights
         route = _route_block(captured, results)
         if route is not None:          # an ONNX source's route to the PyTorch-side targets
             report["capture"]["onnx_route"] = route

@@ -48,6 +48,7 @@ def save_captured(captured: Captured, folder: str, save_program: bool = True) ->
         "onnx_error": captured.onnx_error,
         "tflite_path": captured.tflite_path,
         "exported_program": ep_file,
+        "weights": captured.weights,
     }
     tmp = os.path.join(folder, CAPTURED_FILE + ".tmp")
     with open(tmp, "w") as f:
@@ -92,7 +93,7 @@ def _captured(src: Source, data: dict, run_dir: str) -> Captured:
     return Captured(src, data["onnx_path"], onnx_graph, before, data["output_names"],
                     timings=data["timings"], notes=data["notes"], onnx_error=data.get("onnx_error"),
                     output_labels=data.get("output_labels") or [], onnx_route=_read_route(run_dir),
-                    tflite_path=data.get("tflite_path"))
+                    tflite_path=data.get("tflite_path"), weights=data.get("weights"))
 
 
 def _read_route(run_dir: str) -> dict | None:

@@ -73,8 +73,10 @@ def decomposed_origin(decomposed_ep, source_ids: set[str]) -> dict[str, str]:
     return out
 
 
-def exported_program_graph(ep, name: str) -> Graph:
-    """The ExportedProgram as the framework-level "before" graph: one node per aten call."""
+def exported_program_graph(ep, name: str, arguments: bool = False) -> Graph:
+    """The ExportedProgram as the framework-level "before" graph: one node per aten call. With `arguments` (the
+    captured graph: what the model diff compares), each node's attributes also hold its call's non-tensor
+    arguments by name (`call_arguments`)."""
     import operator
     g = Graph(name=name, stage="captured")
     for n in ep.graph.nodes:
@@ -95,14 +97,84 @@ def exported_program_graph(ep, name: str) -> Graph:
         inputs = [TensorInfo(a.name, *_shape_dtype(a.meta.get("val")))
                   for a in n.all_input_nodes]
         outputs = [TensorInfo(n.name, *_shape_dtype(n.meta.get("val")))]
+        attributes = {"target": str(target)}
+        if arguments:
+            attributes.update((k, v) for k, v in call_arguments(n).items() if k != "target")
         g.nodes.append(Node(id=n.name, op_type=op_type, domain="aten", kind=kind, inputs=inputs, outputs=outputs,
-                            attributes={"target": str(target)}, source_ops=[n.name],
+                            attributes=attributes, source_ops=[n.name],
                             module_path=_module_path(n.meta.get("nn_module_stack")),
                             source_location=_location(n.meta.get("stack_trace"))))
     for n in ep.graph.nodes:
         if n.op == "placeholder" and n.name in set(ep.graph_signature.user_inputs):
             g.inputs.append(TensorInfo(n.name, *_shape_dtype(n.meta.get("val"))))
     return g
+
+
+# An argument whose JSON is longer than this is kept as a short digest: a 20,000-node report stays about its size.
+MAX_ARGUMENT_CHARS = 200
+_SKIP = object()       # a tensor argument: a graph edge, not an attribute
+
+
+def call_arguments(n) -> dict:
+    """A call node's non-tensor arguments as JSON-ready attributes: positional ones by their schema's argument name
+    (`arg<i>` for a target without a schema, as operator.getitem), then keyword ones. Numbers, strings, booleans,
+    None and lists of them as they are; dtypes, devices, layouts and memory formats as their names; symbolic sizes
+    as their expression; anything longer than MAX_ARGUMENT_CHARS as a digest."""
+    schema = getattr(n.target, "_schema", None)
+    names = [a.name for a in schema.arguments] if schema is not None else []
+    # Tensor-typed parameters are edges (inputs) even when left None (conv's bias=None): not attributes.
+    edges = {a.name for a in schema.arguments if "Tensor" in str(a.type)} if schema is not None else set()
+    out = {}
+    for i, value in enumerate(n.args):
+        out[names[i] if i < len(names) else f"arg{i}"] = value
+    out.update(n.kwargs)
+    attributes = {}
+    for key, value in out.items():
+        if key in edges:
+            continue
+        value = _argument(value)
+        if value is not _SKIP:
+            attributes[str(key)] = bounded(value)
+    return attributes
+
+
+def bounded(value):
+    """`value` (JSON-ready) as it is, or a digest string when its JSON is longer than MAX_ARGUMENT_CHARS: two
+    different long values still read as different."""
+    if not isinstance(value, (list, dict, str)):
+        return value
+    import json
+    text = json.dumps(value, separators=(",", ":"))
+    if len(text) <= MAX_ARGUMENT_CHARS:
+        return value
+    import hashlib
+    what = f"{len(value)} items" if isinstance(value, (list, dict)) else f"{len(value)} characters"
+    return f"<{what}, sha256 {hashlib.sha256(text.encode()).hexdigest()[:16]}>"
+
+
+def _argument(v):
+    import math
+
+    import torch
+    import torch.fx
+    if v is None or isinstance(v, (bool, int, str)):
+        return v
+    if isinstance(v, float):
+        return v if math.isfinite(v) else str(v)         # JSON has no inf / NaN
+    if isinstance(v, torch.fx.Node):
+        val = v.meta.get("val")
+        # A symbolic size computed in the graph (sym_size): its expression. A tensor: an edge, already an input.
+        return str(val) if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)) else _SKIP
+    if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return str(v)
+    if isinstance(v, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
+        return str(v).replace("torch.", "")
+    if isinstance(v, (list, tuple)):
+        items = [_argument(x) for x in v]
+        return _SKIP if any(x is _SKIP for x in items) else items
+    if isinstance(v, torch.Tensor):
+        return _SKIP
+    return str(v)
 
 
 def _module_path(stack) -> str | None:

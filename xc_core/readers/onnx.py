@@ -3,6 +3,8 @@ where shape inference gives them). Used for the captured ONNX and for every grap
 (ORT's optimized models, the int8 model, the EP-partitioned model)."""
 from __future__ import annotations
 
+import math
+
 from ..ir import COMPUTE, CONSTANT, Graph, Node, TensorInfo
 
 
@@ -42,16 +44,23 @@ def onnx_ir_graph(model, stage: str) -> Graph:
     g = Graph(name=model.graph.name or "onnx", stage=stage)
     g.inputs = [tensor(i.name) for i in model.graph.input if i.name not in initializers]
     g.outputs = [tensor(o.name) for o in model.graph.output]
+    from .exported_program import bounded
+    plain = (onnx.AttributeProto.FLOAT, onnx.AttributeProto.INT, onnx.AttributeProto.STRING,
+             onnx.AttributeProto.FLOATS, onnx.AttributeProto.INTS, onnx.AttributeProto.STRINGS)
     for i, n in enumerate(model.graph.node):
         attrs = {}
         for a in n.attribute:
-            if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS, onnx.AttributeProto.TENSOR):
+            if a.type not in plain:      # graphs, tensors, sparse tensors, type protos: named, not copied
                 attrs[a.name] = f"<{onnx.AttributeProto.AttributeType.Name(a.type).lower()}>"
             else:
                 v = helper.get_attribute_value(a)
-                attrs[a.name] = v.decode() if isinstance(v, bytes) else (list(v) if isinstance(v, (list, tuple)) else v)
-                if isinstance(attrs[a.name], list):
-                    attrs[a.name] = [x.decode() if isinstance(x, bytes) else x for x in attrs[a.name]]
+                v = v.decode("utf-8", "replace") if isinstance(v, bytes) else (list(v) if isinstance(v, (list, tuple)) else v)
+                if isinstance(v, list):
+                    v = [x.decode("utf-8", "replace") if isinstance(x, bytes) else x for x in v]
+                # JSON has no inf / NaN; a long list or string (an EP's cached context blob) is kept as a digest.
+                if isinstance(v, float) and not math.isfinite(v):
+                    v = str(v)
+                attrs[a.name] = bounded(v)
         attrs["_metadata"] = {p.key: p.value for p in n.metadata_props}
         kind = CONSTANT if n.op_type == "Constant" else COMPUTE
         g.nodes.append(Node(id=n.name or f"{n.op_type}_{i}", op_type=n.op_type, domain=n.domain, kind=kind,

@@ -13,7 +13,8 @@ from ..ir import COMPUTE, LAYOUT, Graph, Node, TensorInfo
 
 TFLITE_IDENTIFIER = b"TFL3"     # the flatbuffer's file identifier, bytes 4..8
 # TensorType enum → numpy-style names (the schema's own order, tensorflow/compiler/mlir/lite/schema/schema.fbs)
-_DTYPES = ["float32", "float16", "int32", "uint8", "int64", "string", "bool", "int16", "complex64", "int8",
+# The schema's TensorType enum, by value (public: the weight records of a .tflite read it too).
+TENSOR_TYPES = _DTYPES = ["float32", "float16", "int32", "uint8", "int64", "string", "bool", "int16", "complex64", "int8",
            "float64", "complex128", "uint64", "resource", "variant", "uint32", "uint16", "int4", "bfloat16",
            "int2", "uint4", "float8_e4m3fn"]
 # Ops that only move or reinterpret data (what op counts and fusion analysis leave aside).

@@ -315,6 +315,20 @@ class RouteBlock(Block):
 
 
 @_frozen
+class WeightRecord(Block):
+    """One weight tensor of the captured model (a parameter, buffer or lifted constant; an ONNX initializer): what
+    the model diff compares (its hash says whether it changed, its norm bounds how much without the values)."""
+    name: str = ""                     # the model's own name: the state_dict key, the ONNX initializer's name
+    graph_name: str = ""               # the name the captured graph's node inputs use (a .pt2 placeholder p_fc_weight)
+    module_path: str | None = None     # the module that owns it (its first consumer's, else read off the name)
+    shape: tuple[int, ...] = ()
+    dtype: str = ""
+    numel: int = 0
+    sha256: str = ""                   # of its values as contiguous little-endian bytes in its dtype
+    l2: float | None = None            # its L2 norm in float64 (None: not numeric)
+
+
+@_frozen
 class CaptureBlock(Block):
     """The captured source graph, before any target's compiler."""
     before_stage: str = ""
@@ -327,6 +341,7 @@ class CaptureBlock(Block):
     notes: tuple[str, ...] = ()
     evidence: str | None = None
     onnx_route: RouteBlock = absent(RouteBlock)
+    weights: tuple[WeightRecord, ...] = ()   # the captured model's weight tensors (runs before issue 56: none)
 
 
 # ---- the reference -------------------------------------------------------------------------------------------------

@@ -10,6 +10,10 @@ Two runs of different models still diff (targets line up by id), but op by op th
 file name), or an edited model under another name (at least SAME_MODEL_SHARE of the source ops line up by module
 path and op type). Anything else — another model, or one model in two formats whose captured ops do not line up
 (aten `conv2d` in a .pt2, ONNX `Conv` in an .onnx) — is "different", with a line that says so before any change.
+
+What changed in the model itself (blocks inserted, ops replaced, weights retrained: review/model_diff.py) is `model`,
+and every decision change that names a source op carries a `cause`: the model change at that op, or at a graph
+neighbour of it; else a toolchain that changed between the runs; else nothing xc can name (`_attach_causes`).
 """
 from __future__ import annotations
 
@@ -40,15 +44,21 @@ from ..views.typed_report import as_report, as_target
 from .gate import fallback_place
 from .matters import accuracy_figures, cost_figures, headline, mb, pct, seconds, share_figures, size
 from .md_text import code, table, text
+from .model_diff_text import model_changes_markdown, model_changes_text
 
 WORSE = {"pass": 0, "not applicable": 0, "warn": 1, "fail": 2}
 SAME_MODEL_SHARE = 0.5      # of the larger model's source ops, lined up by module path and op type
 
 
-def diff_reports(base: Report | dict, new: Report | dict) -> dict:
+def diff_reports(base: Report | dict, new: Report | dict, model: dict | None = None) -> dict:
+    """The decision diff of two runs' reports, joined to `model`, the model diff of the two runs (review/
+    model_diff.py's dict; None: computed here from the reports alone, so weights compare by their recorded norms)."""
+    if model is None:
+        model = model_diff_of_reports(base, new)
     # Both upgraded to today's fields: two runs of different xc versions compare on the same terms.
     base, new = as_report(base), as_report(new)
     b_ops, n_ops = _source_ops(base), _source_ops(new)
+    n_ops = _matched_as_the_model_diff(b_ops, n_ops, model)
     out = {
         "models": _models(base, new, b_ops, n_ops),     # first: it says how to read everything after it
         "base": _about(base), "new": _about(new),
@@ -64,10 +74,34 @@ def diff_reports(base: Report | dict, new: Report | dict) -> dict:
     swaps = _replacements(b_ops, n_ops)
     for tid in [t for t in new.targets if t in base.targets]:
         out["targets"][tid] = _target_diff(tid, base, new, b_ops, n_ops, swaps)
+    # Kept for scripts that read it; the change lines say what changed in the model from `model` instead.
     out["source_ops"]["replaced"] = _replaced(out["source_ops"])
-    out["changed"] = bool(out["targets_added"] or out["targets_removed"] or out["source_ops"]["added"]
-                          or out["source_ops"]["removed"] or any(t["changed"] for t in out["targets"].values()))
+    out["model"] = model
+    _attach_causes(out, base, new, model)
+    # The model diff, not the source ops by module path: a renumbered block is no change.
+    out["changed"] = bool(out["targets_added"] or out["targets_removed"] or model_changed(model)
+                          or any(t["changed"] for t in out["targets"].values()))
     return out
+
+
+def model_diff_of_reports(base: Report | dict, new: Report | dict) -> dict:
+    """The model diff of two reports without their runs' files: weights compare by the norms the reports recorded."""
+    from types import SimpleNamespace
+
+    from .model_diff import model_diff_of_runs
+    sides = []
+    for report in (base, new):
+        data = report.to_dict() if isinstance(report, Report) else report
+        # A run as model_diff_of_runs reads one (review.runs.Run: runs.py reads reports through this module, so it
+        # is not imported here), with no files: no values.
+        sides.append(SimpleNamespace(report=data, files={}, label=as_report(data).source.name or "model"))
+    return model_diff_of_runs(*sides)
+
+
+def model_changed(model: dict | None) -> bool:
+    """Whether the model diff found anything: a change, or models that cannot be lined up at all."""
+    return bool(model) and (not model.get("comparable", True) or bool(model.get("changes"))
+                            or bool(model.get("blocks")))
 
 
 def _about(report: Report) -> dict:
@@ -117,6 +151,30 @@ def _source_ops(report: Report) -> dict[tuple, dict]:
         where = (row.get("module_path") or "", row["op_type"])
         out[(*where, seen[where])] = row
         seen[where] += 1
+    return out
+
+
+def _matched_as_the_model_diff(b_ops: dict, n_ops: dict, model: dict) -> dict[tuple, dict]:
+    """new's source ops keyed so that an op the model diff matched to a base op has that op's key: a block inserted
+    into a Sequential renumbers every later module path, and matching by (module path, op type, index) would then
+    compare each later block with the one before it. An op the model diff calls added keeps a key no base op has;
+    a replaced op keeps its own (the swap is paired by module path, `_replacements`). Unchanged when the model diff
+    did not read the captured graphs (a PyTorch run against an ONNX one, models that do not line up)."""
+    graphs = [str((model.get(side) or {}).get("graph") or "") for side in ("base", "new")]
+    if not model.get("comparable") or not model.get("node_map") or any(g.startswith("ONNX export") for g in graphs):
+        return n_ops
+    node_map = model["node_map"]
+    replaced = {n for n, st in ((model.get("node_status") or {}).get("new") or {}).items() if st == "replaced"}
+    base_key = {row["source_op"]: k for k, row in b_ops.items()}
+    out = {}
+    for k, row in n_ops.items():
+        matched = node_map.get(row["source_op"])
+        if matched in base_key and row["source_op"] not in replaced:
+            out[base_key[matched]] = row
+        elif k in b_ops:
+            out[(k[0], k[1], ("new", k[2]))] = row      # its place-key is a base op's that matched elsewhere
+        else:
+            out[k] = row
     return out
 
 
@@ -567,41 +625,243 @@ def _cliff(t: TargetBlock) -> float | None:
     return (t.info.boundaries.latency_cliff or {}).get("estimate_ms")
 
 
+# ---- why a decision changed -----------------------------------------------------------------------------------
+# Which model change explains a decision change best, when an op (or its neighbours) has several.
+_CAUSE_ORDER = ("replaced", "added", "removed", "attributes", "shapes", "dtypes", "weights")
+# Nodes that carry no computation of their own (a view, a transpose, a cast, a constant): a neighbour is looked for
+# through them, so `conv → reshape → relu` still makes the conv and the relu neighbours.
+_PASS_THROUGH = ("alias", "layout", "cast", "constant")
+_MAX_PASS_THROUGH = 4
+
+
+def _attach_causes(d: dict, base: Report, new: Report, model: dict) -> None:
+    """A `cause` on every decision change that names a source op (a captured-graph node: of new, or of base for what
+    is gone): {"kind": "model", ...} when the model diff changed that op; {"kind": "neighbourhood", ...} when it
+    changed a graph neighbour of it (1 hop, through view/layout/cast nodes); {"kind": "toolchain", ...} when the
+    target's toolchain versions (or xc's, whose rules predict some placements) differ between the runs; else
+    {"kind": "unexplained"}: same model there, same toolchain — the compiler decided differently. Two models that
+    cannot be lined up get {"kind": "incomparable"}, an op that is no captured node {"kind": "unknown"} (both
+    without a text: nothing to add to the line)."""
+    explain = _Explainer(base, new, model)
+    for tid, t in d["targets"].items():
+        def cause(side: str, ops) -> dict:
+            return explain.cause(tid, side, [o for o in ops or () if o])
+        for f in t["fallbacks"]["added"]:
+            f["cause"] = cause("new", f.get("source_ops"))
+        for f in t["fallbacks"]["removed"]:
+            f["cause"] = cause("base", f.get("source_ops"))
+        for c in t["backend_changes"] + t["precision_changes"]:
+            c["cause"] = cause("new", [c.get("source_op")])
+        for side, way in (("new", "gained"), ("base", "lost")):
+            report = new if side == "new" else base
+            for f in t["fusions"][way]:
+                f["cause"] = cause(side, _fused_ops(report, tid, f["pattern"], explain, side))
+        timed = [x for way in ("slower", "faster") for x in (t.get("time") or {}).get(way) or []]
+        if timed:
+            carried = {n.id: n.source_ops for n in new.targets[tid].graph.nodes}
+            for x in timed:
+                x["cause"] = cause("new", carried.get(x.get("node"), ()))
+
+
+def _fused_ops(report: Report, tid: str, pattern: str, explain: "_Explainer", side: str) -> list[str]:
+    """The source ops of every fused group of `pattern` (source op types joined by "+", as the fusion matrix names
+    it) on the target: the changed ones among them explain why the count moved."""
+    index = {n.id: (i, n) for i, n in enumerate(report.capture.graph.nodes)}
+    ops = []
+    for n in report.targets[tid].graph.nodes:
+        carried = sorted((index[s] for s in n.source_ops if s in index and index[s][1].kind == "compute"),
+                         key=lambda x: x[0])
+        if len(carried) >= 2 and "+".join(c[1].op_type for c in carried) == pattern:
+            ops += [c[1].id for c in carried]
+    # Changed ops first: `cause` takes the first op with a model change, in this order.
+    return sorted(ops, key=lambda o: o not in explain.status[side])
+
+
+class _Explainer:
+    """What `_attach_causes` looks up: the model diff's changes by node, each side's captured-graph neighbours
+    (built on first use), and per target the versions that differ."""
+
+    def __init__(self, base: Report, new: Report, model: dict):
+        self.reports = {"base": base, "new": new}
+        self.model = model
+        status = model.get("node_status") or {}
+        self.status = {"base": status.get("base") or {}, "new": status.get("new") or {}}
+        self.change_at: dict[str, dict[str, dict]] = {"base": {}, "new": {}}
+        for c in model.get("changes") or []:
+            for side in ("base", "new"):
+                node = c.get(f"{side}_node")
+                if node is None:
+                    continue
+                kept = self.change_at[side].get(node)
+                if kept is None or _cause_rank(c) < _cause_rank(kept):
+                    self.change_at[side][node] = c
+        self._hood: dict[str, dict[str, set[str]]] = {}
+        self._captured: dict[str, set[str]] = {}
+        self._versions: dict[str, dict | None] = {}
+
+    def cause(self, tid: str, side: str, ops: list[str]) -> dict:
+        if not self.model.get("comparable", True):
+            return {"kind": "incomparable", "text": None}      # the model diff's own line says why, once
+        if not any(op in self.captured(side) for op in ops):
+            # No captured node to look at (a run without a captured graph, an op the compiler made up): whether
+            # the model changed there is not known, so nothing is said.
+            return {"kind": "unknown", "text": None}
+        for op in ops:
+            change = self._change(side, op)
+            if change:
+                return {"kind": "model", "change": change["kind"], "module_path": change.get("module_path") or "",
+                        "op_type": change.get("op_type"), "node": op, "text": _model_cause_text(change)}
+        near = [(self._change(side, other), other) for op in ops for other in sorted(self.neighbours(side, op))]
+        near = sorted(((c, o) for c, o in near if c), key=lambda x: _cause_rank(x[0]))
+        if near:
+            change, other = near[0]
+            where = change.get("block") or change.get("module_path") or change.get("op_type") or other
+            return {"kind": "neighbourhood", "change": change["kind"], "module_path": change.get("module_path") or "",
+                    "op_type": change.get("op_type"), "node": other,
+                    "text": f"on an unchanged op next to {where or '(root)'} ({_kind_words(change)})"}
+        moved = self.versions(tid)
+        if moved:
+            return {"kind": "toolchain", "versions": moved,
+                    "text": "unchanged model; toolchain " + ", ".join(f"{k} {v['base']} → {v['new']}"
+                                                                       for k, v in moved.items())}
+        if self.model.get("changes"):
+            # The compiler decided differently for an op the model diff left alone: a change further away (a
+            # partition boundary, a memory plan) or the compiler's own — xc cannot say which.
+            return {"kind": "unexplained", "text": "on an unchanged op, same toolchain (the model changed elsewhere)"}
+        return {"kind": "unexplained", "text": "unchanged model and toolchain"}
+
+    def captured(self, side: str) -> set[str]:
+        if side not in self._captured:
+            self._captured[side] = {n.id for n in self.reports[side].capture.graph.nodes}
+        return self._captured[side]
+
+    def _change(self, side: str, node: str) -> dict | None:
+        if node not in self.status[side]:
+            return None
+        return self.change_at[side].get(node) or {"kind": self.status[side][node], "text": None}
+
+    def neighbours(self, side: str, node: str) -> set[str]:
+        if side not in self._hood:
+            self._hood[side] = _neighbourhood(self.reports[side].capture.graph.nodes)
+        return self._hood[side].get(node, set())
+
+    def versions(self, tid: str) -> dict:
+        if tid not in self._versions:
+            b, n = (_toolchain_versions(self.reports[side], tid) for side in ("base", "new"))
+            self._versions[tid] = {k: {"base": b[k], "new": n[k]} for k in b if k in n and b[k] != n[k]}
+        return self._versions[tid]
+
+
+def _cause_rank(change: dict) -> int:
+    kind = change.get("kind")
+    return _CAUSE_ORDER.index(kind) if kind in _CAUSE_ORDER else len(_CAUSE_ORDER)
+
+
+def _kind_words(change: dict) -> str:
+    kind = change.get("kind")
+    if kind == "replaced" and change.get("base_op"):
+        return f"replaced: {change['base_op']} → {change.get('op_type')}"
+    return {"attributes": "attributes changed", "shapes": "shapes changed", "dtypes": "dtypes changed",
+            "weights": "weights changed"}.get(kind, kind)
+
+
+def _model_cause_text(change: dict) -> str:
+    """The model change at the op itself, in words ("replaced in new (relu → hardswish)")."""
+    kind = change.get("kind")
+    if kind == "replaced":
+        return f"replaced in new ({change.get('base_op')} → {change.get('op_type')})"
+    if kind in ("added", "removed"):
+        block = change.get("block")
+        return f"{kind} in new" + (f" (part of the {'inserted' if kind == 'added' else 'removed'} block {block})"
+                                   if block else "")
+    return {"attributes": "its attributes changed in new", "shapes": "its shapes changed in new",
+            "dtypes": "its dtypes changed in new", "weights": "its weights changed in new"}.get(kind, f"{kind} in new")
+
+
+def _neighbourhood(nodes) -> dict[str, set[str]]:
+    """Each captured node's neighbours: the nodes that make its inputs and that read its outputs, looked for through
+    nodes that compute nothing (views, layout, casts), up to _MAX_PASS_THROUGH of them."""
+    made_by: dict[str, str] = {}
+    read_by: dict[str, list[str]] = {}
+    kind = {}
+    for n in nodes:
+        kind[n.id] = n.kind
+        for t in n.outputs:
+            made_by[t.name] = n.id
+        for t in n.inputs:
+            read_by.setdefault(t.name, []).append(n.id)
+    by_id = {n.id: n for n in nodes}
+
+    def step(node_id: str) -> set[str]:
+        n = by_id[node_id]
+        near = {made_by[t.name] for t in n.inputs if t.name in made_by}
+        for t in n.outputs:
+            near.update(read_by.get(t.name, ()))
+        near.discard(node_id)
+        return near
+
+    out = {}
+    for n in nodes:
+        if n.kind != "compute":
+            continue
+        found, frontier, seen = set(), step(n.id), {n.id}
+        for _ in range(_MAX_PASS_THROUGH + 1):
+            onward = set()
+            for other in frontier - seen:
+                seen.add(other)
+                if kind.get(other) in _PASS_THROUGH:
+                    onward |= step(other)
+                elif kind.get(other) != "io":
+                    found.add(other)
+            frontier = onward
+            if not frontier:
+                break
+        out[n.id] = found
+    return out
+
+
+def _toolchain_versions(report: Report, tid: str) -> dict[str, str]:
+    """The versions a target's decisions depend on: the host's installed toolchains, the target's own
+    (`*_version` facts) and xc's (it predicts some placements by its rules)."""
+    versions = {k: str(v) for k, v in report.host.versions.items() if v is not None}
+    t = report.targets.get(tid)
+    for key, value in (t.info.extra.items() if t is not None else ()):
+        if key.endswith("_version") and isinstance(value, (str, int, float)):
+            versions[key.removesuffix("_version")] = str(value)
+    if report.xc_version:
+        versions["xc"] = report.xc_version
+    return versions
+
+
 # ---- rendering --------------------------------------------------------------------------------------------
 def change_lines(d: dict) -> list[tuple[str, str]]:
     """(target, one line) for every change, in a fixed order; shared by the text and Markdown renderings."""
     lines = [(t, "target added") for t in d["targets_added"]] + [(t, "target removed") for t in d["targets_removed"]]
-    swapped = {(r["module_path"], r["base"]) for r in d["source_ops"]["replaced"]} | \
-        {(r["module_path"], r["new"]) for r in d["source_ops"]["replaced"]}
-    for r in d["source_ops"]["replaced"]:
-        lines.append(("model", f"source op replaced at {r['module_path'] or '(root)'}: {r['base']} → {r['new']}"))
-    for op in d["source_ops"]["added"]:
-        if (op["module_path"], op["op_type"]) not in swapped:
-            lines.append(("model", f"source op added: {op['op_type']} at {op['module_path'] or '(root)'}"))
-    for op in d["source_ops"]["removed"]:
-        if (op["module_path"], op["op_type"]) not in swapped:
-            lines.append(("model", f"source op removed: {op['op_type']} at {op['module_path'] or '(root)'}"))
+    if d.get("model") is None:      # a diff made before the model diff: its source-op lines say what the model did
+        lines += _source_op_lines(d)
     for tid, t in d["targets"].items():
         if t["status"]["base"] != t["status"]["new"]:
             lines.append((tid, f"status {t['status']['base']} → {t['status']['new']}"))
         if t["op_count"]["base"] != t["op_count"]["new"]:
             lines.append((tid, f"compiled ops {t['op_count']['base']} → {t['op_count']['new']}"))
         for f in t["fallbacks"]["added"]:
-            lines.append((tid, f"new CPU fallback: {fallback_place(f)} ({f['reason'] or 'no reason given'})"))
+            lines.append((tid, f"new CPU fallback: {fallback_place(f)} ({f['reason'] or 'no reason given'})"
+                               + _because(f)))
         for f in t["fallbacks"]["removed"]:
-            lines.append((tid, f"fallback gone: {fallback_place(f)}"))
+            lines.append((tid, f"fallback gone: {fallback_place(f)}" + _because(f)))
         for f in t["fallbacks"].get("still_on_cpu") or []:
             lines.append((tid, f"on the CPU before and after: {f['base']} → {f['new']} at "
                                f"{f['module_path'] or '(root)'} (not a new fallback)"))
         for f in t["fusions"]["lost"]:
-            lines.append((tid, f"fusion lost: {f['pattern']} ({f['base']} → {f['new']})"))
+            lines.append((tid, f"fusion lost: {f['pattern']} ({f['base']} → {f['new']})" + _because(f)))
         for f in t["fusions"]["gained"]:
-            lines.append((tid, f"fusion gained: {f['pattern']} ({f['base']} → {f['new']})"))
+            lines.append((tid, f"fusion gained: {f['pattern']} ({f['base']} → {f['new']})" + _because(f)))
         for c in t["backend_changes"]:
-            lines.append((tid, f"backend {c['base']} → {c['new']}: {c['op_type']} at {c['module_path'] or '(root)'}"))
+            lines.append((tid, f"backend {c['base']} → {c['new']}: {c['op_type']} at {c['module_path'] or '(root)'}"
+                               + _because(c)))
         for c in t["precision_changes"]:
             lines.append((tid, f"precision {c['base']} → {c['new']}: {c['op_type']} at "
-                               f"{c['module_path'] or '(root)'}"))
+                               f"{c['module_path'] or '(root)'}" + _because(c)))
         for c in t.get("stage_changes") or []:
             lines.append((tid, f"{c['stage']}: ends with {c['base']} → {c['new']} ops"))
         if t.get("layout"):
@@ -619,7 +879,7 @@ def change_lines(d: dict) -> list[tuple[str, str]]:
                 for x in tm.get(way) or []:
                     lines.append((tid, f"{way}: {x['op_type']} at {x['module_path'] or '(root)'} "
                                        f"{x['base_us']:,.1f} → {x['new_us']:,.1f} µs ({_ratio(x['ratio'])}, "
-                                       f"{x['why']})"))
+                                       f"{x['why']})" + _because(x)))
             whole = whole_run_time(tm)
             if whole and whole["verdict"] in (SLOWER, FASTER):
                 lines.append((tid, f"{whole['verdict']}: estimated total {whole['base']['median']:,.1f} → "
@@ -628,7 +888,7 @@ def change_lines(d: dict) -> list[tuple[str, str]]:
             for x in tm.get("slower", []):
                 lines.append((tid, f"slower: {x['op_type']} at {x['module_path'] or '(root)'} {x['base_us']:,.0f} → "
                                    f"{x['new_us']:,.0f} µs ({_ratio(x['ratio'])}, beyond the runs' noise: "
-                                   f"{_iqr_text(x)}; measured)"))
+                                   f"{_iqr_text(x)}; measured)" + _because(x)))
             whole = whole_run_time(tm)
             if whole and whole["verdict"] in (SLOWER, FASTER):
                 lines.append((tid, f"{whole['verdict']}: {whole['what']} {whole['base']['median']:,.0f} → "
@@ -638,6 +898,28 @@ def change_lines(d: dict) -> list[tuple[str, str]]:
             if c["base"] != c["new"]:
                 lines.append((tid, f"checklist ({c['id']}) {c['base']} → {c['new']}: {c['detail']}"))
         lines += [(tid, line) for line in _matters_lines(t)]
+    return lines
+
+
+def _because(change: dict) -> str:
+    """The cause `_attach_causes` found, as the end of a change line (nothing for a diff made before causes)."""
+    cause = change.get("cause") or {}
+    return f" — {cause['text']}" if cause.get("text") else ""
+
+
+def _source_op_lines(d: dict) -> list[tuple[str, str]]:
+    """The source ops a diff made before the model diff found added, removed or replaced (by module path)."""
+    lines = []
+    swapped = {(r["module_path"], r["base"]) for r in d["source_ops"]["replaced"]} | \
+        {(r["module_path"], r["new"]) for r in d["source_ops"]["replaced"]}
+    for r in d["source_ops"]["replaced"]:
+        lines.append(("model", f"source op replaced at {r['module_path'] or '(root)'}: {r['base']} → {r['new']}"))
+    for op in d["source_ops"]["added"]:
+        if (op["module_path"], op["op_type"]) not in swapped:
+            lines.append(("model", f"source op added: {op['op_type']} at {op['module_path'] or '(root)'}"))
+    for op in d["source_ops"]["removed"]:
+        if (op["module_path"], op["op_type"]) not in swapped:
+            lines.append(("model", f"source op removed: {op['op_type']} at {op['module_path'] or '(root)'}"))
     return lines
 
 
@@ -717,6 +999,8 @@ def diff_text(d: dict, regressions: list[dict] | None = None) -> str:
     out = [f"NOTE: {show(different_models(d))}"] if different_models(d) else []
     out += [f"base: {show(d['base']['name'])} ({show(d['base']['sha256'][:12])})",
             f"new:  {show(d['new']['name'])} ({show(d['new']['sha256'][:12])})"]
+    if d.get("model") is not None:      # what changed in the model first: the decisions below follow from it
+        out += model_changes_text(d["model"]).rstrip("\n").split("\n")
     lines = change_lines(d)
     out += [f"  {show(tid):24} {show(line)}" for tid, line in lines] or ["  no change in any compiler decision"]
     out += [f"  {show(tid):24} {show(line)}" for tid, line in time_notes(d)]
@@ -732,6 +1016,8 @@ def diff_markdown(d: dict, regressions: list[dict] | None = None, max_rows: int 
     if different_models(d):
         out += ["", f"> **⚠️ {text(different_models(d))}**", ""]
     out += [f"base sha256 {code(d['base']['sha256'][:12])} · new sha256 {code(d['new']['sha256'][:12])}", ""]
+    if d.get("model") is not None:      # first, so the PR comment opens with it (collapsed beyond a few lines)
+        out += [model_changes_markdown(d["model"]).rstrip("\n"), ""]
     if regressions is not None:
         if regressions:
             out += [f"**❌ {len(regressions)} regression(s)**", ""]

@@ -82,6 +82,29 @@ def load_pt2(path: str, limits: Limits):
 
 # archive layout ---------------------------------------------------------------------------------------------------
 
+def load_pt2_tensors(path: str, limits: Limits, names) -> dict:
+    """Only the named weights and constants of the archive (by state-dict / constants key), rebuilt from raw bytes
+    as `load_pt2` rebuilds them; the program is not read and no other tensor's data is. Names it lacks are left out.
+    Raises XcInputError with one line."""
+    name = os.path.basename(path)
+    wanted = set(names)
+    z = safe_zip.open_zip(path, name, limits)
+    with z:
+        members = _members_by_path(z, name)
+        _check_layout(members, name)
+
+        def read(p: str) -> bytes:
+            return safe_zip.read_member(z, members[p], name, limits)
+
+        _check_small_record(read, members, "archive_format", ARCHIVE_FORMAT, name)
+        _check_small_record(read, members, "archive_version", ARCHIVE_VERSION, name)
+        out = _payloads(read, members, "data/weights/", f"data/weights/{MODEL}_weights_config.json", name,
+                        kind="weight", limits=limits, only=wanted)
+        out.update(_payloads(read, members, "data/constants/", f"data/constants/{MODEL}_constants_config.json",
+                             name, kind="constant", limits=limits, only=wanted - set(out)))
+    return out
+
+
 def _members_by_path(z, name: str) -> dict:
     """Entries by their path below the archive's root folder (torch writes `<stem>/...`)."""
     infos = [i for i in z.infolist() if not i.is_dir()]
@@ -130,8 +153,10 @@ def _check_small_record(read, members: dict, path: str, expected: str, name: str
 
 # weights and constants --------------------------------------------------------------------------------------------
 
-def _payloads(read, members: dict, folder: str, config_path: str, name: str, kind: str, limits: Limits) -> dict:
-    """Tensors by FQN, rebuilt from raw little-endian bytes; anything pickled is refused."""
+def _payloads(read, members: dict, folder: str, config_path: str, name: str, kind: str, limits: Limits,
+              only: set | None = None) -> dict:
+    """Tensors by FQN, rebuilt from raw little-endian bytes; anything pickled is refused. `only`: just these FQNs
+    (the whole config is still checked)."""
     import torch
     from torch._export.serde import schema
     from torch._export.serde.serialize import (_dict_to_dataclass, deserialize_scalar_type, deserialize_size,
@@ -164,6 +189,8 @@ def _payloads(read, members: dict, folder: str, config_path: str, name: str, kin
     flat: dict[str, Any] = {}
     out = {}
     for fqn, meta in config.config.items():
+        if only is not None and fqn not in only:
+            continue
         tm = meta.tensor_meta
         if tm is None:
             raise XcInputError(f"{name}: the {kind} {_short(fqn)} has no tensor metadata")

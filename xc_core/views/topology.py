@@ -620,13 +620,18 @@ def boxes_holding(v: dict, prep: Prepared, node_ids: set[str]) -> list[int]:
 
 def mark(svg: str, classes: dict[str, list[int]]) -> str:
     """Add CSS classes to boxes of a rendered SVG ({"gap": [box indices]}), for drawings shown without script."""
-    by_box: dict[int, list[str]] = {}
+    return add_classes(svg, classes, "b", "node")
+
+
+def add_classes(svg: str, classes: dict[str, list[int]], id_prefix: str, element: str) -> str:
+    """Add CSS classes to the `<g id="{id_prefix}K" class="{element}">` groups of a rendered SVG, by index K."""
+    by_index: dict[int, list[str]] = {}
     for cls, ks in classes.items():
         for k in ks:
-            by_box.setdefault(k, []).append(cls)
-    return re.sub(r'<g id="b(\d+)" class="node">',
-                  lambda m: f'<g id="b{m.group(1)}" class="node {" ".join(by_box.get(int(m.group(1)), []))}">'
-                  if int(m.group(1)) in by_box else m.group(0), svg)
+            by_index.setdefault(k, []).append(cls)
+    return re.sub(rf'<g id="{id_prefix}(\d+)" class="{element}">',
+                  lambda m: f'<g id="{id_prefix}{m.group(1)}" class="{element} {" ".join(by_index[int(m.group(1))])}">'
+                  if int(m.group(1)) in by_index else m.group(0), svg)
 
 
 # CSS for the marks, shared by the dashboard pane and the HTML report.

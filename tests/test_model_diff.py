@@ -324,3 +324,17 @@ def test_unread_weight_renamed_with_the_same_content_is_no_change():
     new.weights = [dataclasses.replace(w, name="stem.1.batches_seen") if w.name.endswith("num_batches_tracked")
                    else w for w in new.weights]
     assert diff_models(base, new)["summary"] == NO_CHANGES
+
+
+def test_module_trees_of_another_shape_still_match_their_ops():
+    # The same model, its module paths nested one level deeper on one side and half of them flattened away (an
+    # exporter that splits scopes differently): the trees disagree, the ops must not — no op added or removed.
+    inputs = model_pairs.example_inputs()
+    base = side(model_pairs.base_model(), inputs, "base")
+    nested = dataclasses.replace(base, label="nested", nodes=[
+        dataclasses.replace(n, module_path=(f"wrap.{n.module_path}" if n.module_path and i % 2 else None))
+        for i, n in enumerate(base.nodes)])
+    d = diff_models(base, nested)
+    assert d["comparable"] and d["blocks"] == []
+    assert not [c for c in d["changes"] if c["kind"] in ("added", "removed", "replaced")], kinds(d)
+    assert d["matched"] == len(base.nodes)

@@ -213,8 +213,11 @@ def test_model_names_are_inert_in_markdown_text_and_html():
                    renamed=[{"base": HOSTILE, "new": "layers.2", "why": "renumbered"}])
     rendered = MarkdownIt("commonmark").enable("table").render(model_changes_markdown(model))
     assert "<img" not in rendered and "<a " not in rendered and "\x1b" not in rendered
-    # Module names are code spans (GitHub links and notifies nothing inside one); nothing of them outside one.
-    assert "octo-team" not in re.sub(r"<code>.*?</code>", "", rendered)
+    # A name that shows as itself is a code span; a hostile one is escaped inert text: outside code spans no
+    # mention (a word joiner after "@"), no link ("://" broken), no escape.
+    outside = re.sub(r"<code>.*?</code>", "", rendered)
+    assert "@octo-team" not in outside and "http://" not in outside and "@\u2060octo-team" in outside
+    assert "<code>layers.2</code>" in rendered
     text = model_changes_text(model)
     assert "\x1b" not in text and all(line.isprintable() for line in text.splitlines())
     d = diff_reports(_report("a", BASE_OPS, set()), _report("b", NEW_OPS, {"gelu"}), model=model)

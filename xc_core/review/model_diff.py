@@ -382,6 +382,7 @@ class _Matcher:
     def run(self) -> None:
         self._match(self.base.root, self.new.root)
         self._match_moved_blocks()
+        self._match_leftovers()
 
     def _match(self, root_b: _Module, root_n: _Module) -> None:
         stack = [(root_b, root_n)]
@@ -489,6 +490,38 @@ class _Matcher:
                 still_new.append(m)
         self.unmatched_base = [m for m in self.unmatched_base if id(m) not in moved_base]
         self.unmatched_new = still_new
+
+
+    def _match_leftovers(self) -> None:
+        """The ops the module trees left without a partner on both sides, lined up once more in graph order: a run
+        of the same ops (op type, arity, weights) pairs them. Module trees that disagree in shape — a scope split
+        into deeper levels, a nested side against a flat one — then still match their ops. A block whose ops all
+        pair this way is no longer a block; one partly paired leaves its other ops added or removed one by one."""
+        left_b = sorted(self.removed_ops + [i for m in self.unmatched_base for i in m.subtree_ops()])
+        left_n = sorted(self.added_ops + [j for m in self.unmatched_new for j in m.subtree_ops()])
+        if not left_b or not left_n:
+            return
+        paired_b, paired_n = set(), set()
+        for tag, i1, i2, j1, j2 in _opcodes([self.base.fine[i] for i in left_b], [self.new.fine[j] for j in left_n]):
+            if tag == "equal":
+                for i, j in zip(left_b[i1:i2], left_n[j1:j2]):
+                    self.pairs.append((i, j, False))
+                    paired_b.add(i)
+                    paired_n.add(j)
+        if not paired_b:
+            return
+        for blocks, paired, loose in ((self.unmatched_base, paired_b, self.removed_ops),
+                                      (self.unmatched_new, paired_n, self.added_ops)):
+            kept = []
+            for m in blocks:
+                ops = m.subtree_ops()
+                if not any(i in paired for i in ops):
+                    kept.append(m)
+                else:
+                    loose += [i for i in ops if i not in paired]
+            blocks[:] = kept
+        self.removed_ops[:] = [i for i in self.removed_ops if i not in paired_b]
+        self.added_ops[:] = [j for j in self.added_ops if j not in paired_n]
 
 
 def _prefix_counts(n: int, paired: set[int]) -> list[int]:

@@ -8,8 +8,9 @@ Every name in a model diff comes from a model file (module paths, op and weight 
 """
 from __future__ import annotations
 
-from ..errors import printable_line
+from ..errors import printable_line, visible
 from ..views.model_compare import plural as _plural, summary_line  # noqa: F401 — summary_line is this module's too
+from ..views.text import inert
 from .md_text import code, table, text
 
 # The order changes are listed in: what a reviewer asks about first.
@@ -87,8 +88,16 @@ def _markdown(item: list[tuple[str, str]]) -> str:
     def segment(how: str, v: str) -> str:
         # text() and code() make a value one trimmed line: the spaces between segments are kept here
         lead, trail = (" " if v[:1].isspace() else ""), (" " if v[-1:].isspace() else "")
-        return lead + (code(v) if how == "code" else text(v)) + trail
+        return lead + (_name(v) if how == "code" else text(v)) + trail
     return "".join(segment(how, v) for how, v in item)
+
+
+def _name(value: str) -> str:
+    """A name from the model as a code span when it shows as itself; one with a control character, or with what
+    GitHub would turn into a mention, reference or link, as escaped inert text instead (a code span keeps "@" and
+    "://" as they are)."""
+    one_line = " ".join(str(value).split())
+    return code(value) if visible(one_line) == one_line == inert(one_line) else text(value)
 
 
 def rename_items(md: dict) -> list[tuple[str, list[tuple[str, str]]]]:

@@ -13,10 +13,14 @@ RUN pip install --no-cache-dir --extra-index-url https://download.pytorch.org/wh
 COPY app.py ./
 COPY assets ./assets
 # config.toml only: a secrets.toml in the build folder (sign-in's client and cookie secrets) never enters the image;
-# mount it at run time (README: "Deploying the dashboard for a team").
+# mount it at run time (docs/deployment.md).
 COPY .streamlit/config.toml ./.streamlit/config.toml
 COPY pages ./pages
 COPY xc_core ./xc_core
+# xc's Model Explorer extension (`xc explorer`) and the documentation site (`xc docs`)
+COPY xc_model_explorer ./xc_model_explorer
+COPY mkdocs.yml ./
+COPY docs ./docs
 # the `xc` command in the container (its dependencies are installed above)
 COPY pyproject.toml README.md ./
 RUN pip install --no-cache-dir --no-deps -e .
@@ -29,6 +33,6 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
 # Published on every interface on purpose: a container's loopback cannot be reached through `docker run -p`, so this
 # overrides config.toml's 127.0.0.1. Whoever reaches port 8501 can then upload models and read every stored run —
 # unless sign-in is configured: mount a secrets.toml with an [auth] section at /app/.streamlit/secrets.toml
-# (README: "Deploying the dashboard for a team").
+# (docs/deployment.md).
 CMD ["python", "-m", "streamlit", "run", "app.py", "--server.address=0.0.0.0", "--server.port=8501", \
      "--server.headless=true", "--browser.gatherUsageStats=false"]

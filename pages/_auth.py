@@ -1,6 +1,6 @@
 """Sign-in for a dashboard shared by a team: Streamlit's own OpenID Connect login (st.login / st.user / st.logout).
 
-A deployment turns it on with an `[auth]` section in the server's secrets.toml (README: "Deploying the dashboard for a
+A deployment turns it on with an `[auth]` section in the server's secrets.toml (docs/deployment.md: "Deploying the dashboard for a
 team"); then every page requires sign-in, and a visitor who has not signed in sees the sign-in screen and nothing
 else — no page list, no sidebar, no runs. Without `[auth]` (local use) nothing changes. A secrets file that is there
 but cannot be read keeps the dashboard closed: a typo must not open it to everyone.

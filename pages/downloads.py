@@ -129,3 +129,7 @@ if command:
                "panel; README.txt in the zip says which file is which. From the CLI: "
                f"`xc report {(key or 'RUN')[:12]} --format model-explorer --out DIR`.")
     st.code(command, language="bash", wrap_lines=True)
+    if key:     # a stored run: the live extension reads it from the store and computes what it lacks
+        st.caption("Live instead, with the overlays of any target computed by xc when you pick it (the run's own "
+                   "targets at once): `xc explorer " + key[:12] + "` starts Model Explorer with xc's extension on "
+                   "this machine.")

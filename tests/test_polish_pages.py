@@ -3,6 +3,7 @@ verdicts with the Markdown report's symbols on the Checklist grid and the Overvi
 compile as a labelled column, and one Model Explorer zip with the command that opens it."""
 import copy
 import json
+import re
 
 import pytest
 from test_pages import _page_with_report, run_page
@@ -91,4 +92,6 @@ def test_downloads_give_one_model_explorer_zip_and_label_openvinos_two_models():
     captions = " ".join(c.value for c in at.caption).replace("\\", "")
     assert "execution graph — open in Netron; not loadable by read_model" in captions
     assert "IR — loadable by openvino.Core().read_model" in captions
+    # a stored run: the live extension's command beside the export's
+    assert re.search(r"`xc explorer [0-9a-f]{12}` starts Model Explorer with xc's extension", captions)
     assert {"runtime_model.xml", "model.xml"} <= set(_unescaped(labels))

@@ -168,6 +168,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--strict", action="store_true",
                    help="fail (exit 2) when the token may not write the comment; by default that is a warning and "
                         "exit 0, as for a pull request from a fork")
+    # Where users meet xc outside the dashboard: the docs site, an assistant (MCP) and Google's Model Explorer.
+    from . import docs_site, explorer, mcp_server
+    for surface in (docs_site, mcp_server, explorer):
+        surface.add_parser(sub)
     return p
 
 
@@ -268,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
             return _batch_merge(args)
         if args.command == "repro":
             return _repro(args)
+        if args.command in ("docs", "mcp", "explorer"):
+            from . import docs_site, explorer, mcp_server
+            return {"docs": docs_site, "mcp": mcp_server, "explorer": explorer}[args.command].run(args)
         return _analyze(args)
     except XcInputError as e:
         print(f"xc: {printable_line(e.for_cli())}", file=sys.stderr)     # it may quote a file's or model's names

@@ -47,7 +47,7 @@ _ROUTE_REFUSED = (r"no PyTorch program from the ONNX|onnx2torch c(?:ould|annot) 
                   r"onnx2torch's converter does not compute this form|: its converter failed \(|"
                   r"the ONNX → PyTorch route did not run")
 KNOWN = [
-    # README "Isolation": a worker's crash or limit is named by the parent
+    # docs/architecture.md "Isolation": a worker's crash or limit is named by the parent
     Known(_C(r"^killed by SIG(SEGV|ABRT|BUS|ILL|FPE)"), TOOLCHAIN, None,
           "a native crash inside the compiler: the other targets are unaffected; the artifacts hold what it was "
           "given, for a report to its maintainers"),

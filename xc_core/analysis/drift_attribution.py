@@ -4,7 +4,7 @@ sits at that point ("the fp16 Gemm at mix.fc (nnapi, partition 0) accounts for 9
 Runs on report data only (the target's `layer_drift` points and compiled `graph` nodes, and the captured graph in
 execution order), so a stored report can be attributed again without arrays.
 
-Method (the README section says the same for reviewers):
+Method (docs/targets.md says the same for reviewers):
 
 * Verified points only. A compared boundary that failed verification (analysis/layer_drift.py: a shape or dtype
   that is not the reference's, or an error orders of magnitude above everything computed from it, the output

@@ -10,6 +10,10 @@ The export is made when it is asked for (`model_explorer_zip`: the Downloads pag
 format, and a copy per pair of graphs of the mapping — at 20,000 nodes and eight targets 60 MB and a minute of the
 report job that most runs never open.
 
+The same graphs, overlays and mappings are built one at a time for the live extension (xc_core/explorer.py, the
+package xc_model_explorer): `graph_document`, `project` (a target's per-node values onto any graph of the report,
+through source ops), `drift_node_data`, `graph_node_data`, `sync_entries`.
+
 The formats, as ai-edge-model-explorer 0.1.34 and its UI (github.com/google-ai-edge/model-explorer) read them:
 - graph: `model_explorer.graph_builder.GraphCollection` as `dataclasses.asdict` serialises it (the form the server
   sends the UI, model_explorer/utils.py `convert_adapter_response`); the UI's built-in JSON adapter takes a
@@ -124,9 +128,7 @@ def write_model_explorer(report: Report | dict, out_dir: str) -> list[str]:
     for left, right in pairs:
         entries = _sync_entries(views[left], views[right], rank)
         name = f"{names[left]}.vs.{names[right]}.sync.json"
-        # Without a mapping entry the UI would look for the same node id on the other side; across compilers an
-        # equal id is no evidence of the same node, so that fallback is off.
-        write(name, {"type": "sync_navigation", "mappingEntries": entries, "disableMappingFallback": True})
+        write(name, sync_document(entries))
         index["sync"].append({"left": left, "right": right, "file": name,
                               "coverage_left": _coverage(views[left], entries, "leftNodeIds"),
                               "coverage_right": _coverage(views[right], entries, "rightNodeIds"),
@@ -164,6 +166,92 @@ def export_plan(report: Report | dict) -> dict:
     return {"graphs": {gid: f"{names[gid]}.graph.json" for gid, _, _ in graphs},
             "node_data": {gid: {"backend": f"{names[gid]}.backend.nodedata.json"}
                           for gid, _, target in graphs if target is not None}}
+
+
+# --- builders for a live view (xc_model_explorer: one graph, one overlay at a time) ---------------------------
+
+def graph_ids(report: Report | dict) -> list[str]:
+    """The graphs the export shows: "captured" (when the report holds one), then each target with status ok and a
+    graph, in the report's order."""
+    return [gid for gid, _, _ in _collect_graphs(Report.of(report))]
+
+
+def graph_view(report: Report | dict, gid: str) -> "_GraphView":
+    """The report's graph `gid` ("captured" or a target id) in Model Explorer's terms. KeyError when the report
+    has no such graph."""
+    report = Report.of(report)
+    for graph_id, graph, target in _collect_graphs(report):
+        if graph_id == gid:
+            return _GraphView(gid, graph, target, report.alignment.source_ops, _source_op_rank(report))
+    raise KeyError(gid)
+
+
+def graph_document(report: Report | dict, gid: str) -> dict:
+    """One `graph_builder.Graph` (as `dataclasses.asdict` writes it) of the report's graph `gid`."""
+    report = Report.of(report)
+    return graph_view(report, gid).collection(report.source.name or "")["graphs"][0]
+
+
+def project(report: Report | dict, gid: str, tid: str, values: dict[str, object]) -> dict[str, object]:
+    """Per-node values of target `tid` (its node id -> value) as results on graph `gid` (result key -> value).
+
+    On the target's own graph each node takes its own value. On another graph (the captured one, another target's)
+    a node takes the value of the target's node that computes its latest source op the target has: the node the
+    alignment names for that op, the one the sync mapping pairs it with. Nodes no value reaches are left out."""
+    report = Report.of(report)
+    shown = graph_view(report, gid)
+    if gid == tid:
+        return {shown.result_key[nid]: v for nid, v in values.items() if nid in shown.result_key}
+    owners = graph_view(report, tid).owners
+    rank = _source_op_rank(report)
+    out = {}
+    for n in shown.carriers:
+        if n.id not in shown.result_key:
+            continue
+        for op in sorted(n.source_ops, key=lambda s: rank.get(s, -1), reverse=True):
+            if owners.get(op) in values:
+                out[shown.result_key[n.id]] = values[owners[op]]
+                break
+    return out
+
+
+def drift_node_data(report: Report | dict, gid: str, tid: str, name: str | None = None) -> dict | None:
+    """Target `tid`'s per-layer drift on graph `gid` (any graph: drift is measured per source op); None when the
+    target has no verified drift point there."""
+    report = Report.of(report)
+    data = _drift(graph_view(report, gid), report.targets[tid].layer_drift)
+    if data is not None and name:
+        data["name"] = name
+    return data
+
+
+def graph_node_data(name: str, results: dict, thresholds: list | None = None, categorical: bool = False) -> dict:
+    """A `node_data_builder.GraphNodeData` as `asdict` writes it, for `results` {result key: {value, bgColor?}}."""
+    return _graph_node_data(name, results, thresholds, categorical)
+
+
+def category_color(kind: str, value: str) -> str:
+    """The colour a category gets in the export (backend and precision have fixed ones; others a stable pick)."""
+    table = {"backend": _BACKEND_COLORS, "precision": _PRECISION_COLORS}.get(kind, {})
+    return table.get(value) or _other_color(value)
+
+
+def sync_entries(report: Report | dict, left: str, right: str) -> list[dict]:
+    """The sync-navigation mapping entries between two of the report's graphs, as the export writes them."""
+    report = Report.of(report)
+    return _sync_entries(graph_view(report, left), graph_view(report, right), _source_op_rank(report))
+
+
+def file_stems(ids: list[str]) -> dict[str, str]:
+    """Graph id -> the file-name stem the export gives it ([A-Za-z0-9_-], unique also by case)."""
+    return _safe_names(ids)
+
+
+def sync_document(entries: list[dict]) -> dict:
+    """A `SyncNavigationData` (the UI's "Upload mapping from computer") holding `entries`."""
+    # Without a mapping entry the UI would look for the same node id on the other side; across compilers an
+    # equal id is no evidence of the same node, so that fallback is off.
+    return {"type": "sync_navigation", "mappingEntries": entries, "disableMappingFallback": True}
 
 
 # --- graphs --------------------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 browser. `xc explorer MODEL` serves Model Explorer on loopback with the model opened through xc's adapter; in
 headless Chromium the 'xc overlays' provider runs for ort-nnapi with the fallback overlay, and the side panel
 names the overlay with its evidence and shows, on the HardSigmoid node NNAPI cannot take, the reason the report
-gives (the Fallbacks page's words)."""
+gives (the Fallbacks page's words). And a run's sync mapping, uploaded as the user is told to, makes a click on a
+captured node select the target's node that computes it in the split pane."""
 import os
 import re
 import signal
@@ -87,6 +88,72 @@ def test_model_explorer_shows_a_targets_fallback_overlay(tmp_path):
             proc.kill()
             proc.wait()
             pytest.fail("xc explorer did not stop on SIGTERM")
+        if not passed:
+            with open(log_path, encoding="utf-8", errors="replace") as f:
+                print(f.read()[-4000:])
+
+
+def test_a_runs_sync_mapping_selects_the_targets_node_in_the_split_pane(tmp_path):
+    """`xc explorer RUN` opens on the captured graph; with ort-nnapi in the split pane and the mapping file it
+    printed uploaded (Sync > Upload mapping from computer), selecting the captured HardSigmoid selects the node of
+    ort-nnapi that computes it: the right pane's side panel then shows that node, with its fallback reason."""
+    from playwright.sync_api import sync_playwright
+    from test_explorer_extension import tiny_onnx
+
+    from xc_core.api import analyze
+    run_dir = str(tmp_path / "run")
+    report = analyze(tiny_onnx(str(tmp_path / "tiny.onnx")), ["ort-cpu", "ort-nnapi"], out_dir=run_dir)
+    (fell,) = [n for n in report["targets"]["ort-nnapi"]["graph"]["nodes"] if n["op_type"] == "HardSigmoid"]
+    assert fell["fallback"] and fell["fallback_reason"]
+    port = free_port()
+    log_path = str(tmp_path / "explorer.log")
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "xc_core", "explorer", run_dir, "--port", str(port),
+                                 "--no-open"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ))
+    passed = False
+    try:
+        url = _wait_for_url(proc, log_path)
+        with open(log_path, encoding="utf-8") as f:
+            (mapping,) = re.findall(r"sync navigation captured \| ort-nnapi: .*> (\S+\.sync\.json)", f.read())
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS + WEBGL)
+            page = browser.new_page(viewport={"width": 1600, "height": 950})
+            page.goto(url)
+            # Opened on the captured graph; ort-nnapi from the graph selector into the split pane.
+            page.get_by_text("Add per-node data").wait_for(timeout=180_000)
+            page.locator("text=/^\\s*captured\\s*$/").first.wait_for(timeout=60_000)
+            page.get_by_text(re.compile(r"^\s*\d+ nodes\s*$")).first.click()
+            page.locator('.graph-item-container[data-id="ort-nnapi"] .action-button').click()
+            page.get_by_text("Sync", exact=True).click()
+            dropdown = page.locator(".model-explorer-sync-navigation-dropdown")
+            dropdown.get_by_text("Upload mapping from computer").click()
+            dropdown.locator("input[type=file]").set_input_files(mapping)
+            page.wait_for_timeout(1000)
+            page.keyboard.press("Escape")
+            assert page.get_by_text("NODE INFO").count() == 0
+            # A search result locates the captured HardSigmoid (centred in the left pane); a click on it selects it as
+            # a user does — sync navigation follows clicks on the graph, not the search's own selection.
+            page.locator("input[placeholder*='Search nodes']").first.fill("HardSigmoid")
+            page.get_by_text(re.compile(r"^\s*HardSigmoid\s*$")).first.click()
+            page.keyboard.press("Escape")
+            page.wait_for_timeout(1000)
+            box = page.locator("canvas").first.bounding_box()
+            page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            page.get_by_text("NODE INFO").nth(1).wait_for(timeout=30_000)      # both panes show a node now
+            page.wait_for_timeout(500)
+            page.screenshot(path=str(tmp_path / "explorer-sync.png"))
+            body = page.inner_text("body")
+            # The right pane's node is ort-nnapi's (the captured node has no backend): its reason is shown.
+            assert fell["fallback_reason"][:60] in body, body[-2000:]
+            browser.close()
+        passed = True
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
         if not passed:
             with open(log_path, encoding="utf-8", errors="replace") as f:
                 print(f.read()[-4000:])

@@ -216,8 +216,8 @@ def _analyze_and_record(source: str, target: str, cells: dict[str, str], store) 
 # --- the adapter -----------------------------------------------------------------------------------------------
 
 def convert(model_path: str) -> dict:
-    """{"graphs": [graph]} (a model: its captured graph) or {"graphCollections": [collection]} (an .xcrun: the
-    captured graph and each compiled target's), as dicts in `graph_builder`'s shape."""
+    """{"graphs": [graph]} (a model: its captured graph) or {"graphCollections": [...]} (an .xcrun: the captured
+    graph's collection, then the compiled targets'), as dicts in `graph_builder`'s shape."""
     me = _export()
     opened = Opened(model_path)
     if opened.run_ref is None:
@@ -230,9 +230,14 @@ def convert(model_path: str) -> dict:
     if not gids:
         raise XcInputError(f"run {printable_line(opened.run_ref)}: holds no graph to show")
     label = (report.get("source") or {}).get("name") or os.path.basename(model_path)
-    return {"graphCollections": [{"label": label, "graphs": [me.graph_document(report, g) for g in gids],
-                                  # by id: "captured" before the target ids
-                                  "graphSorting": "name_asc"}]}
+    # Model Explorer 0.1.34 opens the first graph of the first collection, and its graph selector orders a
+    # collection's graphs by node count whatever graphSorting says: the captured graph gets a collection of its own,
+    # first, so a run opens on it; the compiled targets follow, named in order.
+    captured = [g for g in gids if g == me.CAPTURED]
+    targets = [g for g in gids if g != me.CAPTURED]
+    return {"graphCollections": [{"label": f"{label} · {name}", "graphs": [me.graph_document(report, g) for g in ids],
+                                  "graphSorting": "name_asc"}
+                                 for name, ids in (("captured", captured), ("compiled", targets)) if ids]}
 
 
 # --- the overlay provider --------------------------------------------------------------------------------------

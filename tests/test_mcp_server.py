@@ -284,3 +284,16 @@ def test_get_repro_hands_out_the_culprits_bundle(place, tmp_path):
     assert got["script_name"] == "run_repro.py" and "import" in got["script"]
     assert {"BUG_REPORT.md", "run_repro.py", "model.pt2", "inputs.npz"} <= set(got["files"])
     assert got["command"].endswith("&& python run_repro.py")
+
+
+def test_a_suggested_command_names_the_run_as_one_shell_word():
+    """get_repro suggests `xc repro RUN …`: a stored run by its id, a folder quoted for the shell, and a folder whose
+    name a command line cannot show (a newline) never as a command that would name another folder."""
+    import shlex
+    from types import SimpleNamespace
+
+    from xc_core.mcp_server.answers import _shell_ref
+    assert _shell_ref(SimpleNamespace(key="0123456789abcdef"), "whatever") == "0123456789ab"
+    assert shlex.split(_shell_ref(SimpleNamespace(key=None), 'runs/a"b) $(x)')) == ['runs/a"b) $(x)']
+    assert "RUN" in _shell_ref(SimpleNamespace(key=None), "run\nq") and "\n" not in _shell_ref(
+        SimpleNamespace(key=None), "run\nq")

@@ -141,8 +141,36 @@ def _cached(key, make):
 
 def _cells(source: str, targets: list[str]) -> dict[str, str]:
     """The cell keys (identity -> key) `xc analyze SOURCE --targets ...` computes for these targets, no other flags."""
-    from .run_keys import cell_keys, request_parts, source_digest
-    return cell_keys(request_parts(source_digest(source)), targets, None)
+    from .run_keys import cell_keys, request_parts
+    return cell_keys(request_parts(_digest(source)), targets, None)
+
+
+def _digest(source: str) -> str:
+    """run_keys.source_digest, hashed once per version of the file: every overlay asks for its cell's key, and
+    hashing a model of a few hundred MB again each time costs a second a click."""
+    from .run_keys import source_digest
+    if source.startswith("sample:"):
+        return source_digest(source)
+    try:
+        st = os.stat(source)
+    except OSError:
+        return source_digest(source)        # says "no such file" in one line
+    # An ONNX model's external data files count too (run_keys hashes them): their stats are part of the version.
+    version = (os.path.abspath(source), st.st_size, st.st_mtime_ns, _data_stats(source))
+    return _cached(("digest", version), lambda: source_digest(source))
+
+
+def _data_stats(source: str) -> tuple:
+    """(name, size, mtime) of the files beside an ONNX model (its external data is among them; which ones, only
+    reading the model says): a scan of one folder, milliseconds for thousands of files."""
+    if not source.lower().endswith(".onnx"):
+        return ()
+    try:
+        with os.scandir(os.path.dirname(os.path.abspath(source))) as entries:
+            return tuple(sorted((e.name, st.st_size, st.st_mtime_ns) for e in entries
+                                if e.is_file() and (st := e.stat())))
+    except OSError:
+        return ()
 
 
 def _stored_with_cell(store, cell_keys: list[str]) -> dict | None:

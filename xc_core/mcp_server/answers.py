@@ -9,6 +9,7 @@ saying how much was left out, so a 20,000-node model answers in kilobytes.
 """
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 
 from ..errors import XcInputError, printable_line
@@ -310,7 +311,8 @@ def repro(run, tid: str, run_ref: str, can_write: bool) -> dict:
     how to get one."""
     from ..views.isolation import culprit_entries
     entry = next((e for e in culprit_entries(run.report) if e["target"] == tid), None)
-    how = (f"`xc repro {line(run_ref)} --target {line(tid)}` runs the per-op isolation and the culprit search for "
+    ref = _shell_ref(run, run_ref)
+    how = (f"`xc repro {ref} --target {shlex.quote(tid)}` runs the per-op isolation and the culprit search for "
            "this target and writes the bundle (a write: into the run store or the run folder)")
     out: dict = {"run_target": line(tid), "status": None, "sentence": None, "evidence": None, "bug_report": None,
                  "script": None, "script_name": None, "no_script": None, "files": [], "files_left_out": 0,
@@ -340,9 +342,18 @@ def repro(run, tid: str, run_ref: str, can_write: bool) -> dict:
         out["script_name"] = line(entry["script"])
         out["script"] = _bundle_text(bundle[entry["script"]])
     folder = f"xc-repro-{tid.replace('[', '-').replace(']', '')}"
-    out["command"] = line(f"xc repro {run_ref} --target {tid} --out {folder}"
-                          + (f" && cd {folder} && python {entry['script']}" if entry["script"] else ""))
+    folder = shlex.quote(folder)
+    out["command"] = line(f"xc repro {ref} --target {shlex.quote(tid)} --out {folder}"
+                          + (f" && cd {folder} && python {shlex.quote(entry['script'])}" if entry["script"] else ""))
     return out
+
+
+def _shell_ref(run, run_ref: str) -> str:
+    """The run as a shell word a user can paste: its store id, else the path quoted; a path a command line cannot
+    show as it is (a newline, a control character) stays a description instead of a command that names another."""
+    if run.key:
+        return run.key[:12]
+    return shlex.quote(run_ref) if line(run_ref) == run_ref else "RUN (the run folder: its name cannot be shown here)"
 
 
 def _bundle_text(path: str) -> str:
